@@ -1,0 +1,23 @@
+# `make demo` and `make test` each build the virtualenv they need from this repo's own files.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cfn-provider demo
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

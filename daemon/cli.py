@@ -1,0 +1,147 @@
+"""`cfn-provider`: the command line."""
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .config import ConfigError, Settings, default_state_url, load_config_file
+from .router import HandlerError, parse_handler_option
+from .store import StoreConfigError
+
+ENV = "CFN_PROVIDER_"
+
+
+def _load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
+    if path:
+        try:
+            values = load_config_file(path)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from None
+        known = {p.name for p in ctx.command.params}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise click.BadParameter(f"{path}: unknown setting(s) {', '.join(unknown)}; "
+                                     f"known: {', '.join(sorted(known - {'config'}))}")
+        ctx.default_map = {**(ctx.default_map or {}), **values}
+    return path
+
+
+def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    try:
+        return tuple(parse_handler_option(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="cfn-provider")
+def main() -> None:
+    """Serve AWS CloudFormation custom resources from your own machines.
+
+    CloudFormation publishes each custom-resource request to the SNS topic a template names
+    as its ServiceToken; SNS delivers it to an SQS queue; `cfn-provider run` long-polls that
+    queue, runs the handler registered for the request's ResourceType, and uploads the answer
+    to the request's presigned ResponseURL. Try it with no AWS account: `cfn-provider demo`.
+    """
+
+
+@main.command()
+@click.option("--config", type=click.Path(dir_okay=False), callback=_load_config, is_eager=True,
+              expose_value=False, envvar=ENV + "CONFIG",
+              help="TOML file with any of these options (e.g. queue-url = \"...\", [handlers] table).")
+@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="SQS queue subscribed to the ServiceToken topic.")
+@click.option("--region", envvar=ENV + "REGION", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
+@click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN",
+              help="Accept notifications only from this topic (repeatable). Default: any topic, with a warning.")
+@click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER", metavar="TYPE=MODULE[:ATTR]",
+              help="Serve ResourceType TYPE (or a glob like 'Custom::Acme*') with a module or object "
+                   "having create/update/delete (repeatable). Entry points in the group "
+                   "cfn_provider.handlers are served too.")
+@click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
+              help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
+              help="Requests handled at once; no more messages than this are ever held.")
+@click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
+              envvar=ENV + "VISIBILITY_TIMEOUT",
+              help="Seconds a received message stays hidden; renewed every third of it while in flight.")
+@click.option("--grace-period", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
+              envvar=ENV + "GRACE_PERIOD",
+              help="On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are handed "
+                   "back to the queue (or answered FAILED when their deadline is too near).")
+@click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
+              envvar=ENV + "VERIFY_SIGNATURES",
+              help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")
+@click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
+              metavar="PREFIX", help="Also allow ResponseURLs under this URL prefix (e.g. an emulator). "
+                                     "Default: only https S3 hosts under amazonaws.com(.cn).")
+@click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
+              envvar=ENV + "TRUST_SIGNING_CERT_URL",
+              help="For emulators and tests only: also fetch SNS signing certificates from this URL prefix.")
+@click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
+@click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
+@click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
+              envvar=ENV + "LOG_FORMAT", help="auto: console on a terminal, JSON otherwise.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              default="info", show_default=True, envvar=ENV + "LOG_LEVEL")
+def run(log_format: str, log_level: str, **options: Any) -> None:
+    """Run the provider daemon until SIGTERM/SIGINT (a second signal stops at once).
+
+    \b
+    Example:
+      cfn-provider run --queue-url https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider \\
+        --topic-arn arn:aws:sns:eu-west-1:123456789012:cfn-provider \\
+        --handler 'Custom::Thing=mypkg.thing'
+
+    Every option can also come from a CFN_PROVIDER_<OPTION> environment variable (e.g.
+    CFN_PROVIDER_QUEUE_URL) or the --config file. AWS endpoints follow botocore's own
+    AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SQS variables.
+    """
+    from . import logs
+    from .service import Service
+
+    logs.configure(log_format, log_level)
+    settings = Settings(
+        queue_url=options["queue_url"], region=options["region"], topic_arns=options["topic_arn"],
+        handlers=options["handler"], state=options["state"], concurrency=options["concurrency"],
+        visibility_timeout=options["visibility_timeout"], grace_period=options["grace_period"],
+        verify_signatures=options["verify_signatures"], allow_response_urls=options["allow_response_url"],
+        trust_signing_cert_urls=options["trust_signing_cert_url"], wait_seconds=options["wait_seconds"],
+        max_backoff=options["max_backoff"],
+    )
+    sys.exit(_serve(settings))
+
+
+def _serve(settings: Settings) -> int:
+    from .service import Service
+
+    async def go() -> int:
+        service = Service(settings)
+        service.install_signal_handlers()
+        return await service.run()
+
+    try:
+        return asyncio.run(go())
+    except (HandlerError, StoreConfigError) as exc:
+        click.echo(f"cfn-provider: {exc}", err=True)
+        return 2
+
+
+@main.command()
+@click.option("--logs/--no-logs", default=False, help="Also show the daemon's own log lines (on stderr).")
+def demo(logs: bool) -> None:
+    """Everything on this machine, no AWS account: an embedded AWS emulator (moto), a topic,
+    a queue, a bucket, the daemon, and a scripted stack lifecycle. Prints each request and
+    the response read back from S3; exits 0 when every answer is the one expected."""
+    try:
+        from .demo import run_demo
+    except ImportError as exc:  # moto is an extra
+        raise click.ClickException(f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})")
+    sys.exit(run_demo(show_logs=logs))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,69 @@
+"""Settings for `cfn-provider run`, and the TOML config file that can supply them.
+
+Precedence: command line, then CFN_PROVIDER_* environment variables, then the config
+file, then the defaults below.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def default_state_dir() -> Path:
+    """systemd's $STATE_DIRECTORY, else $XDG_STATE_HOME/cfn-provider, else ~/.local/state/cfn-provider."""
+    if os.environ.get("STATE_DIRECTORY"):
+        return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "cfn-provider"
+
+
+def default_state_url() -> str:
+    return f"sqlite://{default_state_dir() / 'state.db'}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    queue_url: str
+    region: str | None = None
+    topic_arns: tuple[str, ...] = ()
+    handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]" or object)
+    state: str = field(default_factory=default_state_url)
+    concurrency: int = 32
+    visibility_timeout: int = 60
+    wait_seconds: int = 20
+    grace_period: float = 30.0
+    verify_signatures: bool = True
+    trust_signing_cert_urls: tuple[str, ...] = ()
+    allow_response_urls: tuple[str, ...] = ()
+    use_entry_points: bool = True
+    max_backoff: float = 20.0  # longest wait between retries of SQS receives
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file into click's default_map (option names, dashes or underscores).
+
+    A `[handlers]` table maps ResourceType to MODULE[:ATTR] and is merged into `handler`.
+    """
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    doc = {k.replace("-", "_"): v for k, v in doc.items()}
+    table = doc.pop("handlers", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"config file {path}: [handlers] must be a table of TYPE = \"MODULE[:ATTR]\"")
+    handlers = list(doc.pop("handler", []))
+    handlers += [f"{rtype}={spec}" for rtype, spec in table.items()]
+    if handlers:
+        doc["handler"] = handlers
+    return doc

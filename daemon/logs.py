@@ -1,0 +1,67 @@
+"""Logging, configured once at start-up.
+
+structlog renders JSON when stdout is not a TTY (journald, containers) and a console
+format on a TTY. Standard-library loggers (botocore, aiohttp) go through the same
+pipeline via ProcessorFormatter. As a last step every rendered line is redacted: URL
+query strings (presigned credentials) and known secret values never reach the output,
+whichever code logged them. Data values are never logged by the daemon at all, so
+NoEcho holds by construction.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+from .urls import redact_text
+
+_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+
+
+class _Redactor:
+    def __init__(self) -> None:
+        self.secrets = [v for v in (os.environ.get(k) for k in _SECRET_ENV) if v and len(v) >= 8]
+
+    def __call__(self, _logger: Any, _name: str, line: str) -> str:
+        line = redact_text(line)
+        for secret in self.secrets:
+            line = line.replace(secret, "<redacted>")
+        return line
+
+
+def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    if fmt == "auto":
+        fmt = "console" if stream.isatty() else "json"
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer()
+        shared.append(structlog.processors.format_exc_info)
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, _Redactor()],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

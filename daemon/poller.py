@@ -1,0 +1,162 @@
+"""Long-poll the queue and run each message as its own task.
+
+Backpressure: a slot of the semaphore is taken before a message is received, so the
+daemon never holds more messages than `concurrency`. Stopping has two phases (arq's
+pattern): stop receiving and let in-flight work finish within the grace period; then
+cancel what is left, which the worker turns into a FAILED answer (deadline too close to
+hand off) or a release back to the queue.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable
+
+import structlog
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
+
+from .heartbeat import Heartbeat
+from .queue import Message, Queue
+from .worker import Disposition, Worker
+
+log = structlog.get_logger("poller")
+MAX_BATCH = 10  # SQS's limit per receive
+SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answer or release
+
+
+class Poller:
+    def __init__(self, queue: Queue, worker: Worker, *, concurrency: int = 32, visibility_timeout: int = 60,
+                 wait_seconds: int = 20, grace_period: float = 30.0, max_backoff: float = 20.0,
+                 on_ready: Callable[[], object] | None = None):
+        self.queue, self.worker = queue, worker
+        self.concurrency, self.visibility_timeout = concurrency, visibility_timeout
+        self.wait_seconds, self.grace_period, self.max_backoff = wait_seconds, grace_period, max_backoff
+        self.on_ready = on_ready
+        self.slots = asyncio.Semaphore(concurrency)
+        self.tasks: set[asyncio.Task] = set()
+        self.has_dlq: bool | None = None
+        self.handled = 0
+        self._stop = asyncio.Event()
+        self._ready = False
+
+    def stop(self) -> None:
+        """Stop receiving; in-flight work drains (idempotent)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    async def run(self) -> None:
+        self.has_dlq = await self.queue.has_dead_letter_queue()
+        if self.has_dlq is None:
+            log.warning("queue.redrive_unknown", detail="cannot read RedrivePolicy; bad messages will be left on the queue")
+        while not self.stopping:
+            taken = await self._take_slots()
+            if not taken:
+                break
+            messages = await self._until_stopped(self._receive(taken)) or []
+            for _ in range(taken - len(messages)):
+                self.slots.release()
+            for message in messages:
+                task = asyncio.create_task(self._handle(message), name=f"message-{message.id}")
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+        await self._drain()
+
+    # ------------------------------------------------------------------ receiving
+    async def _take_slots(self) -> int:
+        """Wait for one free slot, then take up to a batch of those free now."""
+        if await self._until_stopped(self.slots.acquire()) is None:
+            return 0
+        taken = 1
+        while taken < MAX_BATCH and not self.slots.locked():
+            await self.slots.acquire()  # free: returns at once
+            taken += 1
+        return taken
+
+    async def _until_stopped(self, aw: Awaitable) -> object | None:
+        """Await `aw` unless stop is requested first (then cancel it and return None)."""
+        task = asyncio.ensure_future(aw)
+        stopper = asyncio.create_task(self._stop.wait())
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            return None
+        return result  # finished just as it was cancelled (e.g. a semaphore slot): keep it
+
+    async def _receive(self, count: int) -> list[Message]:
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning("queue.receive_failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                        attempt=state.attempt_number, retry_in=round(state.upcoming_sleep, 1))
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(Exception), stop=stop_never, before_sleep=before_sleep,
+            wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
+        ):
+            with attempt:
+                messages = await self.queue.receive(count, self.wait_seconds, self.visibility_timeout)
+        if not self._ready:
+            self._ready = True
+            if self.on_ready:
+                self.on_ready()
+        return messages
+
+    # ------------------------------------------------------------------ one message
+    async def _handle(self, message: Message) -> None:
+        try:
+            heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
+            beating = asyncio.create_task(heartbeat.run())
+            try:
+                disposition = await self.worker.process(message, heartbeat)
+            finally:
+                beating.cancel()
+            await asyncio.shield(self._dispose(message, disposition))
+            self.handled += 1
+        except asyncio.CancelledError:
+            pass  # hard stop: the message comes back when its visibility timeout lapses
+        except Exception:  # noqa: BLE001 - one message must never take the daemon down
+            log.exception("message.crashed")
+        finally:
+            self.slots.release()
+
+    async def _dispose(self, message: Message, disposition: Disposition) -> None:
+        try:
+            if disposition is Disposition.DELETE:
+                await self.queue.delete(message)
+            elif disposition is Disposition.RELEASE:
+                await self.queue.set_visibility(message, 0)
+            elif disposition is Disposition.REJECT:
+                if self.has_dlq is False:
+                    log.warning("message.deleted", message_id=message.id,
+                                detail="no dead-letter queue is configured, so the rejected message is deleted")
+                    await self.queue.delete(message)
+        except Exception as exc:  # noqa: BLE001 - the message simply comes back later
+            log.warning("message.dispose_failed", message_id=message.id, disposition=disposition.value,
+                        error=f"{type(exc).__name__}: {exc}"[:300])
+
+    # ------------------------------------------------------------------ stopping
+    async def _drain(self) -> None:
+        if not self.tasks:
+            return
+        log.info("draining", in_flight=len(self.tasks), grace_period=self.grace_period)
+        _, pending = await asyncio.wait(set(self.tasks), timeout=self.grace_period)
+        if not pending:
+            return
+        log.warning("grace_period_over", cancelling=len(pending))
+        self.worker.stopping = True
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=SETTLE_SECONDS)
+
+    def abort(self) -> None:
+        """Second signal: stop now, whatever is in flight."""
+        self.stop()
+        self.worker.stopping = False  # no more answering or releasing: just go
+        for task in list(self.tasks):
+            task.cancel()

@@ -1,0 +1,78 @@
+"""The queue the daemon consumes, as the pipeline sees it (SQS today; MNS is one more class)."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiobotocore.session
+
+
+@dataclass
+class Message:
+    id: str
+    body: str
+    receipt: str  # the latest receipt handle (MNS hands out a new one on every visibility change)
+    sent_at: dt.datetime
+    receive_count: int = 1
+
+
+class Queue(Protocol):
+    url: str
+
+    async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]: ...
+    async def delete(self, message: Message) -> None: ...
+    async def set_visibility(self, message: Message, seconds: int) -> None: ...
+    async def has_dead_letter_queue(self) -> bool | None: ...
+
+
+class SqsQueue:
+    """An SQS queue through aiobotocore; endpoints follow AWS_ENDPOINT_URL[_SQS]."""
+
+    def __init__(self, client: Any, url: str):
+        self.client, self.url = client, url
+
+    @classmethod
+    async def open(cls, session: aiobotocore.session.AioSession, url: str, region: str | None,
+                   exit_stack: Any) -> "SqsQueue":
+        client = await exit_stack.enter_async_context(session.create_client("sqs", region_name=region))
+        return cls(client, url)
+
+    async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:
+        resp = await self.client.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait_seconds,
+            VisibilityTimeout=visibility_timeout,
+            MessageSystemAttributeNames=["SentTimestamp", "ApproximateReceiveCount"],
+        )
+        return [_message(m) for m in resp.get("Messages", [])]
+
+    async def delete(self, message: Message) -> None:
+        await self.client.delete_message(QueueUrl=self.url, ReceiptHandle=message.receipt)
+
+    async def set_visibility(self, message: Message, seconds: int) -> None:
+        await self.client.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=message.receipt, VisibilityTimeout=seconds
+        )
+
+    async def has_dead_letter_queue(self) -> bool | None:
+        """True/False from the queue's RedrivePolicy; None when it cannot be read."""
+        try:
+            resp = await self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["RedrivePolicy"])
+        except Exception:  # noqa: BLE001 - e.g. no sqs:GetQueueAttributes permission
+            return None
+        return bool(resp.get("Attributes", {}).get("RedrivePolicy"))
+
+
+def _message(raw: dict[str, Any]) -> Message:
+    attrs = raw.get("Attributes", {})
+    sent_ms = int(attrs.get("SentTimestamp") or time.time() * 1000)
+    return Message(
+        id=raw["MessageId"],
+        body=raw.get("Body", ""),
+        receipt=raw["ReceiptHandle"],
+        sent_at=dt.datetime.fromtimestamp(sent_ms / 1000, dt.timezone.utc),
+        receive_count=int(attrs.get("ApproximateReceiveCount") or 1),
+    )

@@ -1,0 +1,149 @@
+"""Parse a CloudFormation custom-resource request.
+
+Two kinds of bad request are told apart:
+- `NotARequest`: nothing to answer (no usable ResponseURL or ids). Logged, never run.
+- a `Request` whose `problems` is non-empty: answerable, so it gets FAILED naming them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+REQUEST_TYPES = ("Create", "Update", "Delete")
+# Without these nothing can be answered: they are copied into every response.
+ANSWERABLE = ("ResponseURL", "StackId", "RequestId", "LogicalResourceId")
+# Upper bounds that keep even a FAILED response under 4096 bytes; CloudFormation stays far below.
+ID_LIMITS = {"ResponseURL": 8192, "StackId": 1024, "RequestId": 256, "LogicalResourceId": 256}
+MAX_PHYSICAL_ID = 1024
+DEFAULT_SERVICE_TIMEOUT = 3600
+
+
+class NotARequest(ValueError):
+    """The message is not an answerable CloudFormation request."""
+
+
+class FrozenDict(dict):
+    """A dict that refuses mutation; still a dict, so json.dumps(event) works in handlers."""
+
+    def _readonly(self, *_: Any, **__: Any) -> None:
+        raise TypeError("the request is read-only; copy it (dict(event)) to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+    __ior__ = _readonly  # type: ignore[assignment]
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return json.loads(json.dumps(self))
+
+
+def freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return FrozenDict((k, freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class Request:
+    wire: FrozenDict  # exactly what a Lambda custom resource receives
+    problems: tuple[str, ...] = ()
+
+    def _str(self, name: str) -> str:
+        value = self.wire.get(name)
+        return value if isinstance(value, str) else ""
+
+    @property
+    def request_type(self) -> str:
+        return self._str("RequestType")
+
+    @property
+    def resource_type(self) -> str:
+        return self._str("ResourceType")
+
+    @property
+    def response_url(self) -> str:
+        return self._str("ResponseURL")
+
+    @property
+    def stack_id(self) -> str:
+        return self._str("StackId")
+
+    @property
+    def request_id(self) -> str:
+        return self._str("RequestId")
+
+    @property
+    def logical_id(self) -> str:
+        return self._str("LogicalResourceId")
+
+    @property
+    def physical_id(self) -> str:
+        """The request's PhysicalResourceId when it is usable in a response, else ''."""
+        value = self._str("PhysicalResourceId")
+        return value if len(value.encode()) <= MAX_PHYSICAL_ID else ""
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props = self.wire.get("ResourceProperties")
+        return props if isinstance(props, dict) else FrozenDict()
+
+    @property
+    def key(self) -> str:
+        """Idempotency key: StackId + RequestId."""
+        return f"{self.stack_id}|{self.request_id}"
+
+    @property
+    def stack_name(self) -> str:
+        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
+        parts = self.stack_id.split("/")
+        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
+
+    @property
+    def service_timeout(self) -> int:
+        """ServiceTimeout from ResourceProperties, 1..3600 s, default 3600."""
+        raw = self.properties.get("ServiceTimeout")
+        try:
+            value = int(str(raw).strip()) if raw is not None else DEFAULT_SERVICE_TIMEOUT
+        except ValueError:
+            return DEFAULT_SERVICE_TIMEOUT
+        return min(max(value, 1), DEFAULT_SERVICE_TIMEOUT)
+
+
+def parse(text: str) -> Request:
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotARequest(f"message is not JSON ({type(exc).__name__})") from None
+    if not isinstance(doc, dict):
+        raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object")
+
+    unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
+    if unusable:
+        raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}")
+    too_long = [k for k, limit in ID_LIMITS.items() if len(doc[k].encode("utf-8", "replace")) > limit]
+    if too_long:
+        raise NotARequest(f"cannot be answered: oversized {', '.join(too_long)}")
+    return Request(wire=freeze(doc), problems=tuple(_problems(doc)))
+
+
+def _problems(doc: dict[str, Any]) -> list[str]:
+    problems = []
+    missing = [k for k in ("RequestType", "ResourceType") if k not in doc]
+    if missing:
+        problems.append(f"missing fields: {', '.join(missing)}")
+    for name in ("RequestType", "ResourceType", "PhysicalResourceId"):
+        if name in doc and not isinstance(doc[name], str):
+            problems.append(f"{name} is a {type(doc[name]).__name__}, not a string")
+    kind = doc.get("RequestType")
+    if isinstance(kind, str) and kind not in REQUEST_TYPES:
+        problems.append(f"RequestType {kind[:40]!r} is not one of {', '.join(REQUEST_TYPES)}")
+    if kind in ("Update", "Delete") and not doc.get("PhysicalResourceId"):
+        problems.append(f"missing fields: PhysicalResourceId (required on {kind})")
+    for name in ("ResourceProperties", "OldResourceProperties"):
+        if name in doc and not isinstance(doc[name], dict):
+            problems.append(f"{name} is a {type(doc[name]).__name__}, not an object")
+    return problems

@@ -1,0 +1,97 @@
+"""Deliver a response body to its presigned ResponseURL.
+
+PUT with an empty Content-Type (a SigV2 presigned URL signs it), the URL exactly as given
+(no re-quoting: that would break the signature), connect/read timeouts, and retries with
+jittered exponential backoff on connection errors, 5xx, 408 and 429 until the URL expires.
+Other 4xx are final: retrying cannot change the answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import structlog
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_random_exponential
+from yarl import URL
+
+from .urls import expires_at, redact
+
+log = structlog.get_logger("responder")
+RETRYABLE_STATUS = {408, 429}
+UNKNOWN_EXPIRY_BUDGET = 3600.0  # a URL that states no expiry is retried this long
+
+
+class _Retryable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Delivery:
+    delivered: bool
+    status: int | None  # last HTTP status, None when no answer came
+    attempts: int
+    detail: str
+
+    @property
+    def expired(self) -> bool:
+        return self.status == 403
+
+
+class Responder:
+    def __init__(self, session: aiohttp.ClientSession, connect_timeout: float = 10, read_timeout: float = 30,
+                 max_backoff: float = 30):
+        self.session = session
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout)
+        self.max_backoff = max_backoff
+
+    async def put(self, url: str, body: bytes) -> Delivery:
+        give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
+        last = {"status": None, "detail": "URL expired before the first attempt", "attempts": 0}
+
+        def stop(state: RetryCallState) -> bool:
+            return time.time() + (state.upcoming_sleep or 0) >= give_up_at
+
+        def before_sleep(state: RetryCallState) -> None:
+            log.warning("response.retry", url=redact(url), attempt=state.attempt_number,
+                        detail=last["detail"], sleep=round(state.upcoming_sleep, 2))
+
+        if time.time() >= give_up_at:
+            return Delivery(False, None, 0, "URL expired before the first attempt")
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_Retryable),
+            wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
+            stop=stop,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    last["attempts"] = attempt.retry_state.attempt_number
+                    status, detail = await self._attempt(url, body)
+                    last.update(status=status, detail=detail)
+                    if status is None or status >= 500 or status in RETRYABLE_STATUS:
+                        raise _Retryable(detail)
+        except _Retryable:
+            return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry: {last['detail']}")
+        status = last["status"]
+        return Delivery(200 <= status < 300, status, last["attempts"], last["detail"])
+
+    async def _attempt(self, url: str, body: bytes) -> tuple[int | None, str]:
+        try:
+            async with self.session.put(
+                URL(url, encoded=True), data=body, headers={"Content-Type": ""},
+                timeout=self.timeout, allow_redirects=False,
+            ) as resp:
+                text = (await resp.content.read(512)).decode("utf-8", "replace")
+                return resp.status, f"HTTP {resp.status} {_s3_error_code(text)}".strip()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _s3_error_code(text: str) -> str:
+    start = text.find("<Code>")
+    end = text.find("</Code>", start)
+    return text[start + 6:end] if 0 <= start < end else ""

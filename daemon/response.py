@@ -1,0 +1,171 @@
+"""Build the response body CloudFormation reads from the ResponseURL.
+
+Rules (shared/DESIGN.md): ids copied verbatim; PhysicalResourceId non-empty and at most
+1 KB; a failed Create gets a recognisable marker id so its rollback Delete is answered
+without the handler; Data/NoEcho only on successful Create/Update; the encoded body is at
+most 4096 bytes: Reason is trimmed first, and Data that still does not fit turns the
+answer into FAILED saying so.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .request import MAX_PHYSICAL_ID, Request
+
+MAX_BODY = 4096
+FAILED_CREATE_PREFIX = "cfn-provider-failed-create-"
+_RESULT_KEYS = {"PhysicalResourceId", "Data", "NoEcho"}
+_ELLIPSIS = " [...]"
+
+
+@dataclass(frozen=True)
+class Response:
+    status: str  # SUCCESS | FAILED
+    physical_id: str
+    reason: str
+    body: bytes
+    no_echo: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _clip(text: str, limit: int) -> str:
+    data = text.encode()
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
+def default_physical_id(request: Request) -> str:
+    """Create with no id returned: deterministic from stack name, logical id and RequestId."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "-", f"{request.stack_name}-{request.logical_id}")
+    return f"{_clip(stem, MAX_PHYSICAL_ID - 13)}-{_short_hash(request.request_id)}"
+
+
+def failed_create_marker(request: Request) -> str:
+    return FAILED_CREATE_PREFIX + _short_hash(request.stack_id + request.request_id)
+
+
+def is_failed_create_marker(physical_id: str) -> bool:
+    return physical_id.startswith(FAILED_CREATE_PREFIX)
+
+
+def fallback_physical_id(request: Request) -> str:
+    """The id a FAILED answer carries when nothing better is known."""
+    if request.request_type == "Create" or not request.physical_id:
+        return failed_create_marker(request)
+    return request.physical_id
+
+
+def failure(request: Request, reason: str, physical_id: str | None = None) -> Response:
+    return _encode(request, "FAILED", physical_id or fallback_physical_id(request), reason or "failed")
+
+
+def success(request: Request, result: Any) -> Response:
+    """Interpret a handler's return value (None, a str id, or a mapping) as the answer."""
+    try:
+        physical_id, data, no_echo = _interpret(request, result)
+    except _BadResult as exc:
+        return failure(request, f"handler returned an unusable result: {exc}")
+    response = _encode(request, "SUCCESS", physical_id, "", data, no_echo)
+    if len(response.body) > MAX_BODY:
+        size = len(response.body)
+        reason = (
+            f"response with Data is {size} bytes; CloudFormation accepts at most {MAX_BODY} "
+            "bytes, so the result was not sent. Return less Data."
+        )
+        # Keep the handler's id: whatever it created must still get its Delete on rollback.
+        return failure(request, reason, physical_id)
+    return response
+
+
+class _BadResult(ValueError):
+    pass
+
+
+def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | None, bool]:
+    if result is None:
+        result = {}
+    elif isinstance(result, str):
+        result = {"PhysicalResourceId": result}
+    elif not isinstance(result, Mapping):
+        raise _BadResult(f"a {type(result).__name__}; expected None, a str id or a mapping")
+    unknown = sorted(set(map(str, result)) - _RESULT_KEYS)
+    if unknown:
+        raise _BadResult(f"unknown keys {unknown}; allowed: {sorted(_RESULT_KEYS)}")
+
+    returned = result.get("PhysicalResourceId")
+    if request.request_type == "Delete":
+        physical_id = request.physical_id  # a Delete never changes the id
+    elif returned is None:
+        physical_id = request.physical_id or default_physical_id(request)
+    elif not isinstance(returned, str) or not returned:
+        raise _BadResult("PhysicalResourceId must be a non-empty string")
+    elif len(returned.encode()) > MAX_PHYSICAL_ID:
+        raise _BadResult(f"PhysicalResourceId is {len(returned.encode())} bytes; the limit is {MAX_PHYSICAL_ID}")
+    else:
+        physical_id = returned
+
+    data = result.get("Data")
+    if data is not None:
+        if not isinstance(data, Mapping):
+            raise _BadResult(f"Data is a {type(data).__name__}, not a mapping")
+        try:
+            data = json.loads(json.dumps(dict(data), ensure_ascii=False))
+        except (TypeError, ValueError) as exc:
+            raise _BadResult(f"Data is not JSON-serialisable ({exc})") from None
+    if request.request_type == "Delete":
+        return physical_id, None, False
+    return physical_id, data, bool(result.get("NoEcho", False))
+
+
+def _encode(
+    request: Request,
+    status: str,
+    physical_id: str,
+    reason: str,
+    data: Mapping[str, Any] | None = None,
+    no_echo: bool = False,
+) -> Response:
+    doc: dict[str, Any] = {
+        "Status": status,
+        "Reason": reason,
+        "PhysicalResourceId": physical_id,
+        "StackId": request.stack_id,
+        "RequestId": request.request_id,
+        "LogicalResourceId": request.logical_id,
+    }
+    if status == "SUCCESS" and request.request_type in ("Create", "Update"):
+        if no_echo:
+            doc["NoEcho"] = True
+        if data:
+            doc["Data"] = data
+    body = _dumps(doc)
+    if len(body) > MAX_BODY and reason:
+        doc["Reason"] = _fit_reason(doc, reason)
+        body = _dumps(doc)
+    return Response(status, physical_id, doc["Reason"], body, bool(doc.get("NoEcho")))
+
+
+def _dumps(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _fit_reason(doc: dict[str, Any], reason: str) -> str:
+    """The longest prefix of `reason` (plus a marker) that keeps the body within MAX_BODY."""
+    lo, hi = 0, len(reason)
+    while lo < hi:  # binary search on characters: JSON escaping makes bytes unpredictable
+        mid = (lo + hi + 1) // 2
+        if len(_dumps({**doc, "Reason": reason[:mid] + _ELLIPSIS})) <= MAX_BODY:
+            lo = mid
+        else:
+            hi = mid - 1
+    return reason[:lo] + _ELLIPSIS

@@ -1,0 +1,101 @@
+"""Build the daemon from Settings and run it until stopped."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
+from typing import Callable
+
+import aiobotocore.session
+import aiohttp
+import structlog
+
+from .config import Settings
+from .poller import Poller
+from .queue import SqsQueue
+from .responder import Responder
+from .router import Router
+from .signature import SignatureVerifier
+from .store import Store, open_store
+from .urls import ResponseUrlPolicy, redact
+from .worker import Policy, Worker
+
+log = structlog.get_logger("service")
+
+
+class Service:
+    """The running daemon. `await run()`; `stop()` drains; a second `stop()` aborts."""
+
+    def __init__(self, settings: Settings, on_ready: Callable[[], object] | None = None):
+        self.settings = settings
+        self.on_ready = on_ready
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
+        self.poller: Poller | None = None
+        self._stop_requests = 0
+        self._early_stop = False
+
+    def stop(self) -> None:
+        self._stop_requests += 1
+        if self.poller is None:
+            self._early_stop = True
+        elif self._stop_requests == 1:
+            log.info("stopping", detail="no longer receiving; draining in-flight requests")
+            self.poller.stop()
+        else:
+            log.warning("stopping_now", detail="second stop request: abandoning in-flight requests")
+            self.poller.abort()
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+
+    async def run(self) -> int:
+        s = self.settings
+        store: Store = open_store(s.state)
+        executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
+        try:
+            async with AsyncExitStack() as stack:
+                session = aiobotocore.session.get_session()
+                http = await stack.enter_async_context(aiohttp.ClientSession())
+                queue = await SqsQueue.open(session, s.queue_url, s.region, stack)
+                verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures else None
+                worker = Worker(
+                    router=self.router, store=store, responder=Responder(http),
+                    url_policy=ResponseUrlPolicy(s.allow_response_urls), verifier=verifier,
+                    policy=Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout),
+                    executor=executor, owner=self.owner, session=session,
+                )
+                self.poller = Poller(
+                    queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
+                    wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
+                    on_ready=self.on_ready,
+                )
+                self._log_start()
+                if self._early_stop:
+                    self.poller.stop()
+                await self.poller.run()
+        finally:
+            await store.close()
+            executor.shutdown(wait=False, cancel_futures=True)
+        aborted = self._stop_requests > 1
+        log.info("stopped", handled=self.poller.handled if self.poller else 0, aborted=aborted)
+        return 1 if aborted else 0
+
+    def _log_start(self) -> None:
+        s = self.settings
+        log.info("started", queue_url=redact(s.queue_url), owner=self.owner, concurrency=s.concurrency,
+                 state=s.state.split("?")[0], handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()])
+        if not s.verify_signatures:
+            log.warning("signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone")
+        if not s.topic_arns:
+            log.warning("topics_unrestricted", detail="no --topic-arn given: notifications from any SNS topic are accepted")
+        if s.trust_signing_cert_urls:
+            log.warning("cert_urls_trusted", prefixes=list(s.trust_signing_cert_urls),
+                        detail="SNS signing certificates are also trusted from these non-AWS prefixes")
+

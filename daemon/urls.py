@@ -1,0 +1,93 @@
+"""URL rules: which ResponseURLs the daemon may call, how URLs appear in logs, when they expire.
+
+A ResponseURL comes from the message, so it is attacker-controlled until proven otherwise.
+By default only https URLs on S3 hosts under amazonaws.com(.cn) are allowed; anything else
+(an emulator, a test stub) must be named as a prefix by the operator.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from urllib.parse import parse_qs, urlsplit
+
+# bucket.s3.amazonaws.com, s3.us-east-1.amazonaws.com, bucket.s3-us-west-2.amazonaws.com,
+# bucket.s3.dualstack.eu-west-1.amazonaws.com, s3.cn-north-1.amazonaws.com.cn ...
+_S3_HOST = re.compile(r"^(?:[a-z0-9][a-z0-9.-]*\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?$")
+_URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>]+)\?(?!<redacted>)[^\s#\"'<>]*")
+
+
+class UrlRejected(ValueError):
+    """The URL is outside what the daemon is allowed to call."""
+
+
+def matches_prefix(url: str, prefix: str) -> bool:
+    """True when `url` lies under `prefix`, compared as parsed URLs, not as strings.
+
+    `http://127.0.0.1:5000/` does not cover `http://127.0.0.1:50001/`, and userinfo
+    (`https://good.example@evil.example/`) never matches.
+    """
+    try:
+        u, p = urlsplit(url), urlsplit(prefix)
+        u_port, p_port = u.port, p.port
+    except ValueError:
+        return False
+    if u.username is not None or u.password is not None:
+        return False
+    return (
+        u.scheme.lower() == p.scheme.lower()
+        and (u.hostname or "") == (p.hostname or "")
+        and u_port == p_port
+        and u.path.startswith(p.path)
+    )
+
+
+class ResponseUrlPolicy:
+    """Decides whether a ResponseURL may be called."""
+
+    def __init__(self, allowed_prefixes: tuple[str, ...] | list[str] = ()):
+        self.allowed_prefixes = tuple(allowed_prefixes)
+
+    def check(self, url: str) -> None:
+        """Raise UrlRejected with a reason when `url` is not allowed."""
+        if any(matches_prefix(url, p) for p in self.allowed_prefixes):
+            return
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise UrlRejected(f"unparseable URL ({exc})") from None
+        if parts.scheme != "https":
+            raise UrlRejected(f"scheme {parts.scheme or 'none'!r} is not https")
+        if parts.username is not None or parts.password is not None:
+            raise UrlRejected("URL carries userinfo")
+        if port not in (None, 443):
+            raise UrlRejected(f"port {port} is not 443")
+        host = (parts.hostname or "").lower()
+        if not _S3_HOST.match(host):
+            raise UrlRejected(f"host {host!r} is not an S3 host under amazonaws.com")
+
+
+def redact(url: str) -> str:
+    """The URL with its query string (the presigned credentials) replaced by a marker."""
+    head, sep, _ = url.partition("?")
+    return f"{head}?<redacted>" if sep else head
+
+
+def redact_text(text: str) -> str:
+    """Redact the query string of every http(s) URL inside free text."""
+    return _URL_IN_TEXT.sub(r"\1?<redacted>", text)
+
+
+def expires_at(url: str) -> float | None:
+    """Epoch seconds after which a presigned URL stops working (SigV4 or SigV2), or None."""
+    try:
+        query = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        if "x-amz-date" in query and "x-amz-expires" in query:
+            start = dt.datetime.strptime(query["x-amz-date"], "%Y%m%dT%H%M%SZ")
+            start = start.replace(tzinfo=dt.timezone.utc)
+            return start.timestamp() + int(query["x-amz-expires"])
+        if "expires" in query:
+            return float(int(query["expires"]))
+    except (ValueError, OverflowError):
+        return None
+    return None

@@ -1,0 +1,223 @@
+"""One message through the pipeline:
+
+    unwrap -> verify -> parse -> check URL -> claim -> route -> run handler -> build response
+           -> record -> PUT -> mark sent
+
+`process` returns what should happen to the queue message; the poller carries it out.
+Every message ends in exactly one log line: `request` for a request that was handled,
+`rejected` / `security` for one that was not.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import hashlib
+import time
+from collections import OrderedDict
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from . import response as responses
+from .envelope import BadMessage, Envelope, unwrap
+from .heartbeat import Heartbeat
+from .queue import Message
+from .request import NotARequest, Request, parse
+from .responder import Responder
+from .router import HandlerError, Router
+from .runner import Context, HandlerTimeout, call
+from .signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from .store import CLAIMED, SENT, Store
+from .urls import ResponseUrlPolicy, UrlRejected, redact
+
+log = structlog.get_logger("worker")
+HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
+
+
+class Disposition(enum.Enum):
+    DELETE = "delete"  # done with it
+    LEAVE = "leave"  # let it come back after its visibility timeout
+    RELEASE = "release"  # make it visible again now, for another worker
+    REJECT = "reject"  # bad input: leave for the dead-letter queue, or delete when there is none
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str, security: bool = False, transient: bool = False):
+        super().__init__(reason)
+        self.security, self.transient = security, transient
+
+
+@dataclass(frozen=True)
+class Policy:
+    verify_signatures: bool = True
+    topic_arns: tuple[str, ...] = ()  # empty: any topic
+    lease_seconds: int = 60
+
+
+def response_margin(service_timeout: int) -> float:
+    """Time kept back from the handler to build and send the answer before the deadline."""
+    return min(30.0, max(1.0, service_timeout * 0.1))
+
+
+class Worker:
+    def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
+                 verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
+                 session: Any = None):
+        self.router, self.store, self.responder = router, store, responder
+        self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
+        self.executor, self.owner, self.session = executor, owner, session
+        self.stopping = False  # set by the poller when the grace period is over
+        self._logged_bad: OrderedDict[str, None] = OrderedDict()
+
+    # ------------------------------------------------------------------ entry point
+    async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(message_id=message.id)
+        started = time.monotonic()
+        try:
+            envelope, request = await self._admit(message)
+        except _Rejected as exc:
+            return self._rejected(message, exc)
+        structlog.contextvars.bind_contextvars(
+            request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
+            resource_type=request.resource_type, request_type=request.request_type,
+        )
+        outcome: dict[str, Any] = {}
+        try:
+            disposition = await self._handle(envelope, request, heartbeat, outcome)
+        except asyncio.CancelledError:
+            outcome.setdefault("outcome", "interrupted")
+            raise
+        finally:
+            log.info("request", duration_ms=round((time.monotonic() - started) * 1000),
+                     response_url=redact(request.response_url), **outcome)
+        return disposition
+
+    # ------------------------------------------------------------------ admission
+    async def _admit(self, message: Message) -> tuple[Envelope, Request]:
+        try:
+            envelope = unwrap(message.body, message.id, message.sent_at)
+        except BadMessage as exc:
+            raise _Rejected(str(exc)) from None
+        if envelope.raw and self.verifier is not None:
+            raise _Rejected("raw message delivery carries no signature; it is accepted only with "
+                            "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
+        if not envelope.raw:
+            if self.verifier is not None:
+                try:
+                    await self.verifier.verify(envelope.document)
+                except SignatureError as exc:
+                    raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
+                except CertificateUnavailable as exc:
+                    raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
+            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
+                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
+        try:
+            request = parse(envelope.message)
+        except NotARequest as exc:
+            raise _Rejected(str(exc)) from None
+        try:
+            self.url_policy.check(request.response_url)
+        except UrlRejected as exc:
+            raise _Rejected(f"ResponseURL {redact(request.response_url)!r} rejected: {exc}", security=True) from None
+        return envelope, request
+
+    def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
+        if exc.transient:
+            log.warning("deferred", reason=str(exc))
+            return Disposition.LEAVE
+        first = message.id not in self._logged_bad
+        if first:
+            self._logged_bad[message.id] = None
+            if len(self._logged_bad) > 10_000:
+                self._logged_bad.popitem(last=False)
+        level = ("warning" if exc.security else "error") if first else "debug"
+        getattr(log, level)("security" if exc.security else "rejected", reason=str(exc),
+                            receive_count=message.receive_count)
+        return Disposition.REJECT
+
+    # ------------------------------------------------------------------ idempotent handling
+    async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
+                      outcome: dict[str, Any]) -> Disposition:
+        digest = hashlib.sha256(request.response_url.encode()).hexdigest()
+        claim = await self.store.claim(request.key, self.owner, digest, self.policy.lease_seconds)
+        if not claim.acquired:
+            record = claim.record
+            assert record is not None
+            if record.state == CLAIMED:
+                outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
+                return Disposition.LEAVE
+            if record.state == SENT and record.url_digest == digest:
+                outcome.update(outcome="duplicate", status=record.status)
+                return Disposition.DELETE
+            # A stored answer not yet delivered here: re-send it, never re-run the handler.
+            outcome.update(outcome="replayed", status=record.status)
+            return await self._deliver(request, record.body or b"", digest, outcome)
+
+        if claim.record is not None:
+            outcome["took_over_from"] = claim.record.owner
+        heartbeat.also(lambda: self.store.extend(request.key, self.owner, self.policy.lease_seconds))
+        deadline = envelope.timestamp.timestamp() + request.service_timeout
+        try:
+            answer = await self._answer(request, deadline)
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            if deadline - time.time() >= HANDOFF_MARGIN:
+                await asyncio.shield(self.store.release(request.key, self.owner))
+                outcome.update(outcome="released")
+                return Disposition.RELEASE
+            answer = responses.failure(request, "provider shutting down before the handler finished")
+        outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
+        if not answer.ok:
+            outcome["reason"] = answer.reason
+        if not await self.store.save_response(request.key, self.owner, answer.status, answer.body):
+            outcome.update(outcome="lost-claim")
+            log.error("store.lost_claim", detail="another worker took this request over; not sending")
+            return Disposition.LEAVE
+        return await self._deliver(request, answer.body, digest, outcome)
+
+    async def _answer(self, request: Request, deadline: float) -> responses.Response:
+        """Decide the answer: from the request alone where possible, else from the handler."""
+        if request.problems:
+            return responses.failure(request, "invalid request: " + "; ".join(request.problems))
+        if request.request_type == "Delete" and responses.is_failed_create_marker(request.physical_id):
+            return responses.success(request, None)  # nothing was created
+        route = self.router.route(request.resource_type)
+        if route is None:
+            return responses.failure(request, f"no handler for {request.resource_type}")
+        try:
+            handler = route.handler()
+        except HandlerError as exc:
+            return responses.failure(request, str(exc))
+        budget = deadline - time.time() - response_margin(request.service_timeout)
+        context = Context(request, time.monotonic() + budget, self.session)
+        try:
+            result = await call(handler, request, context, self.executor)
+        except HandlerTimeout as exc:
+            return responses.failure(request, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a raising handler is a FAILED answer
+            log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
+            return responses.failure(request, str(exc) or type(exc).__name__)
+        return responses.success(request, result)
+
+    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
+        try:
+            delivery = await self.responder.put(request.response_url, body)
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            outcome["delivered"] = False
+            return Disposition.RELEASE  # the stored body is re-sent by whoever takes it next
+        outcome.update(delivered=delivery.delivered, attempts=delivery.attempts)
+        if delivery.delivered:
+            await asyncio.shield(self.store.mark_sent(request.key, digest))
+            return Disposition.DELETE
+        outcome["delivery_error"] = delivery.detail
+        hint = "the ResponseURL has expired or is forbidden" if delivery.expired else "the response was not accepted"
+        log.error("response.undeliverable", detail=delivery.detail, hint=hint)
+        return Disposition.DELETE  # nothing can reach CloudFormation through this URL any more
