@@ -101,7 +101,6 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SQS variables.
     """
     from . import logs
-    from .service import Service
 
     logs.configure(log_format, log_level)
     settings = Settings(

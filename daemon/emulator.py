@@ -25,7 +25,11 @@ class Emulator:
     """moto's server on 127.0.0.1 with an OS-chosen port."""
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer  # an optional dependency: the [demo] / [test] extra
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per emulated AWS call otherwise
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()

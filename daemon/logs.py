@@ -52,7 +52,7 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=False,  # so tests can re-configure (capture_logs),
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,

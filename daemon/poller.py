@@ -131,6 +131,8 @@ class Poller:
                 await self.queue.delete(message)
             elif disposition is Disposition.RELEASE:
                 await self.queue.set_visibility(message, 0)
+            elif disposition is Disposition.DEFER:
+                await self.queue.set_visibility(message, self.defer_seconds(message))
             elif disposition is Disposition.REJECT:
                 if self.has_dlq is False:
                     log.warning("message.deleted", message_id=message.id,
@@ -139,6 +141,10 @@ class Poller:
         except Exception as exc:  # noqa: BLE001 - the message simply comes back later
             log.warning("message.dispose_failed", message_id=message.id, disposition=disposition.value,
                         error=f"{type(exc).__name__}: {exc}"[:300])
+
+    def defer_seconds(self, message: Message) -> int:
+        """2, 4, 8 ... seconds by receive count, never beyond the visibility timeout."""
+        return min(self.visibility_timeout, 2 ** min(message.receive_count, 12))
 
     # ------------------------------------------------------------------ stopping
     async def _drain(self) -> None:

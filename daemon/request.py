@@ -141,8 +141,11 @@ def _problems(doc: dict[str, Any]) -> list[str]:
     kind = doc.get("RequestType")
     if isinstance(kind, str) and kind not in REQUEST_TYPES:
         problems.append(f"RequestType {kind[:40]!r} is not one of {', '.join(REQUEST_TYPES)}")
-    if kind in ("Update", "Delete") and not doc.get("PhysicalResourceId"):
-        problems.append(f"missing fields: PhysicalResourceId (required on {kind})")
+    if kind == "Update" and not doc.get("PhysicalResourceId"):
+        problems.append("missing fields: PhysicalResourceId (required on Update)")
+    physical_id = doc.get("PhysicalResourceId")
+    if isinstance(physical_id, str) and len(physical_id.encode("utf-8", "replace")) > MAX_PHYSICAL_ID:
+        problems.append(f"PhysicalResourceId is longer than {MAX_PHYSICAL_ID} bytes")
     for name in ("ResourceProperties", "OldResourceProperties"):
         if name in doc and not isinstance(doc[name], dict):
             problems.append(f"{name} is a {type(doc[name]).__name__}, not an object")

@@ -104,7 +104,7 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
 
     returned = result.get("PhysicalResourceId")
     if request.request_type == "Delete":
-        physical_id = request.physical_id  # a Delete never changes the id
+        physical_id = request.physical_id or fallback_physical_id(request)  # a Delete never changes the id
     elif returned is None:
         physical_id = request.physical_id or default_physical_id(request)
     elif not isinstance(returned, str) or not returned:

@@ -4,7 +4,8 @@ States (shared/DESIGN.md):
     absent ──claim──> CLAIMED(owner, lease) ──save_response──> RESPONSE_READY(body) ──mark_sent──> SENT
 One conditional write is the lock: `claim` succeeds only when the key is absent, expired,
 CLAIMED under a lapsed lease, or holds a FAILED answer sent to a different ResponseURL
-(CloudFormation retrying the operation: a FAILED is re-run, a SUCCESS is re-sent).
+(CloudFormation retrying the operation: a FAILED is re-run, a SUCCESS is re-sent). Every
+ResponseURL answered is remembered, so a late duplicate for an answered URL never re-runs.
 Expiry is derived from `expires_at`, never stored as a state. The body is stored before
 the PUT, so a redelivery re-sends it and never re-runs the handler.
 """
@@ -34,6 +35,10 @@ class Record:
     status: str | None  # SUCCESS | FAILED once a response is stored
     body: bytes | None
     expires_at: float
+    sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
+
+    def answered(self, url_digest: str) -> bool:
+        return url_digest in self.sent_digests.split()
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ CREATE TABLE IF NOT EXISTS records (
     url_digest TEXT NOT NULL,
     status TEXT,
     body BLOB,
-    expires_at REAL NOT NULL
+    expires_at REAL NOT NULL,
+    sent_digests TEXT NOT NULL DEFAULT ''
 )"""
 _CLAIM = """
 INSERT INTO records (key, state, owner, lease_until, url_digest, expires_at)
@@ -86,7 +92,8 @@ ON CONFLICT(key) DO UPDATE SET
     url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at
 WHERE records.expires_at <= :now
    OR (records.state = 'CLAIMED' AND records.lease_until <= :now)
-   OR (records.state != 'CLAIMED' AND records.status = 'FAILED' AND records.url_digest != excluded.url_digest)
+   OR (records.state != 'CLAIMED' AND records.status = 'FAILED'
+       AND instr(records.sent_digests, excluded.url_digest) = 0 AND records.url_digest != excluded.url_digest)
 """
 _PURGE_EVERY = 600.0
 
@@ -117,7 +124,8 @@ class SQLiteStore:
     def _record(self, key: str) -> Record | None:
         assert self._db is not None
         row = self._db.execute(
-            "SELECT key, state, owner, lease_until, url_digest, status, body, expires_at FROM records WHERE key = ?",
+            "SELECT key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests "
+            "FROM records WHERE key = ?",
             (key,),
         ).fetchone()
         return Record(*row) if row else None
@@ -164,8 +172,10 @@ class SQLiteStore:
         return await self._run(self._write, sql, (status, body, key, owner)) == 1
 
     async def mark_sent(self, key: str, url_digest: str) -> None:
-        sql = "UPDATE records SET state = 'SENT', url_digest = ? WHERE key = ? AND state != 'CLAIMED'"
-        await self._run(self._write, sql, (url_digest, key))
+        sql = ("UPDATE records SET state = 'SENT', url_digest = :d, sent_digests = CASE "
+               "WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END "
+               "WHERE key = :key AND state != 'CLAIMED'")
+        await self._run(self._write, sql, {"d": url_digest, "key": key})
 
     async def release(self, key: str, owner: str) -> None:
         sql = "DELETE FROM records WHERE key = ? AND owner = ? AND state = 'CLAIMED'"

@@ -29,7 +29,7 @@ from .responder import Responder
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call
 from .signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from .store import CLAIMED, SENT, Store
+from .store import CLAIMED, Store
 from .urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
@@ -39,6 +39,7 @@ HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is
 class Disposition(enum.Enum):
     DELETE = "delete"  # done with it
     LEAVE = "leave"  # let it come back after its visibility timeout
+    DEFER = "defer"  # look again soon (backing off): another worker holds it, or a dependency blipped
     RELEASE = "release"  # make it visible again now, for another worker
     REJECT = "reject"  # bad input: leave for the dead-letter queue, or delete when there is none
 
@@ -127,7 +128,7 @@ class Worker:
     def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
         if exc.transient:
             log.warning("deferred", reason=str(exc))
-            return Disposition.LEAVE
+            return Disposition.DEFER
         first = message.id not in self._logged_bad
         if first:
             self._logged_bad[message.id] = None
@@ -135,7 +136,7 @@ class Worker:
                 self._logged_bad.popitem(last=False)
         level = ("warning" if exc.security else "error") if first else "debug"
         getattr(log, level)("security" if exc.security else "rejected", reason=str(exc),
-                            receive_count=message.receive_count)
+                            message_id=message.id, receive_count=message.receive_count)
         return Disposition.REJECT
 
     # ------------------------------------------------------------------ idempotent handling
@@ -148,8 +149,8 @@ class Worker:
             assert record is not None
             if record.state == CLAIMED:
                 outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
-                return Disposition.LEAVE
-            if record.state == SENT and record.url_digest == digest:
+                return Disposition.DEFER
+            if record.answered(digest):
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
@@ -184,8 +185,10 @@ class Worker:
         """Decide the answer: from the request alone where possible, else from the handler."""
         if request.problems:
             return responses.failure(request, "invalid request: " + "; ".join(request.problems))
-        if request.request_type == "Delete" and responses.is_failed_create_marker(request.physical_id):
-            return responses.success(request, None)  # nothing was created
+        if request.request_type == "Delete" and (
+            not request.physical_id or responses.is_failed_create_marker(request.physical_id)
+        ):
+            return responses.success(request, None)  # nothing of ours was created: nothing to delete
         route = self.router.route(request.resource_type)
         if route is None:
             return responses.failure(request, f"no handler for {request.resource_type}")

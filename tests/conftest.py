@@ -1,0 +1,60 @@
+"""Shared fixtures: one moto server per session, a fresh topic/queue/bucket per test."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+
+from daemon.emulator import Emulator, Provider, Stack
+from tests.support import handlers
+from tests.support.daemons import InProcessDaemon, settings_for
+
+
+@pytest.fixture(scope="session")
+def emulator() -> Emulator:
+    emu = Emulator()
+    saved = {k: os.environ.get(k) for k in emu.env()}
+    os.environ.update(emu.env())
+    yield emu
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    emu.stop()
+
+
+@pytest.fixture
+def provider(emulator: Emulator) -> Provider:
+    return Provider.create(emulator)
+
+
+@pytest.fixture
+def stack(provider: Provider) -> Stack:
+    return Stack(provider)
+
+
+@pytest.fixture(autouse=True)
+def _clear_calls() -> None:
+    handlers.calls.clear()
+    handlers.started.clear()
+
+
+@pytest.fixture
+async def run_daemon(provider: Provider, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """Start in-process daemons on the test's provider: `d = await run_daemon(concurrency=4)`."""
+    started: list[InProcessDaemon] = []
+
+    async def start(**overrides: Any) -> InProcessDaemon:
+        overrides.setdefault("state", f"sqlite://{tmp_path}/state.db")
+        daemon = await InProcessDaemon.start(settings_for(provider, tmp_path, **overrides))
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        if not daemon.task.done():
+            await daemon.stop()
+

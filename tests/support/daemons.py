@@ -1,0 +1,142 @@
+"""Run the daemon for a test: in-process (an asyncio task) or as a subprocess."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from daemon.config import Settings
+from daemon.emulator import Emulator, Provider
+from daemon.service import Service
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_HANDLERS = (("Custom::Test", "tests.support.handlers"), ("Custom::AsyncTest", "tests.support.handlers:async_handler"))
+
+
+def settings_for(provider: Provider, state_dir: Path, **overrides: Any) -> Settings:
+    base = Settings(
+        queue_url=provider.queue_url, topic_arns=(provider.topic_arn,), handlers=TEST_HANDLERS,
+        state=f"sqlite://{state_dir}/state.db", verify_signatures=False,
+        allow_response_urls=(provider.emulator.endpoint + "/",), wait_seconds=1, visibility_timeout=30,
+        max_backoff=1.0,
+    )
+    return replace(base, **overrides)
+
+
+@dataclass
+class InProcessDaemon:
+    service: Service
+    task: asyncio.Task
+
+    @classmethod
+    async def start(cls, settings: Settings) -> "InProcessDaemon":
+        ready = asyncio.Event()
+        service = Service(settings, on_ready=ready.set)
+        task = asyncio.create_task(service.run())
+        done, _ = await asyncio.wait({task, asyncio.create_task(ready.wait())}, timeout=30,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()  # raises what stopped it
+            raise RuntimeError("daemon exited before its first receive")
+        return cls(service, task)
+
+    async def stop(self, timeout: float = 60) -> int:
+        if not self.task.done():
+            self.service.stop()
+        return await asyncio.wait_for(self.task, timeout)
+
+
+@dataclass
+class SubprocessDaemon:
+    """`python -m daemon run ...` with JSON logs captured to a file."""
+
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    _log: Any = field(default=None, repr=False)
+
+    @classmethod
+    def for_provider(cls, emulator: Emulator, provider: Provider, state_dir: Path, log_path: Path,
+                     extra_args: list[str] = (), env: dict[str, str] | None = None) -> "SubprocessDaemon":
+        args = [
+            sys.executable, "-m", "daemon", "run", "--queue-url", provider.queue_url,
+            "--topic-arn", provider.topic_arn, "--state", f"sqlite://{state_dir}/state.db",
+            "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/",
+            "--handler", "Custom::Test=tests.support.handlers", "--wait-seconds", "1",
+            "--max-backoff", "1", "--log-format", "json", *extra_args,
+        ]
+        full_env = {**os.environ, **emulator.env(), "PYTHONPATH": str(REPO), **(env or {})}
+        return cls(args, full_env, log_path)
+
+    def start(self, wait_ready: float = 30) -> "SubprocessDaemon":
+        self._log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=REPO)
+        deadline = time.monotonic() + wait_ready
+        while time.monotonic() < deadline:
+            if any(e.get("event") == "started" for e in self.events()):
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.05)
+        raise RuntimeError("daemon did not start")
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        if self._log:
+            self._log.close()
+            self._log = None
+        return code
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+
+def wait_for_event(daemon: SubprocessDaemon, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
+    """The first JSON log event of `daemon` whose fields equal `match` (e.g. event="request",
+    outcome="replayed"), waiting up to `timeout` seconds; AssertionError (with the log's tail) if none."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for event in daemon.events():
+            if all(event.get(k) == v for k, v in match.items()):
+                return event
+        if time.monotonic() >= deadline:
+            tail = daemon.log_path.read_text()[-3000:] if daemon.log_path.exists() else ""
+            raise AssertionError(f"no log event matching {match} within {timeout} s; log tail:\n{tail}")
+        time.sleep(0.05)
+
+
+def recorded_calls(path: Path) -> list[str]:
+    """Lines "RequestId RequestType" written by tests.support.handlers through CFN_TEST_CALLS_FILE."""
+    return path.read_text().splitlines() if path.exists() else []

@@ -1,0 +1,68 @@
+"""Handlers for the tests. Behaviour comes from ResourceProperties; every completed call is recorded.
+
+Recorded in `calls` (in-process daemons) and, when CFN_TEST_CALLS_FILE is set, appended as one
+line "RequestId RequestType" per completed call (subprocess daemons).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Mapping
+
+calls: list[tuple[str, str]] = []  # completed calls
+started: list[tuple[str, str]] = []  # every call, including ones that raise
+
+
+def _record(event: Mapping[str, Any]) -> None:
+    calls.append((event["RequestId"], event["RequestType"]))
+    path = os.environ.get("CFN_TEST_CALLS_FILE")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{event['RequestId']} {event['RequestType']}\n")
+
+
+def _result(event: Mapping[str, Any]) -> Any:
+    started.append((event["RequestId"], event["RequestType"]))
+    props = event["ResourceProperties"]
+    if "Raise" in props:
+        raise RuntimeError(props["Raise"])
+    if "ReturnJson" in props:
+        return json.loads(props["ReturnJson"])
+    if "DataSize" in props:
+        return {"Data": {"Blob": "x" * int(props["DataSize"])}}
+    return None
+
+
+def _run(event: Mapping[str, Any], context: Any = None) -> Any:
+    delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
+    if delay:
+        time.sleep(delay)
+    result = _result(event)
+    _record(event)
+    return result
+
+
+create = update = delete = _run
+
+
+class AsyncHandler:
+    """The same behaviour, as async actions on an object (`tests.support.handlers:async_handler`)."""
+
+    async def _run(self, event: Mapping[str, Any], context: Any) -> Any:
+        delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
+        if delay:
+            await asyncio.sleep(delay)
+        result = _result(event)
+        _record(event)
+        return result
+
+    create = update = delete = _run
+
+
+async_handler = AsyncHandler()
+
+
+def count(request_id: str) -> int:
+    return sum(1 for rid, _ in calls if rid == request_id)
