@@ -123,10 +123,31 @@ def _serve(settings: Settings) -> int:
         return await service.run()
 
     try:
-        return asyncio.run(go())
+        code = asyncio.run(go())
     except (HandlerError, StoreConfigError) as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         return 2
+    _exit_past_stuck_handlers(code)
+    return code
+
+
+def _exit_past_stuck_handlers(code: int) -> None:
+    """A sync handler's thread cannot be killed, and Python would wait for it at exit; its request
+    has already been handed back or answered, so leave it behind rather than hang the stop."""
+    import logging
+    import os
+    import threading
+
+    stuck = [t.name for t in threading.enumerate() if t.name.startswith("handler") and t.is_alive()]
+    if not stuck:
+        return
+    import structlog
+
+    structlog.get_logger("service").warning("abandoning_handler_threads", threads=stuck)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @main.command()

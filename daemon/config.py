@@ -42,6 +42,9 @@ class Settings:
     max_backoff: float = 20.0  # longest wait between retries of SQS receives
 
 
+_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
+
+
 class ConfigError(ValueError):
     pass
 
@@ -59,6 +62,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
+    for key in _REPEATABLE:  # `topic-arn = "arn:..."` means a list of one
+        if isinstance(doc.get(key), str):
+            doc[key] = [doc[key]]
     table = doc.pop("handlers", {})
     if not isinstance(table, dict):
         raise ConfigError(f"config file {path}: [handlers] must be a table of TYPE = \"MODULE[:ATTR]\"")

@@ -19,6 +19,19 @@ MAX_PHYSICAL_ID = 1024
 DEFAULT_SERVICE_TIMEOUT = 3600
 
 
+def json_size(text: str) -> int:
+    """Bytes `text` takes inside a JSON body (escapes included): what the 4096-byte limit counts."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from a "\ud800" escape
+        return False
+    return True
+
+
 class NotARequest(ValueError):
     """The message is not an answerable CloudFormation request."""
 
@@ -84,7 +97,7 @@ class Request:
     def physical_id(self) -> str:
         """The request's PhysicalResourceId when it is usable in a response, else ''."""
         value = self._str("PhysicalResourceId")
-        return value if len(value.encode()) <= MAX_PHYSICAL_ID else ""
+        return value if json_size(value) <= MAX_PHYSICAL_ID and is_utf8(value) else ""
 
     @property
     def properties(self) -> Mapping[str, Any]:
@@ -94,7 +107,7 @@ class Request:
     @property
     def key(self) -> str:
         """Idempotency key: StackId + RequestId."""
-        return f"{self.stack_id}|{self.request_id}"
+        return json.dumps([self.stack_id, self.request_id])  # unambiguous, whatever the ids contain
 
     @property
     def stack_name(self) -> str:
@@ -124,9 +137,12 @@ def parse(text: str) -> Request:
     unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
     if unusable:
         raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}")
-    too_long = [k for k, limit in ID_LIMITS.items() if len(doc[k].encode("utf-8", "replace")) > limit]
+    too_long = [k for k, limit in ID_LIMITS.items() if json_size(doc[k]) > limit]
     if too_long:
         raise NotARequest(f"cannot be answered: oversized {', '.join(too_long)}")
+    broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
+    if broken:
+        raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8")
     return Request(wire=freeze(doc), problems=tuple(_problems(doc)))
 
 
@@ -144,8 +160,8 @@ def _problems(doc: dict[str, Any]) -> list[str]:
     if kind == "Update" and not doc.get("PhysicalResourceId"):
         problems.append("missing fields: PhysicalResourceId (required on Update)")
     physical_id = doc.get("PhysicalResourceId")
-    if isinstance(physical_id, str) and len(physical_id.encode("utf-8", "replace")) > MAX_PHYSICAL_ID:
-        problems.append(f"PhysicalResourceId is longer than {MAX_PHYSICAL_ID} bytes")
+    if isinstance(physical_id, str) and (json_size(physical_id) > MAX_PHYSICAL_ID or not is_utf8(physical_id)):
+        problems.append(f"PhysicalResourceId is not valid UTF-8 of at most {MAX_PHYSICAL_ID} bytes")
     for name in ("ResourceProperties", "OldResourceProperties"):
         if name in doc and not isinstance(doc[name], dict):
             problems.append(f"{name} is a {type(doc[name]).__name__}, not an object")

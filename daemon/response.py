@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .request import MAX_PHYSICAL_ID, Request
+from .request import MAX_PHYSICAL_ID, Request, is_utf8, json_size
 
 MAX_BODY = 4096
 FAILED_CREATE_PREFIX = "cfn-provider-failed-create-"
@@ -36,7 +36,7 @@ class Response:
 
 
 def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def _clip(text: str, limit: int) -> str:
@@ -66,7 +66,8 @@ def fallback_physical_id(request: Request) -> str:
 
 
 def failure(request: Request, reason: str, physical_id: str | None = None) -> Response:
-    return _encode(request, "FAILED", physical_id or fallback_physical_id(request), reason or "failed")
+    reason = reason.encode("utf-8", "replace").decode("utf-8") if reason else "failed"
+    return _encode(request, "FAILED", physical_id or fallback_physical_id(request), reason)
 
 
 def success(request: Request, result: Any) -> Response:
@@ -107,10 +108,10 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
         physical_id = request.physical_id or fallback_physical_id(request)  # a Delete never changes the id
     elif returned is None:
         physical_id = request.physical_id or default_physical_id(request)
-    elif not isinstance(returned, str) or not returned:
-        raise _BadResult("PhysicalResourceId must be a non-empty string")
-    elif len(returned.encode()) > MAX_PHYSICAL_ID:
-        raise _BadResult(f"PhysicalResourceId is {len(returned.encode())} bytes; the limit is {MAX_PHYSICAL_ID}")
+    elif not isinstance(returned, str) or not returned or not is_utf8(returned):
+        raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
+    elif json_size(returned) > MAX_PHYSICAL_ID:
+        raise _BadResult(f"PhysicalResourceId is {json_size(returned)} bytes; the limit is {MAX_PHYSICAL_ID}")
     else:
         physical_id = returned
 
@@ -118,10 +119,12 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
     if data is not None:
         if not isinstance(data, Mapping):
             raise _BadResult(f"Data is a {type(data).__name__}, not a mapping")
-        try:
-            data = json.loads(json.dumps(dict(data), ensure_ascii=False))
+        try:  # strict JSON: no NaN/Infinity, no lone surrogates
+            text = json.dumps(dict(data), ensure_ascii=False, allow_nan=False)
+            text.encode("utf-8")
+            data = json.loads(text)
         except (TypeError, ValueError) as exc:
-            raise _BadResult(f"Data is not JSON-serialisable ({exc})") from None
+            raise _BadResult(f"Data is not JSON-serialisable ({str(exc)[:200]})") from None
     if request.request_type == "Delete":
         return physical_id, None, False
     return physical_id, data, bool(result.get("NoEcho", False))
@@ -156,7 +159,7 @@ def _encode(
 
 
 def _dumps(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 def _fit_reason(doc: dict[str, Any], reason: str) -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
+
 CLAIMED, RESPONSE_READY, SENT = "CLAIMED", "RESPONSE_READY", "SENT"
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 T = TypeVar("T")
@@ -108,14 +110,22 @@ class SQLiteStore:
         self._purged_at = 0.0
         self._pool.submit(self._open).result()
 
+    @retry(retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+           wait=wait_random_exponential(multiplier=0.05, max=1), stop=stop_after_delay(30), reraise=True)
     def _open(self) -> None:
+        """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
+        process opening a new file at the same moment gets "locked" at once: retry that."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # stored bodies may hold secrets
         os.close(fd)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")  # a stored body must survive power loss before the PUT
-        db.execute(_SCHEMA)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")  # a stored body must survive power loss before the PUT
+            db.execute(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
         self._db = db
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:

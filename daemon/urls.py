@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-# bucket.s3.amazonaws.com, s3.us-east-1.amazonaws.com, bucket.s3-us-west-2.amazonaws.com,
-# bucket.s3.dualstack.eu-west-1.amazonaws.com, s3.cn-north-1.amazonaws.com.cn ...
-_S3_HOST = re.compile(r"^(?:[a-z0-9][a-z0-9.-]*\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?$")
-_URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>]+)\?(?!<redacted>)[^\s#\"'<>]*")
+# S3's own endpoint forms, optionally behind a bucket name: s3, s3.REGION, s3-REGION (legacy),
+# s3.dualstack.REGION, s3-external-1; under amazonaws.com or amazonaws.com.cn. Anything looser
+# would admit customer-named hosts such as s3-x.us-east-1.elb.amazonaws.com.
+_REGION = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}"
+_S3_HOST = re.compile(
+    rf"^(?:[a-z0-9][a-z0-9.-]*\.)?(?:s3|s3[.-]{_REGION}|s3\.dualstack\.{_REGION}|s3-external-1)"
+    r"\.amazonaws\.com(?:\.cn)?$"
+)
+# The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
+# inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
+_URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
 
 
 class UrlRejected(ValueError):
@@ -23,8 +30,8 @@ class UrlRejected(ValueError):
 def matches_prefix(url: str, prefix: str) -> bool:
     """True when `url` lies under `prefix`, compared as parsed URLs, not as strings.
 
-    `http://127.0.0.1:5000/` does not cover `http://127.0.0.1:50001/`, and userinfo
-    (`https://good.example@evil.example/`) never matches.
+    `http://127.0.0.1:5000/` does not cover `http://127.0.0.1:50001/`, `/cfn` covers `/cfn/x`
+    but not `/cfnother`, and userinfo or dot-segments (`/cfn/../admin`) never match.
     """
     try:
         u, p = urlsplit(url), urlsplit(prefix)
@@ -33,11 +40,14 @@ def matches_prefix(url: str, prefix: str) -> bool:
         return False
     if u.username is not None or u.password is not None:
         return False
+    if any(seg in (".", "..") for seg in unquote(u.path).split("/")):
+        return False  # /allowed/../elsewhere would leave the prefix once normalised
+    base = p.path if p.path.endswith("/") or not p.path else p.path + "/"
     return (
         u.scheme.lower() == p.scheme.lower()
         and (u.hostname or "") == (p.hostname or "")
         and u_port == p_port
-        and u.path.startswith(p.path)
+        and (u.path == p.path or u.path.startswith(base))
     )
 
 

@@ -1,0 +1,197 @@
+"""Graceful stop (SIGTERM), as systemd or a container runtime sends it.
+
+- in-flight work within the grace period is finished and answered; nothing new is taken;
+- work still running when the grace period ends is handed back to the queue at once
+  (visibility 0) when another worker still has time to do it, or answered FAILED when its
+  deadline is too near to hand it off;
+- a second signal stops at once.
+
+Real daemon subprocesses (`python -m daemon run`), real moto SNS -> SQS, real presigned S3 URLs.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from daemon.emulator import Emulator, Provider, Stack
+from tests.support.aws import queue_counts
+from tests.support.daemons import SubprocessDaemon, recorded_calls, wait_for_event
+
+pytestmark = pytest.mark.slow
+
+ASYNC_HANDLER = ("--handler", "Custom::AsyncTest=tests.support.handlers:async_handler")
+
+
+@pytest.fixture
+def calls_file(tmp_path: Path) -> Path:
+    return tmp_path / "calls.txt"
+
+
+@pytest.fixture
+def spawn(emulator: Emulator, provider: Provider, tmp_path: Path,
+          calls_file: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
+    """Start subprocess daemons sharing one state file; every one is killed at teardown."""
+    started: list[SubprocessDaemon] = []
+
+    def start(name: str, *extra_args: str) -> SubprocessDaemon:
+        daemon = SubprocessDaemon.for_provider(
+            emulator, provider, tmp_path, tmp_path / f"{name}.log", extra_args=[*ASYNC_HANDLER, *extra_args],
+            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
+        )
+        started.append(daemon)
+        return daemon.start()
+
+    try:
+        yield start
+    finally:
+        for daemon in started:
+            daemon.stop()
+
+
+@pytest.fixture
+def sqs(provider: Provider) -> Any:
+    return provider.emulator.client("sqs")
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_in_flight(sqs: Any, provider: Provider, count: int = 1) -> None:
+    wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, count), 30, f"{count} message(s) in flight")
+
+
+def exit_code(daemon: SubprocessDaemon, timeout: float, what: str) -> int:
+    try:
+        return daemon.wait(timeout)
+    except Exception as exc:  # subprocess.TimeoutExpired
+        raise AssertionError(f"the daemon did not exit within {timeout} s {what}; log tail:\n"
+                             f"{daemon.log_path.read_text()[-2500:]}") from exc
+
+
+def test_sigterm_finishes_in_flight_request_and_stops_receiving(
+        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+    daemon = spawn("d", "--grace-period", "20")
+    in_flight = stack.request("Create", "Busy", resource_type="Custom::Test",
+                              properties={"SleepSeconds": "5", "ReturnJson": json.dumps({"PhysicalResourceId": "busy-1"})})
+    stack.publish(in_flight)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)  # the handler is running
+
+    daemon.signal(signal.SIGTERM)
+    wait_for_event(daemon, event="stopping", timeout=10)
+    time.sleep(2.5)  # past any long poll that was already open when the signal came (--wait-seconds 1)
+    late = stack.request("Create", "Late", resource_type="Custom::Test")
+    stack.publish(late)
+
+    assert exit_code(daemon, 30, "after SIGTERM with a 5 s handler and a 20 s grace period") == 0
+    answer = stack.response(in_flight, timeout=2)
+    assert answer is not None and answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"] == "busy-1"
+    assert recorded_calls(calls_file) == [f"{in_flight['RequestId']} Create"]
+    # the in-flight message was deleted; the one published after SIGTERM was never taken
+    assert queue_counts(sqs, provider.queue_url) == (1, 0)
+    assert stack.response(late, timeout=0) is None
+    assert wait_for_event(daemon, event="stopped", timeout=1)["handled"] == 1
+
+
+def test_grace_period_over_hands_request_back_and_exits_promptly(
+        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    """A sync handler (the common, Lambda-ported kind) still running when the grace period ends:
+    the message is released at once and the daemon exits, even though the thread cannot be killed."""
+    daemon = spawn("d", "--grace-period", "1")
+    request = stack.request("Create", "Long", resource_type="Custom::Test", properties={"SleepSeconds": "30"})
+    stack.publish(request)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)
+    signalled = time.monotonic()
+    daemon.signal(signal.SIGTERM)
+
+    # back on the queue within seconds, not after the 60 s visibility timeout
+    got = wait_until(lambda: sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=1,
+                                                 VisibilityTimeout=2).get("Messages"),
+                     20, "the message to be visible again")
+    released_after = time.monotonic() - signalled
+    assert json.loads(json.loads(got[0]["Body"])["Message"])["RequestId"] == request["RequestId"]
+    assert released_after < 20
+    assert wait_for_event(daemon, event="request", outcome="released", timeout=1)
+
+    # the 30 s handler thread must not hold the process: grace 1 s + settling, far below 30 s
+    assert exit_code(daemon, 15, "after its grace period (1 s) with a 30 s sync handler still running") == 0
+    assert stack.response(request, timeout=0) is None
+
+
+def test_released_request_is_answered_by_the_next_daemon(
+        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+    first = spawn("first", "--grace-period", "1")
+    request = stack.request("Create", "Handoff", resource_type="Custom::AsyncTest",
+                            properties={"SleepSeconds": "10", "ReturnJson": json.dumps({"PhysicalResourceId": "handoff-1"})})
+    stack.publish(request)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)
+    first.signal(signal.SIGTERM)
+    assert exit_code(first, 20, "after its grace period (1 s)") == 0
+    assert wait_for_event(first, event="request", outcome="released", timeout=1)
+    assert stack.response(request, timeout=0) is None  # nothing was sent
+    # visible again at once (visibility 0), not after the 60 s visibility timeout
+    wait_until(lambda: queue_counts(sqs, provider.queue_url) == (1, 0), 10, "the message to be visible again")
+
+    second = spawn("second")
+    answer = stack.response(request, timeout=30)
+    assert answer is not None and answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"] == "handoff-1"
+    wait_for_event(second, event="request", request_id=request["RequestId"], outcome="answered", timeout=10)
+    second.signal(signal.SIGTERM)
+    assert exit_code(second, 30, "after SIGTERM when idle") == 0
+    assert recorded_calls(calls_file) == [f"{request['RequestId']} Create"]  # the cancelled run never completed
+    assert queue_counts(sqs, provider.queue_url) == (0, 0)
+
+
+def test_grace_period_over_near_deadline_answers_failed(
+        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+    """With under HANDOFF_MARGIN (60 s) left before the deadline, no other worker could finish
+    in time: answer FAILED now rather than let the stack hang until ServiceTimeout."""
+    daemon = spawn("d", "--grace-period", "1")
+    request = stack.request("Create", "Tight", resource_type="Custom::AsyncTest",
+                            properties={"SleepSeconds": "30", "ServiceTimeout": "50"})
+    stack.publish(request)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)
+    daemon.signal(signal.SIGTERM)
+
+    assert exit_code(daemon, 25, "after its grace period (1 s)") == 0
+    answer = stack.response(request, timeout=2)
+    assert answer is not None and answer["Status"] == "FAILED"
+    assert "shutting down" in answer["Reason"]
+    assert answer["RequestId"] == request["RequestId"] and answer["LogicalResourceId"] == "Tight"
+    assert recorded_calls(calls_file) == []
+    assert queue_counts(sqs, provider.queue_url) == (0, 0)  # answered, so deleted
+
+
+@pytest.mark.parametrize("resource_type", ["Custom::Test", "Custom::AsyncTest"])
+def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, sqs: Any,
+                                      resource_type: str) -> None:
+    daemon = spawn("d", "--grace-period", "20")
+    request = stack.request("Create", "Stuck", resource_type=resource_type, properties={"SleepSeconds": "30"})
+    stack.publish(request)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)
+    daemon.signal(signal.SIGTERM)
+    wait_for_event(daemon, event="stopping", timeout=10)
+    daemon.signal(signal.SIGTERM)
+
+    # well before the 20 s grace period, let alone the 30 s handler
+    code = exit_code(daemon, 12, "after a second SIGTERM")
+    assert code != 0
+    assert stack.response(request, timeout=0) is None
+    assert wait_for_event(daemon, event="stopping_now", timeout=1)
