@@ -37,6 +37,7 @@ class Poller:
         self.handled = 0
         self._stop = asyncio.Event()
         self._ready = False
+        self._receiving: asyncio.Future | None = None
 
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
@@ -54,7 +55,11 @@ class Poller:
             taken = await self._take_slots()
             if not taken:
                 break
-            messages = await self._until_stopped(self._receive(taken)) or []
+            self._receiving = asyncio.ensure_future(self._receive(taken))
+            messages = await self._until_stopped(self._receiving, cancel=False)
+            if messages is None or self.stopping:  # stop came mid-poll: hand back what SQS gave us
+                await self._release_late(self._receiving)
+                messages = []
             for _ in range(taken - len(messages)):
                 self.slots.release()
             for message in messages:
@@ -74,20 +79,35 @@ class Poller:
             taken += 1
         return taken
 
-    async def _until_stopped(self, aw: Awaitable) -> object | None:
-        """Await `aw` unless stop is requested first (then cancel it and return None)."""
+    async def _until_stopped(self, aw: Awaitable, cancel: bool = True) -> object | None:
+        """Await `aw` unless stop is requested first; then return None (cancelling `aw` if asked)."""
         task = asyncio.ensure_future(aw)
         stopper = asyncio.create_task(self._stop.wait())
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         if task.done():
             return task.result()
+        if not cancel:
+            return None
         task.cancel()
         try:
             result = await task
         except asyncio.CancelledError:
             return None
         return result  # finished just as it was cancelled (e.g. a semaphore slot): keep it
+
+    async def _release_late(self, receiving: asyncio.Future) -> None:
+        """Cancelling a long poll could strand messages SQS already handed over (hidden for a whole
+        visibility timeout); let it finish within the grace period and hand them back at once."""
+        done, _ = await asyncio.wait({receiving}, timeout=self.grace_period)
+        if not done:
+            receiving.cancel()
+            return
+        if receiving.cancelled() or receiving.exception():
+            return
+        for message in receiving.result():
+            await self._dispose(message, Disposition.RELEASE)
+            log.info("message.released", message_id=message.id, detail="received as the daemon was stopping")
 
     async def _receive(self, count: int) -> list[Message]:
         def before_sleep(state: RetryCallState) -> None:
@@ -164,5 +184,7 @@ class Poller:
         """Second signal: stop now, whatever is in flight."""
         self.stop()
         self.worker.stopping = False  # no more answering or releasing: just go
+        if self._receiving is not None:
+            self._receiving.cancel()
         for task in list(self.tasks):
             task.cancel()
