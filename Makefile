@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test chaos venv clean
 
 venv: $(STAMP)
 
@@ -18,6 +18,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+chaos: $(STAMP)   # the chaos suites at full size, with their table of figures
+	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
