@@ -81,6 +81,9 @@ def main() -> None:
 @click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
               envvar=ENV + "TRUST_SIGNING_CERT_URL",
               help="For emulators and tests only: also fetch SNS signing certificates from this URL prefix.")
+@click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False),
+              help="Where the daemon keeps its liveness file for `cfn-provider check` "
+                   "(default: beside the SQLite state file, else in the state directory).")
 @click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
 @click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
@@ -109,7 +112,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         visibility_timeout=options["visibility_timeout"], grace_period=options["grace_period"],
         verify_signatures=options["verify_signatures"], allow_response_urls=options["allow_response_url"],
         trust_signing_cert_urls=options["trust_signing_cert_url"], wait_seconds=options["wait_seconds"],
-        max_backoff=options["max_backoff"],
+        max_backoff=options["max_backoff"], health_file=options["health_file"],
     )
     sys.exit(_serve(settings))
 
@@ -148,6 +151,24 @@ def _exit_past_stuck_handlers(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+@main.command()
+@click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="as for run",
+              help="The daemon's --state; its health file is found beside a SQLite state file.")
+@click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False),
+              help="The daemon's --health-file, if it was given one.")
+@click.option("--max-age", type=click.FloatRange(1), default=60.0, show_default=True,
+              help="Seconds after which a health file that has not been refreshed counts as stuck.")
+def check(state: str, health_file: str | None, max_age: float) -> None:
+    """Health check for the local daemon (Docker HEALTHCHECK, monitoring): exit 0 when its
+    health file is fresh and its last receive from the queue worked, 1 otherwise, saying why."""
+    from . import health
+    from .config import health_path
+
+    ok, why = health.check(health_path(state, health_file), max_age)
+    click.echo(why, err=not ok)
+    sys.exit(0 if ok else 1)
 
 
 @main.command()

@@ -24,6 +24,15 @@ def default_state_url() -> str:
     return f"sqlite://{default_state_dir() / 'state.db'}"
 
 
+def health_path(state: str, explicit: str | None = None) -> Path:
+    """The health file: as given, else beside the SQLite state file, else in the state directory."""
+    if explicit:
+        return Path(explicit)
+    if state.startswith("sqlite:///"):
+        return Path(state[len("sqlite://"):]).parent / "health.json"
+    return default_state_dir() / "health.json"
+
+
 @dataclass(frozen=True)
 class Settings:
     queue_url: str
@@ -40,6 +49,7 @@ class Settings:
     allow_response_urls: tuple[str, ...] = ()
     use_entry_points: bool = True
     max_backoff: float = 20.0  # longest wait between retries of SQS receives
+    health_file: str | None = None  # default: beside the SQLite state file (see health_path)
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")

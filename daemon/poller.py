@@ -9,6 +9,7 @@ hand off) or a release back to the queue.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Awaitable, Callable
 
 import structlog
@@ -35,6 +36,9 @@ class Poller:
         self.tasks: set[asyncio.Task] = set()
         self.has_dlq: bool | None = None
         self.handled = 0
+        self.last_receive_ok: bool | None = None  # for the health file
+        self.last_receive_at: float | None = None
+        self.last_error: str | None = None
         self._stop = asyncio.Event()
         self._ready = False
         self._receiving: asyncio.Future | None = None
@@ -112,6 +116,7 @@ class Poller:
     async def _receive(self, count: int) -> list[Message]:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
+            self.last_receive_ok, self.last_error = False, f"{type(exc).__name__}: {exc}"[:300]
             log.warning("queue.receive_failed", error=f"{type(exc).__name__}: {exc}"[:300],
                         attempt=state.attempt_number, retry_in=round(state.upcoming_sleep, 1))
 
@@ -121,6 +126,7 @@ class Poller:
         ):
             with attempt:
                 messages = await self.queue.receive(count, self.wait_seconds, self.visibility_timeout)
+        self.last_receive_ok, self.last_receive_at, self.last_error = True, time.time(), None
         if not self._ready:
             self._ready = True
             if self.on_ready:

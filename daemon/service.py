@@ -5,6 +5,7 @@ import asyncio
 import os
 import signal
 import socket
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
@@ -14,7 +15,8 @@ import aiobotocore.session
 import aiohttp
 import structlog
 
-from .config import Settings
+from . import health
+from .config import Settings, health_path
 from .poller import Poller
 from .queue import SqsQueue
 from .responder import Responder
@@ -25,6 +27,7 @@ from .urls import ResponseUrlPolicy, redact
 from .worker import Policy, Worker
 
 log = structlog.get_logger("service")
+HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes
 
 
 class Service:
@@ -36,11 +39,13 @@ class Service:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
+        self.health_file = health_path(settings.state, settings.health_file)
         self._stop_requests = 0
         self._early_stop = False
 
     def stop(self) -> None:
         self._stop_requests += 1
+        health.sd_notify("STOPPING=1")
         if self.poller is None:
             self._early_stop = True
         elif self._stop_requests == 1:
@@ -74,18 +79,51 @@ class Service:
                 self.poller = Poller(
                     queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
                     wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
-                    on_ready=self.on_ready,
+                    on_ready=self._ready,
                 )
                 self._log_start()
                 if self._early_stop:
                     self.poller.stop()
-                await self.poller.run()
+                housekeeping = asyncio.create_task(self._housekeeping())
+                try:
+                    await self.poller.run()
+                finally:
+                    housekeeping.cancel()
         finally:
             await store.close()
             executor.shutdown(wait=False, cancel_futures=True)
         aborted = self._stop_requests > 1
         log.info("stopped", handled=self.poller.handled if self.poller else 0, aborted=aborted)
         return 1 if aborted else 0
+
+    def _ready(self) -> None:
+        """First successful receive: the daemon is serving."""
+        health.sd_notify("READY=1")
+        self._write_health()
+        if self.on_ready:
+            self.on_ready()
+
+    def _write_health(self) -> None:
+        p = self.poller
+        if p is None:
+            return
+        try:
+            health.write(self.health_file, health.Health(
+                pid=os.getpid(), updated_at=time.time(), last_receive_ok=p.last_receive_ok,
+                last_receive_at=p.last_receive_at, last_error=p.last_error, in_flight=len(p.tasks),
+                handled=p.handled))
+        except OSError as exc:
+            log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
+
+    async def _housekeeping(self) -> None:
+        """From the event loop itself, so a wedged loop stops both: health file and watchdog."""
+        watchdog = health.watchdog_interval()
+        interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL)
+        while True:
+            self._write_health()
+            if watchdog:
+                health.sd_notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
 
     def _log_start(self) -> None:
         s = self.settings

@@ -1,0 +1,87 @@
+"""The daemon as systemd and a container health check see it, on a real subprocess."""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon.emulator import Emulator, Provider
+from tests.support.daemons import SubprocessDaemon
+
+pytestmark = pytest.mark.slow
+
+
+def run_check(state_dir: Path, max_age: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "daemon", "check", "--state", f"sqlite://{state_dir}/state.db",
+                           "--max-age", str(max_age)], capture_output=True, text=True, timeout=30)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_notifies_systemd_and_passes_check_while_serving(emulator: Emulator, provider: Provider,
+                                                         tmp_path: Path) -> None:
+    sock_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(0.5)
+    daemon = SubprocessDaemon.for_provider(
+        emulator, provider, tmp_path, tmp_path / "daemon.log",
+        env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "2000000"},  # WatchdogSec=2: ping every 1 s
+    )
+    received: list[str] = []
+
+    def drain() -> list[str]:
+        try:
+            while True:
+                received.append(sock.recv(64).decode())
+        except (TimeoutError, socket.timeout):
+            return received
+
+    try:
+        daemon.start()
+        wait_for(lambda: "READY=1" in drain(), 20, "READY=1")
+        wait_for(lambda: drain().count("WATCHDOG=1") >= 3, 20, "repeated WATCHDOG=1 pings")
+        result = run_check(tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("ok")
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(30) == 0
+        assert "STOPPING=1" in drain()
+    finally:
+        daemon.stop()
+        sock.close()
+
+    # the daemon is gone: once its health file is older than max-age, check fails and says why
+    time.sleep(2.5)
+    result = run_check(tmp_path, max_age=2)
+    assert result.returncode == 1
+    assert "stuck or gone" in result.stderr
+
+
+def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provider: Provider,
+                                                      tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port with nothing listening
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    daemon = SubprocessDaemon.for_provider(emulator, provider, tmp_path, tmp_path / "daemon.log",
+                                           env={"AWS_ENDPOINT_URL_SQS": dead})
+    try:
+        daemon.start()
+        result = wait_for(lambda: (r := run_check(tmp_path)).returncode == 1 and r, 40, "check to report the failure")
+        assert "the last receive failed" in result.stderr
+        assert daemon.proc.poll() is None, "the daemon must keep retrying, not exit"
+    finally:
+        daemon.stop()
