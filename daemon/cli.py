@@ -84,6 +84,10 @@ def main() -> None:
 @click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False),
               help="Where the daemon keeps its liveness file for `cfn-provider check` "
                    "(default: beside the SQLite state file, else in the state directory).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), envvar=ENV + "METRICS_PORT",
+              help="Serve Prometheus metrics on this port (off by default).")
+@click.option("--metrics-address", default="0.0.0.0", show_default=True, envvar=ENV + "METRICS_ADDRESS",
+              help="Address the metrics endpoint listens on.")
 @click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
 @click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
@@ -113,6 +117,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         verify_signatures=options["verify_signatures"], allow_response_urls=options["allow_response_url"],
         trust_signing_cert_urls=options["trust_signing_cert_url"], wait_seconds=options["wait_seconds"],
         max_backoff=options["max_backoff"], health_file=options["health_file"],
+        metrics_port=options["metrics_port"], metrics_address=options["metrics_address"],
     )
     sys.exit(_serve(settings))
 
@@ -182,6 +187,63 @@ def demo(logs: bool) -> None:
     except ImportError as exc:  # moto is an extra
         raise click.ClickException(f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})")
     sys.exit(run_demo(show_logs=logs))
+
+
+@main.command()
+@click.option("--name", default="cfn-provider", show_default=True,
+              help="Name of the topic and queue (the dead-letter queue is NAME-dlq).")
+@click.option("--topic-arn", help="Adopt this existing SNS topic as the ServiceToken instead of creating NAME.")
+@click.option("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
+@click.option("--dynamodb-table", metavar="NAME",
+              help="Also create the DynamoDB table for fleet mode (run --state dynamodb://NAME).")
+@click.option("--max-receive-count", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Receives before a message moves to the dead-letter queue.")
+@click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
+              help="The queue's visibility timeout (use the same value for run).")
+@click.option("--retention-days", type=click.IntRange(1, 14), default=14, show_default=True,
+              help="How long both queues keep messages.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--write-config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write a TOML file for `cfn-provider run --config FILE`.")
+def bootstrap(name: str, topic_arn: str | None, region: str | None, dynamodb_table: str | None,
+              max_receive_count: int, visibility_timeout: int, retention_days: int, dry_run: bool,
+              write_config: str | None) -> None:
+    """Create (or adopt) the AWS side of a provider, idempotently: the SNS topic, the SQS queue
+    with a dead-letter queue and redrive policy, a queue policy that admits only that topic,
+    the subscription (envelope delivery, so signatures can be checked) and, with
+    --dynamodb-table, the fleet-mode table. Running it again changes nothing.
+
+    Prints the ServiceToken for templates and the `cfn-provider run` command line.
+    """
+    import os
+    from pathlib import Path
+
+    import boto3
+    import botocore.exceptions
+
+    from .bootstrap import Bootstrap, BootstrapError, summary, write_config as write_config_file
+
+    def show(change: Any) -> None:
+        click.echo(change.describe(dry_run))
+
+    try:
+        session = boto3.Session(region_name=region or os.environ.get("AWS_REGION") or None)
+        if dry_run:
+            click.echo("Plan (dry run: nothing will be changed):")
+        outcome = Bootstrap(session, name=name, topic_arn=topic_arn, dynamodb_table=dynamodb_table,
+                            max_receive_count=max_receive_count, visibility_timeout=visibility_timeout,
+                            retention_days=retention_days, dry_run=dry_run, log=show).run()
+        if write_config:
+            change = write_config_file(Path(write_config), outcome.config_text(visibility_timeout), dry_run)
+            outcome.changes.append(change)
+            show(change)
+    except BootstrapError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        raise click.ClickException(f"AWS: {exc}") from None
+    click.echo("")
+    for line in summary(outcome, visibility_timeout, write_config):
+        click.echo(line)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,6 +50,9 @@ class Settings:
     use_entry_points: bool = True
     max_backoff: float = 20.0  # longest wait between retries of SQS receives
     health_file: str | None = None  # default: beside the SQLite state file (see health_path)
+    metrics_port: int | None = None  # Prometheus text endpoint; off by default
+    metrics_address: str = "0.0.0.0"
+    summary_interval: float = 60.0  # seconds between `summary` log lines
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")

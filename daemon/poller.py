@@ -27,11 +27,12 @@ SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answ
 class Poller:
     def __init__(self, queue: Queue, worker: Worker, *, concurrency: int = 32, visibility_timeout: int = 60,
                  wait_seconds: int = 20, grace_period: float = 30.0, max_backoff: float = 20.0,
-                 on_ready: Callable[[], object] | None = None):
+                 on_ready: Callable[[], object] | None = None, on_receive_error: Callable[[], object] | None = None):
         self.queue, self.worker = queue, worker
         self.concurrency, self.visibility_timeout = concurrency, visibility_timeout
         self.wait_seconds, self.grace_period, self.max_backoff = wait_seconds, grace_period, max_backoff
-        self.on_ready = on_ready
+        self.on_ready, self.on_receive_error = on_ready, on_receive_error
+        self.started_at: dict[asyncio.Task, float] = {}  # in-flight task -> when it was received (monotonic)
         self.slots = asyncio.Semaphore(concurrency)
         self.tasks: set[asyncio.Task] = set()
         self.has_dlq: bool | None = None
@@ -69,8 +70,17 @@ class Poller:
             for message in messages:
                 task = asyncio.create_task(self._handle(message), name=f"message-{message.id}")
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self.started_at[task] = time.monotonic()
+                task.add_done_callback(self._forget)
         await self._drain()
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        self.started_at.pop(task, None)
+
+    def oldest_in_flight(self) -> float:
+        """Seconds the oldest in-flight message has been worked on (0 when idle)."""
+        return time.monotonic() - min(self.started_at.values()) if self.started_at else 0.0
 
     # ------------------------------------------------------------------ receiving
     async def _take_slots(self) -> int:
@@ -117,6 +127,8 @@ class Poller:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             self.last_receive_ok, self.last_error = False, f"{type(exc).__name__}: {exc}"[:300]
+            if self.on_receive_error:
+                self.on_receive_error()
             log.warning("queue.receive_failed", error=f"{type(exc).__name__}: {exc}"[:300],
                         attempt=state.attempt_number, retry_in=round(state.upcoming_sleep, 1))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import aiohttp
 import structlog
@@ -41,10 +42,11 @@ class Delivery:
 
 class Responder:
     def __init__(self, session: aiohttp.ClientSession, connect_timeout: float = 10, read_timeout: float = 30,
-                 max_backoff: float = 30):
+                 max_backoff: float = 30, on_retry: Callable[[], object] | None = None):
         self.session = session
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout)
         self.max_backoff = max_backoff
+        self.on_retry = on_retry
 
     async def put(self, url: str, body: bytes) -> Delivery:
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
@@ -54,6 +56,8 @@ class Responder:
             return time.time() + (state.upcoming_sleep or 0) >= give_up_at
 
         def before_sleep(state: RetryCallState) -> None:
+            if self.on_retry:
+                self.on_retry()
             log.warning("response.retry", url=redact(url), attempt=state.attempt_number,
                         detail=last["detail"], sleep=round(state.upcoming_sleep, 2))
 

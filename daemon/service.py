@@ -17,6 +17,7 @@ import structlog
 
 from . import health
 from .config import Settings, health_path
+from .metrics import Metrics
 from .poller import Poller
 from .queue import SqsQueue
 from .responder import Responder
@@ -40,6 +41,7 @@ class Service:
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
         self.health_file = health_path(settings.state, settings.health_file)
+        self.metrics = Metrics()
         self._stop_requests = 0
         self._early_stop = False
 
@@ -71,16 +73,21 @@ class Service:
                 queue = await SqsQueue.open(session, s.queue_url, s.region, stack)
                 verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures else None
                 worker = Worker(
-                    router=self.router, store=store, responder=Responder(http),
+                    router=self.router, store=store, responder=Responder(http, on_retry=self.metrics.put_retried),
                     url_policy=ResponseUrlPolicy(s.allow_response_urls), verifier=verifier,
                     policy=Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout),
-                    executor=executor, owner=self.owner, session=session,
+                    executor=executor, owner=self.owner, session=session, metrics=self.metrics,
                 )
                 self.poller = Poller(
                     queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
                     wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
-                    on_ready=self._ready,
+                    on_ready=self._ready, on_receive_error=self.metrics.receive_failed,
                 )
+                poller = self.poller
+                self.metrics.watch(lambda: len(poller.tasks), poller.oldest_in_flight)
+                if s.metrics_port is not None:
+                    self.metrics.serve(s.metrics_port, s.metrics_address)
+                    log.info("metrics_listening", address=s.metrics_address, port=s.metrics_port)
                 self._log_start()
                 if self._early_stop:
                     self.poller.stop()
@@ -118,11 +125,15 @@ class Service:
     async def _housekeeping(self) -> None:
         """From the event loop itself, so a wedged loop stops both: health file and watchdog."""
         watchdog = health.watchdog_interval()
-        interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL)
+        interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL, self.settings.summary_interval)
+        next_summary = time.monotonic() + self.settings.summary_interval
         while True:
             self._write_health()
             if watchdog:
                 health.sd_notify("WATCHDOG=1")
+            if time.monotonic() >= next_summary:
+                next_summary += self.settings.summary_interval
+                log.info("summary", period_seconds=self.settings.summary_interval, **self.metrics.summary())
             await asyncio.sleep(interval)
 
     def _log_start(self) -> None:

@@ -23,6 +23,7 @@ import structlog
 from . import response as responses
 from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
+from .metrics import Metrics
 from .queue import Message
 from .request import NotARequest, Request, parse
 from .responder import Responder
@@ -65,10 +66,11 @@ def response_margin(service_timeout: int) -> float:
 class Worker:
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
-                 session: Any = None):
+                 session: Any = None, metrics: Metrics | None = None):
         self.router, self.store, self.responder = router, store, responder
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
         self.executor, self.owner, self.session = executor, owner, session
+        self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
 
@@ -94,6 +96,7 @@ class Worker:
         finally:
             log.info("request", duration_ms=round((time.monotonic() - started) * 1000),
                      response_url=redact(request.response_url), **outcome)
+            self.metrics.request_done(request.request_type, outcome.get("outcome", "?"), outcome.get("status"))
         return disposition
 
     # ------------------------------------------------------------------ admission
@@ -129,6 +132,7 @@ class Worker:
         if exc.transient:
             log.warning("deferred", reason=str(exc))
             return Disposition.DEFER
+        self.metrics.message_rejected("security" if exc.security else "rejected")
         first = message.id not in self._logged_bad
         if first:
             self._logged_bad[message.id] = None
@@ -198,6 +202,7 @@ class Worker:
             return responses.failure(request, str(exc))
         budget = deadline - time.time() - response_margin(request.service_timeout)
         context = Context(request, time.monotonic() + budget, self.session)
+        started = time.monotonic()
         try:
             result = await call(handler, request, context, self.executor)
         except HandlerTimeout as exc:
@@ -205,6 +210,8 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a raising handler is a FAILED answer
             log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
             return responses.failure(request, str(exc) or type(exc).__name__)
+        finally:
+            self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         return responses.success(request, result)
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
