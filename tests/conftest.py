@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
 from daemon.emulator import Emulator, Provider, Stack
 from tests.support import handlers
-from tests.support.daemons import InProcessDaemon, settings_for
+from tests.support.daemons import DaemonSpawner, InProcessDaemon, settings_for
+from tests.support.stub_s3 import StubS3
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +59,34 @@ async def run_daemon(provider: Provider, tmp_path: Path) -> AsyncIterator[Callab
         if not daemon.task.done():
             await daemon.stop()
 
+
+
+@pytest.fixture
+def calls_file(tmp_path: Path) -> Path:
+    """Where tests.support.handlers records its calls (CFN_TEST_CALLS_FILE); see recorded_calls."""
+    return tmp_path / "calls.txt"
+
+
+@pytest.fixture
+def daemon_args() -> tuple[str, ...]:
+    """Arguments every daemon `spawn` starts gets before its own; override it in a test module."""
+    return ()
+
+
+@pytest.fixture
+def spawn(emulator: Emulator, provider: Provider, tmp_path: Path, calls_file: Path,
+          daemon_args: tuple[str, ...]) -> Iterator[DaemonSpawner]:
+    """Start subprocess daemons sharing one state file and `calls_file`: `spawn("first", *args)`;
+    every one is killed at teardown."""
+    spawner = DaemonSpawner(emulator, provider, tmp_path, calls_file, daemon_args)
+    try:
+        yield spawner
+    finally:
+        spawner.stop_all()
+
+
+@pytest.fixture
+def stub_s3() -> Iterator[StubS3]:
+    """A started StubS3 (tests.support.stub_s3), stopped at teardown."""
+    with StubS3() as server:
+        yield server

@@ -254,14 +254,6 @@ async def test_long_reason_is_trimmed_to_fit(run_daemon, stack: Stack, provider:
 
 
 # -- row 9: expired ResponseURL (403) ------------------------------------------------------------------
-@pytest.fixture
-def stub_s3():
-    from tests.support.stub_s3 import StubS3
-
-    with StubS3() as server:
-        yield server
-
-
 @pytest.mark.parametrize("how", ["403-from-s3", "expired-before-sending"])
 async def test_expired_response_url_is_logged_loudly_and_deleted(run_daemon, stack: Stack, provider: Provider,
                                                                   stub_s3, how: str) -> None:

@@ -6,196 +6,63 @@
   the message's visibility lapse, runs the handler, and answers exactly once.
 
 Real daemon subprocesses, real moto SNS -> SQS, real presigned S3 URLs. The "S3 that is
-down" is a real HTTP server on 127.0.0.1 (below) that answers 503 until told to pass PUTs
-through to moto's S3.
+down" is tests.support.stub_s3.StubS3, a real HTTP server on 127.0.0.1 that answers 503
+until told to serve PUTs again, and then keeps what was PUT for the test to read.
 """
 from __future__ import annotations
 
-import http.server
 import json
-import signal
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
-from urllib.parse import urlsplit
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack, key_of
+from daemon.emulator import Provider, Stack, key_of
 from tests.support.aws import queue_counts
-from tests.support.daemons import SubprocessDaemon, recorded_calls, wait_for_event
+from tests.support.daemons import recorded_calls, stop_gracefully, wait_for_event, wait_until
+from tests.support.stub_s3 import StubS3
 
 pytestmark = pytest.mark.slow
 
 VISIBILITY = "5"  # seconds; so a killed daemon's message comes back quickly
 
 
-# ---------------------------------------------------------------------------------- stub S3
-class FlakyS3:
-    """A real HTTP server standing in for S3 behind presigned URLs.
-
-    While failing, every PUT is answered `status` (503 SlowDown) and its body recorded in
-    `attempts[path]`. After `pass_through()`, PUTs are forwarded unchanged (path and
-    presigned query) to `upstream` (moto's S3), recorded in `accepted[path]`, and
-    answered with upstream's status.
-    """
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream.rstrip("/")
-        self.failing, self.status = True, 503
-        self.attempts: dict[str, list[bytes]] = defaultdict(list)
-        self.accepted: dict[str, list[bytes]] = defaultdict(list)
-        self._lock = threading.Lock()
-        self._server: http.server.ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.base_url = ""
-
-    def pass_through(self) -> None:
-        with self._lock:
-            self.failing = False
-
-    def url_for(self, presigned_url: str) -> str:
-        """The same presigned URL (path and query), served by this stub."""
-        parts = urlsplit(presigned_url)
-        return f"{self.base_url}{parts.path.lstrip('/')}?{parts.query}"
-
-    def attempted(self, url: str) -> list[bytes]:
-        with self._lock:
-            return list(self.attempts[urlsplit(url).path])
-
-    def delivered(self, url: str) -> list[bytes]:
-        with self._lock:
-            return list(self.accepted[urlsplit(url).path])
-
-    def start(self) -> "FlakyS3":
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                path = urlsplit(self.path).path
-                with owner._lock:
-                    failing = owner.failing
-                    (owner.attempts if failing else owner.accepted)[path].append(body)
-                if failing:
-                    self._reply(owner.status, b"<Error><Code>SlowDown</Code><Message>Please reduce your "
-                                              b"request rate.</Message></Error>")
-                    return
-                forward = urllib.request.Request(owner.upstream + self.path, data=body, method="PUT",
-                                                 headers={"Content-Type": self.headers.get("Content-Type", "")})
-                try:
-                    with urllib.request.urlopen(forward, timeout=10) as resp:
-                        self._reply(resp.status, resp.read())
-                except urllib.error.HTTPError as exc:
-                    self._reply(exc.code, exc.read())
-
-            def _reply(self, status: int, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
-            self._server = None
-
-
 @pytest.fixture
-def flaky_s3(emulator: Emulator) -> Iterator[FlakyS3]:
-    stub = FlakyS3(emulator.endpoint).start()
-    try:
-        yield stub
-    finally:
-        stub.stop()
+def daemon_args() -> tuple[str, ...]:
+    return ("--visibility-timeout", VISIBILITY)
 
 
-@pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    return tmp_path / "calls.txt"
-
-
-@pytest.fixture
-def spawn(emulator: Emulator, provider: Provider, tmp_path: Path,
-          calls_file: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
-    """Start subprocess daemons that share one state file; every one is killed at teardown."""
-    started: list[SubprocessDaemon] = []
-
-    def start(name: str, *extra_args: str) -> SubprocessDaemon:
-        daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, tmp_path / f"{name}.log",
-            extra_args=["--visibility-timeout", VISIBILITY, *extra_args],
-            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
-        )
-        started.append(daemon)
-        return daemon.start()
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def stop_gracefully(daemon: SubprocessDaemon) -> int:
-    daemon.signal(signal.SIGTERM)
-    return daemon.wait(30)
-
-
-# ---------------------------------------------------------------------------------- tests
 def test_crash_after_response_stored_is_resent_without_rerunning_handler(
-        spawn, stack: Stack, provider: Provider, flaky_s3: FlakyS3, calls_file: Path) -> None:
-    first = spawn("first", "--allow-response-url", flaky_s3.base_url)
+        spawn, stack: Stack, provider: Provider, stub_s3: StubS3, calls_file: Path) -> None:
+    stub_s3.fail_with(503)  # S3 is down: every PUT gets 503 SlowDown until pass_through()
+    first = spawn("first", "--allow-response-url", stub_s3.base_url)
     request = stack.request("Create", "Crashy", resource_type="Custom::Test", properties={
         "ReturnJson": json.dumps({"PhysicalResourceId": "crashy-1", "Data": {"Token": "t-123"}}),
     })
-    s3_url = request["ResponseURL"]  # the real presigned URL (SigV2, Expires in 2 h)
-    request["ResponseURL"] = flaky_s3.url_for(s3_url)
+    key = f"responses/{request['RequestId']}"
+    request["ResponseURL"] = stub_s3.url(key, expires_in=7200, sigv2=True)  # like the real ones: SigV2, 2 h
+
+    def failed_puts() -> list[bytes]:
+        return [r.body for r in stub_s3.requests_for(key, "PUT") if r.action == "fail"]
+
     stack.publish(request)
 
     # The first PUT attempt means the handler ran and its answer is stored (stored before any PUT).
-    attempted = wait_until(lambda: flaky_s3.attempted(request["ResponseURL"]), 30, "a first PUT attempt")
+    attempted = wait_until(failed_puts, 30, "a first PUT attempt")
     first.kill()  # SIGKILL, mid-retry
     assert recorded_calls(calls_file) == [f"{request['RequestId']} Create"]
     before_crash = attempted[0]
-    assert all(body == before_crash for body in flaky_s3.attempted(request["ResponseURL"]))
+    assert all(body == before_crash for body in failed_puts())
 
-    flaky_s3.pass_through()
-    second = spawn("second", "--allow-response-url", flaky_s3.base_url)
-    wait_until(lambda: flaky_s3.delivered(request["ResponseURL"]), 30, "the response to be re-sent")
+    stub_s3.pass_through()
+    second = spawn("second", "--allow-response-url", stub_s3.base_url)
+    wait_until(lambda: stub_s3.bodies(key), 30, "the response to be re-sent")
     event = wait_for_event(second, event="request", request_id=request["RequestId"], timeout=15)
     assert stop_gracefully(second) == 0
 
-    delivered = flaky_s3.delivered(request["ResponseURL"])
+    delivered = stub_s3.bodies(key)
     assert delivered == [before_crash]  # byte for byte what was attempted before the crash, once
+    assert stub_s3.put_count(key) == len(failed_puts()) + 1  # and no other PUT since S3 came back
     answer = json.loads(delivered[0])
     assert answer["Status"] == "SUCCESS"
     assert answer["PhysicalResourceId"] == "crashy-1" and answer["Data"] == {"Token": "t-123"}
@@ -204,7 +71,7 @@ def test_crash_after_response_stored_is_resent_without_rerunning_handler(
     assert recorded_calls(calls_file) == [f"{request['RequestId']} Create"]
     assert event["outcome"] == "replayed" and event["delivered"] is True
     # CloudFormation reads it from S3
-    assert stack.response({**request, "ResponseURL": s3_url}, timeout=5) == answer
+    assert json.loads(stub_s3.body(key)) == answer
     assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 

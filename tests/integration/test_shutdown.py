@@ -14,13 +14,13 @@ import json
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack
+from daemon.emulator import Provider, Stack
 from tests.support.aws import queue_counts
-from tests.support.daemons import SubprocessDaemon, recorded_calls, wait_for_event
+from tests.support.daemons import exit_code, recorded_calls, stop_gracefully, wait_for_event, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -28,29 +28,8 @@ ASYNC_HANDLER = ("--handler", "Custom::AsyncTest=tests.support.handlers:async_ha
 
 
 @pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    return tmp_path / "calls.txt"
-
-
-@pytest.fixture
-def spawn(emulator: Emulator, provider: Provider, tmp_path: Path,
-          calls_file: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
-    """Start subprocess daemons sharing one state file; every one is killed at teardown."""
-    started: list[SubprocessDaemon] = []
-
-    def start(name: str, *extra_args: str) -> SubprocessDaemon:
-        daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, tmp_path / f"{name}.log", extra_args=[*ASYNC_HANDLER, *extra_args],
-            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
-        )
-        started.append(daemon)
-        return daemon.start()
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
+def daemon_args() -> tuple[str, ...]:
+    return ASYNC_HANDLER
 
 
 @pytest.fixture
@@ -58,27 +37,15 @@ def sqs(provider: Provider) -> Any:
     return provider.emulator.client("sqs")
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def wait_in_flight(sqs: Any, provider: Provider, count: int = 1) -> None:
     wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, count), 30, f"{count} message(s) in flight")
 
 
-def exit_code(daemon: SubprocessDaemon, timeout: float, what: str) -> int:
-    try:
-        return daemon.wait(timeout)
-    except Exception as exc:  # subprocess.TimeoutExpired
-        raise AssertionError(f"the daemon did not exit within {timeout} s {what}; log tail:\n"
-                             f"{daemon.log_path.read_text()[-2500:]}") from exc
+def publish_and_let_run(stack: Stack, sqs: Any, provider: Provider, request: dict[str, Any]) -> None:
+    """Publish `request` and return once a daemon has taken it and its handler has run for a second."""
+    stack.publish(request)
+    wait_in_flight(sqs, provider)
+    time.sleep(1)  # the handler is running
 
 
 def test_sigterm_finishes_in_flight_request_and_stops_receiving(
@@ -86,9 +53,7 @@ def test_sigterm_finishes_in_flight_request_and_stops_receiving(
     daemon = spawn("d", "--grace-period", "20")
     in_flight = stack.request("Create", "Busy", resource_type="Custom::Test",
                               properties={"SleepSeconds": "5", "ReturnJson": json.dumps({"PhysicalResourceId": "busy-1"})})
-    stack.publish(in_flight)
-    wait_in_flight(sqs, provider)
-    time.sleep(1)  # the handler is running
+    publish_and_let_run(stack, sqs, provider, in_flight)
 
     daemon.signal(signal.SIGTERM)
     wait_for_event(daemon, event="stopping", timeout=10)
@@ -112,9 +77,7 @@ def test_grace_period_over_hands_request_back_and_exits_promptly(
     the message is released at once and the daemon exits, even though the thread cannot be killed."""
     daemon = spawn("d", "--grace-period", "1")
     request = stack.request("Create", "Long", resource_type="Custom::Test", properties={"SleepSeconds": "30"})
-    stack.publish(request)
-    wait_in_flight(sqs, provider)
-    time.sleep(1)
+    publish_and_let_run(stack, sqs, provider, request)
     signalled = time.monotonic()
     daemon.signal(signal.SIGTERM)
 
@@ -137,9 +100,7 @@ def test_released_request_is_answered_by_the_next_daemon(
     first = spawn("first", "--grace-period", "1")
     request = stack.request("Create", "Handoff", resource_type="Custom::AsyncTest",
                             properties={"SleepSeconds": "10", "ReturnJson": json.dumps({"PhysicalResourceId": "handoff-1"})})
-    stack.publish(request)
-    wait_in_flight(sqs, provider)
-    time.sleep(1)
+    publish_and_let_run(stack, sqs, provider, request)
     first.signal(signal.SIGTERM)
     assert exit_code(first, 20, "after its grace period (1 s)") == 0
     assert wait_for_event(first, event="request", outcome="released", timeout=1)
@@ -151,8 +112,7 @@ def test_released_request_is_answered_by_the_next_daemon(
     answer = stack.response(request, timeout=30)
     assert answer is not None and answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"] == "handoff-1"
     wait_for_event(second, event="request", request_id=request["RequestId"], outcome="answered", timeout=10)
-    second.signal(signal.SIGTERM)
-    assert exit_code(second, 30, "after SIGTERM when idle") == 0
+    assert stop_gracefully(second, 30, "after SIGTERM when idle") == 0
     assert recorded_calls(calls_file) == [f"{request['RequestId']} Create"]  # the cancelled run never completed
     assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
@@ -164,9 +124,7 @@ def test_grace_period_over_near_deadline_answers_failed(
     daemon = spawn("d", "--grace-period", "1")
     request = stack.request("Create", "Tight", resource_type="Custom::AsyncTest",
                             properties={"SleepSeconds": "30", "ServiceTimeout": "50"})
-    stack.publish(request)
-    wait_in_flight(sqs, provider)
-    time.sleep(1)
+    publish_and_let_run(stack, sqs, provider, request)
     daemon.signal(signal.SIGTERM)
 
     assert exit_code(daemon, 25, "after its grace period (1 s)") == 0
@@ -183,9 +141,7 @@ def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, s
                                       resource_type: str) -> None:
     daemon = spawn("d", "--grace-period", "20")
     request = stack.request("Create", "Stuck", resource_type=resource_type, properties={"SleepSeconds": "30"})
-    stack.publish(request)
-    wait_in_flight(sqs, provider)
-    time.sleep(1)
+    publish_and_let_run(stack, sqs, provider, request)
     daemon.signal(signal.SIGTERM)
     wait_for_event(daemon, event="stopping", timeout=10)
     daemon.signal(signal.SIGTERM)

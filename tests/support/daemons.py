@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from daemon.config import Settings
 from daemon.emulator import Emulator, Provider
@@ -140,3 +140,60 @@ def wait_for_event(daemon: SubprocessDaemon, timeout: float = 30.0, **match: Any
 def recorded_calls(path: Path) -> list[str]:
     """Lines "RequestId RequestType" written by tests.support.handlers through CFN_TEST_CALLS_FILE."""
     return path.read_text().splitlines() if path.exists() else []
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `predicate` until it returns something truthy and return that; AssertionError naming
+    `what` if it has not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def exit_code(daemon: SubprocessDaemon, timeout: float, what: str) -> int:
+    """`daemon`'s exit code, waiting up to `timeout` seconds; AssertionError (with the log's tail,
+    and `what` saying when it should have exited) if it is still running."""
+    try:
+        return daemon.wait(timeout)
+    except Exception as exc:  # subprocess.TimeoutExpired
+        raise AssertionError(f"the daemon did not exit within {timeout} s {what}; log tail:\n"
+                             f"{daemon.log_path.read_text()[-2500:]}") from exc
+
+
+def stop_gracefully(daemon: SubprocessDaemon, timeout: float = 30, what: str = "after SIGTERM") -> int:
+    """SIGTERM `daemon` and return its exit code (see exit_code)."""
+    daemon.signal(signal.SIGTERM)
+    return exit_code(daemon, timeout, what)
+
+
+class DaemonSpawner:
+    """Starts subprocess daemons for one test: all share one state file (in `state_dir`) and one
+    calls file (CFN_TEST_CALLS_FILE, see recorded_calls), and get `base_args` before their own.
+
+        first = spawner("first", "--grace-period", "1")   # logs to state_dir/first.log
+        ...
+        spawner.stop_all()                                   # kills whatever still runs
+    """
+
+    def __init__(self, emulator: Emulator, provider: Provider, state_dir: Path, calls_file: Path,
+                 base_args: Sequence[str] = ()) -> None:
+        self.emulator, self.provider, self.state_dir = emulator, provider, state_dir
+        self.calls_file, self.base_args = calls_file, tuple(base_args)
+        self.started: list[SubprocessDaemon] = []
+
+    def __call__(self, name: str, *extra_args: str) -> SubprocessDaemon:
+        daemon = SubprocessDaemon.for_provider(
+            self.emulator, self.provider, self.state_dir, self.state_dir / f"{name}.log",
+            extra_args=[*self.base_args, *extra_args], env={"CFN_TEST_CALLS_FILE": str(self.calls_file)},
+        )
+        self.started.append(daemon)
+        return daemon.start()
+
+    def stop_all(self) -> None:
+        for daemon in self.started:
+            daemon.stop()
