@@ -177,6 +177,31 @@ def check(state: str, health_file: str | None, max_age: float) -> None:
 
 
 @main.command()
+@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="The queue the daemon serves.")
+@click.option("--dlq-url", help="Its dead-letter queue (default: found from the queue's RedrivePolicy).")
+@click.option("--region", envvar=ENV + "REGION")
+@click.option("--max", "limit", type=click.IntRange(0), default=0, help="Move at most this many (0: all).")
+@click.option("--dry-run", is_flag=True, help="List what would be moved; move nothing.")
+def redrive(queue_url: str, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
+    """Move messages from the dead-letter queue back to the queue, after a fix.
+
+    Requests already answered are recognised by the idempotency store and not run again.
+    Each message is listed by its request's type, ResourceType, logical id and RequestId."""
+    import boto3
+
+    from .redrive import dead_letter_queue_url, redrive as move
+
+    sqs = boto3.client("sqs", region_name=region)
+    try:
+        dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    verb = "would move" if dry_run else "moved"
+    count = move(sqs, queue_url, dlq_url, limit, dry_run, lambda m: click.echo(f"{verb} {m.message_id}: {m.preview}"))
+    click.echo(f"{count} message(s) {verb} from {dlq_url} to {queue_url}")
+
+
+@main.command()
 @click.option("--logs/--no-logs", default=False, help="Also show the daemon's own log lines (on stderr).")
 def demo(logs: bool) -> None:
     """Everything on this machine, no AWS account: an embedded AWS emulator (moto), a topic,
