@@ -32,6 +32,17 @@ class _Redactor:
         return line
 
 
+class _QuietStreamHandler(logging.StreamHandler):
+    """logging's own error path prints the record's raw arguments to stderr, past the redactor;
+    say only which logger failed."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802
+        try:
+            sys.stderr.write(f"cfn-provider: a log record from {record.name!r} could not be formatted\n")
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     if fmt == "auto":
@@ -58,7 +69,7 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, _Redactor()],
     )
-    handler = logging.StreamHandler(stream)
+    handler = _QuietStreamHandler(stream)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

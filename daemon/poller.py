@@ -113,7 +113,9 @@ class Poller:
     async def _release_late(self, receiving: asyncio.Future) -> None:
         """Cancelling a long poll could strand messages SQS already handed over (hidden for a whole
         visibility timeout); let it finish within the grace period and hand them back at once."""
-        done, _ = await asyncio.wait({receiving}, timeout=self.grace_period)
+        # cancelling our side does not end the poll at SQS: whatever arrives until it ends would be
+        # handed to nobody, so outlast it (a second signal cancels it at once via abort())
+        done, _ = await asyncio.wait({receiving}, timeout=max(self.grace_period, self.wait_seconds + 5))
         if not done:
             receiving.cancel()
             return
@@ -152,9 +154,13 @@ class Poller:
             beating = asyncio.create_task(heartbeat.run())
             try:
                 disposition = await self.worker.process(message, heartbeat)
+            except asyncio.CancelledError:
+                if not self.worker.stopping:
+                    raise
+                disposition = Disposition.RELEASE  # cut off by the grace period: hand it back
             finally:
                 beating.cancel()
-            await asyncio.shield(self._dispose(message, disposition))
+            await self._finish(self._dispose(message, disposition))
             self.handled += 1
         except asyncio.CancelledError:
             pass  # hard stop: the message comes back when its visibility timeout lapses
@@ -162,6 +168,16 @@ class Poller:
             log.exception("message.crashed")
         finally:
             self.slots.release()
+
+    async def _finish(self, aw: Awaitable) -> None:
+        """Let queue bookkeeping complete even when the grace period's cancel lands meanwhile."""
+        task = asyncio.ensure_future(aw)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not self.worker.stopping:
+                raise
+            await task
 
     async def _dispose(self, message: Message, disposition: Disposition) -> None:
         try:

@@ -17,6 +17,7 @@ ANSWERABLE = ("ResponseURL", "StackId", "RequestId", "LogicalResourceId")
 ID_LIMITS = {"ResponseURL": 8192, "StackId": 1024, "RequestId": 256, "LogicalResourceId": 256}
 MAX_PHYSICAL_ID = 1024
 DEFAULT_SERVICE_TIMEOUT = 3600
+MAX_DEPTH = 64  # nesting far beyond any real template; deeper would exhaust the stack
 
 
 def json_size(text: str) -> int:
@@ -50,6 +51,18 @@ class FrozenDict(dict):
 
     def __deepcopy__(self, memo: dict) -> dict:
         return json.loads(json.dumps(self))
+
+
+def depth(value: Any) -> int:
+    """How deeply `value` nests (iterative: safe on any input json.loads accepted)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def freeze(value: Any) -> Any:
@@ -143,6 +156,9 @@ def parse(text: str) -> Request:
     broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
     if broken:
         raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8")
+    if depth(doc) > MAX_DEPTH:  # answer FAILED from the top-level strings alone
+        shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
+        return Request(wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",))
     return Request(wire=freeze(doc), problems=tuple(_problems(doc)))
 
 

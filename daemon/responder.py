@@ -80,6 +80,8 @@ class Responder:
                         raise _Retryable(detail)
         except _Retryable:
             return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry: {last['detail']}")
+        except ValueError as exc:  # the HTTP client refuses the URL itself: final
+            return Delivery(False, None, last["attempts"], f"unusable URL: {str(exc)[:200]}")
         status = last["status"]
         return Delivery(200 <= status < 300, status, last["attempts"], last["detail"])
 

@@ -57,7 +57,10 @@ def string_to_sign(envelope: Mapping[str, Any]) -> bytes:
         if not isinstance(value, str):
             raise SignatureError(f"{key} is missing or not a string")
         parts.append(f"{key}\n{value}\n")
-    return "".join(parts).encode("utf-8")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: SNS never signs such text
+        raise SignatureError("a signed field is not valid UTF-8") from None
 
 
 def _is_sns_cert_url(url: str) -> bool:

@@ -59,6 +59,8 @@ class ResponseUrlPolicy:
 
     def check(self, url: str) -> None:
         """Raise UrlRejected with a reason when `url` is not allowed."""
+        if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+            raise UrlRejected("URL contains whitespace or control characters")
         if any(matches_prefix(url, p) for p in self.allowed_prefixes):
             return
         try:

@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, TypeVar
 
 import structlog
 
@@ -34,6 +34,7 @@ from .store import CLAIMED, Store
 from .urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
+T = TypeVar("T")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
 
 
@@ -147,7 +148,12 @@ class Worker:
     async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
                       outcome: dict[str, Any]) -> Disposition:
         digest = hashlib.sha256(request.response_url.encode()).hexdigest()
-        claim = await self.store.claim(request.key, self.owner, digest, self.policy.lease_seconds)
+        claim, cut_off = await self._settle(self.store.claim(request.key, self.owner, digest, self.policy.lease_seconds))
+        if cut_off:  # stopping: take nothing new on
+            if claim.acquired:
+                await self.store.release(request.key, self.owner)
+            outcome.update(outcome="released")
+            return Disposition.RELEASE
         if not claim.acquired:
             record = claim.record
             assert record is not None
@@ -179,11 +185,28 @@ class Worker:
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
-        if not await self.store.save_response(request.key, self.owner, answer.status, answer.body):
+        saved, cut_off = await self._settle(
+            self.store.save_response(request.key, self.owner, answer.status, answer.body))
+        if cut_off and saved:  # stopping: the stored body is re-sent by whoever takes it next
+            outcome.update(delivered=False)
+            return Disposition.RELEASE
+        if not saved:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
         return await self._deliver(request, answer.body, digest, outcome)
+
+    async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
+        """Await a store write to its end even if the grace period's cancel lands meanwhile (a write
+        whose outcome is unknown is worse than a late one); say whether that cancel came."""
+        task = asyncio.ensure_future(aw)
+        try:
+            return await asyncio.shield(task), False
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            return await task, True
 
     async def _answer(self, request: Request, deadline: float) -> responses.Response:
         """Decide the answer: from the request alone where possible, else from the handler."""

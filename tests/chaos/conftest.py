@@ -48,11 +48,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _FIGURES:
+    if not any(_FIGURES.values()):
         return
     tr = terminalreporter
     tr.section(f"chaos figures ({'full' if FULL else 'reduced: make chaos runs full size'})")
-    width = max(len(n) for values in _FIGURES.values() for n in values) + 2
+    width = max((len(n) for values in _FIGURES.values() for n in values), default=10) + 2
     for suite, values in sorted(_FIGURES.items()):
         tr.write_line(f"{suite}:")
         for name, value in values.items():
