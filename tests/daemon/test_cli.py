@@ -426,7 +426,7 @@ def test_relative_sqlite_state_exits_2():
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("state", ["dynamodb://table", "postgres://db/x", "state.db"])
+@pytest.mark.parametrize("state", ["dynamodb://", "postgres://db/x", "state.db"])
 def test_unusable_state_url_exits_2(state):
     result = invoke("run", "--queue-url", Q, "--state", state, "--log-format", "json")
     assert result.exit_code == 2, result.output
