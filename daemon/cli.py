@@ -271,5 +271,81 @@ def bootstrap(name: str, topic_arn: str | None, region: str | None, dynamodb_tab
         click.echo(line)
 
 
+def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
+    """--config for `handlers`: the daemon's own config file, of which only the handlers matter here."""
+    if path:
+        try:
+            values = load_config_file(path)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from None
+        if values.get("handler"):
+            ctx.default_map = {**(ctx.default_map or {}), "handler": values["handler"]}
+    return path
+
+
+@main.command("handlers")
+@click.option("--config", type=click.Path(dir_okay=False), callback=_handler_config, is_eager=True,
+              expose_value=False, envvar=ENV + "CONFIG",
+              help="The TOML file given to `run` (its [handlers] table and handler setting are used).")
+@click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
+              metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
+@click.option("--check", is_flag=True,
+              help="Also load every handler, entry points included; exit 1 if any fails to load.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def handlers_command(handler: tuple[tuple[str, str], ...], check: bool, as_json: bool) -> None:
+    """List the handlers `run` would serve with these options: each ResourceType (or glob
+    pattern), the handler serving it, and where it comes from (config / --handler, or the entry
+    point of an installed distribution in the group cfn_provider.handlers). Exact types come
+    first, sorted, then patterns in the order they are tried.
+
+    Configured handlers are imported (as `run` does at start-up: exit 2 if one fails); entry
+    points are only imported with --check.
+    """
+    import json
+    from importlib.metadata import entry_points
+
+    from .router import ENTRY_POINT_GROUP, Router
+
+    try:
+        router = Router(handler)
+    except HandlerError as exc:
+        click.echo(f"cfn-provider: {exc}", err=True)
+        sys.exit(2)
+    plugins = {ep.name: getattr(ep.dist, "name", "?") for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    rows = []
+    failed = 0
+    for route in router.routes():
+        row: dict[str, Any] = {"resource_type": route.pattern, "handler": route.spec, "source": route.source,
+                               "pattern": route.pattern not in router.exact}
+        if route.source == "config" and route.pattern in plugins:
+            row["overrides"] = f"entry point of {plugins[route.pattern]}"
+        if check:
+            try:
+                route.handler()
+                row["status"] = "ok"
+            except HandlerError as exc:
+                row["status"] = f"error: {exc}"
+                failed += 1
+        rows.append(row)
+
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        click.echo("no handlers registered (add --handler TYPE=MODULE, a [handlers] table, or install a plugin)")
+    else:
+        def source(row: dict[str, Any]) -> str:
+            return row["source"] + (f" (overrides the {row['overrides']})" if row.get("overrides") else "")
+
+        table = [("RESOURCE TYPE", "HANDLER", "SOURCE")]
+        table += [(r["resource_type"] + (" (pattern)" if r["pattern"] else ""), r["handler"], source(r)) for r in rows]
+        widths = [max(len(line[i]) for line in table) for i in range(2)]
+        for line in table:
+            click.echo(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}".rstrip())
+        for row in rows:
+            if row.get("status", "ok") != "ok":
+                click.echo(f"{row['resource_type']}: {row['status']}", err=True)
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

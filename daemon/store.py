@@ -1,13 +1,14 @@
 """Idempotency store, keyed on StackId + RequestId.
 
 States (shared/DESIGN.md):
-    absent ──claim──> CLAIMED(owner, lease) ──save_response──> RESPONSE_READY(body) ──mark_sent──> SENT
+    absent ──claim──> CLAIMED(owner, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
 One conditional write is the lock: `claim` succeeds only when the key is absent, expired,
 CLAIMED under a lapsed lease, or holds a FAILED answer sent to a different ResponseURL
 (CloudFormation retrying the operation: a FAILED is re-run, a SUCCESS is re-sent). Every
 ResponseURL answered is remembered, so a late duplicate for an answered URL never re-runs.
 Expiry is derived from `expires_at`, never stored as a state. The body is stored before
-the PUT, so a redelivery re-sends it and never re-runs the handler.
+the PUT, so a redelivery re-sends it and never re-runs the handler; while its owner's lease
+lives the owner is still delivering it, so a duplicate waits instead of sending it twice.
 """
 from __future__ import annotations
 
@@ -70,7 +71,9 @@ def open_store(url: str, ttl: float = DEFAULT_TTL) -> Store:
             raise StoreConfigError(f"{url!r}: use an absolute path, e.g. sqlite:///var/lib/cfn-provider/state.db")
         return SQLiteStore(Path(path), ttl=ttl)
     if url.startswith("dynamodb://"):
-        raise StoreConfigError("dynamodb:// state (fleet mode) is not available in this version yet")
+        from .dynamodb import DynamoDBStore, table_from_url  # aiobotocore is loaded only for fleet mode
+
+        return DynamoDBStore(table_from_url(url), ttl=ttl)
     raise StoreConfigError(f"{url!r}: state must be sqlite:///PATH or dynamodb://TABLE")
 
 
@@ -173,16 +176,18 @@ class SQLiteStore:
 
     # --- the other transitions, each conditional on the state it expects -------------------
     async def extend(self, key: str, owner: str, lease_seconds: float) -> bool:
-        sql = "UPDATE records SET lease_until = ? WHERE key = ? AND owner = ? AND state = 'CLAIMED'"
+        # a stored answer stays leased while its owner delivers it, so duplicates wait, not re-send
+        sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND owner = ? "
+               "AND state IN ('CLAIMED', 'RESPONSE_READY')")
         return await self._run(self._write, sql, (self.clock() + lease_seconds, key, owner)) == 1
 
     async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, lease_until = NULL "
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ? "
                "WHERE key = ? AND owner = ? AND state = 'CLAIMED'")
         return await self._run(self._write, sql, (status, body, key, owner)) == 1
 
     async def mark_sent(self, key: str, url_digest: str) -> None:
-        sql = ("UPDATE records SET state = 'SENT', url_digest = :d, sent_digests = CASE "
+        sql = ("UPDATE records SET state = 'SENT', url_digest = :d, lease_until = NULL, sent_digests = CASE "
                "WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END "
                "WHERE key = :key AND state != 'CLAIMED'")
         await self._run(self._write, sql, {"d": url_digest, "key": key})

@@ -5,7 +5,8 @@
 
 `process` returns what should happen to the queue message; the poller carries it out.
 Every message ends in exactly one log line: `request` for a request that was handled,
-`rejected` / `security` for one that was not.
+`rejected` / `security` for one that was not. Every line carries the request's dialect
+(`cloudformation` or `ros`: detected per message, the transport's default until it is known).
 """
 from __future__ import annotations
 
@@ -21,16 +22,18 @@ from typing import Any, Awaitable, TypeVar
 import structlog
 
 from . import response as responses
+from .dialect import CLOUDFORMATION, Dialect
 from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
 from .metrics import Metrics
 from .queue import Message
 from .request import NotARequest, Request, parse
 from .responder import Responder
+from .ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call
 from .signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from .store import CLAIMED, Store
+from .store import CLAIMED, RESPONSE_READY, Store
 from .urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
@@ -67,8 +70,10 @@ def response_margin(service_timeout: int) -> float:
 class Worker:
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
-                 session: Any = None, metrics: Metrics | None = None):
+                 session: Any = None, metrics: Metrics | None = None, dialect: Dialect = CLOUDFORMATION,
+                 url_choice: ResponseUrlChoice = ResponseUrlChoice()):
         self.router, self.store, self.responder = router, store, responder
+        self.dialect, self.url_choice = dialect, url_choice  # the transport's default dialect; ROS URL choice
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
@@ -78,7 +83,7 @@ class Worker:
     # ------------------------------------------------------------------ entry point
     async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
         structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(message_id=message.id)
+        structlog.contextvars.bind_contextvars(message_id=message.id, dialect=self.dialect.name)
         started = time.monotonic()
         try:
             envelope, request = await self._admit(message)
@@ -120,13 +125,16 @@ class Worker:
             if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
                 raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
         try:
-            request = parse(envelope.message)
+            request = parse(envelope.message, self.dialect)
         except NotARequest as exc:
+            structlog.contextvars.bind_contextvars(dialect=exc.dialect.name)
             raise _Rejected(str(exc)) from None
-        try:
-            self.url_policy.check(request.response_url)
-        except UrlRejected as exc:
-            raise _Rejected(f"ResponseURL {redact(request.response_url)!r} rejected: {exc}", security=True) from None
+        structlog.contextvars.bind_contextvars(dialect=request.dialect.name)
+        for url in self.url_choice.urls(request):
+            try:
+                self.url_policy.check(url, request.dialect.response_hosts)
+            except UrlRejected as exc:
+                raise _Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
         return envelope, request
 
     def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
@@ -157,7 +165,9 @@ class Worker:
         if not claim.acquired:
             record = claim.record
             assert record is not None
-            if record.state == CLAIMED:
+            delivering = (record.state == RESPONSE_READY and record.url_digest == digest
+                          and (record.lease_until or 0) > time.time())
+            if record.state == CLAIMED or delivering:
                 outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
                 return Disposition.DEFER
             if record.answered(digest):
@@ -189,6 +199,7 @@ class Worker:
             self.store.save_response(request.key, self.owner, answer.status, answer.body))
         if cut_off and saved:  # stopping: the stored body is re-sent by whoever takes it next
             outcome.update(delivered=False)
+            await self._end_lease(request)
             return Disposition.RELEASE
         if not saved:
             outcome.update(outcome="lost-claim")
@@ -207,6 +218,10 @@ class Worker:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             return await task, True
+
+    async def _end_lease(self, request: Request) -> None:
+        """Stop holding a stored answer we could not deliver (no-op when we never held it)."""
+        await asyncio.shield(self.store.extend(request.key, self.owner, 0))
 
     async def _answer(self, request: Request, deadline: float) -> responses.Response:
         """Decide the answer: from the request alone where possible, else from the handler."""
@@ -239,17 +254,19 @@ class Worker:
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
         try:
-            delivery = await self.responder.put(request.response_url, body)
+            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             outcome["delivered"] = False
+            await self._end_lease(request)
             return Disposition.RELEASE  # the stored body is re-sent by whoever takes it next
         outcome.update(delivered=delivery.delivered, attempts=delivery.attempts)
         if delivery.delivered:
             await asyncio.shield(self.store.mark_sent(request.key, digest))
             return Disposition.DELETE
+        await self._end_lease(request)  # a redelivery (new URL, or this one) may try at once
         outcome["delivery_error"] = delivery.detail
         hint = "the ResponseURL has expired or is forbidden" if delivery.expired else "the response was not accepted"
         log.error("response.undeliverable", detail=delivery.detail, hint=hint)

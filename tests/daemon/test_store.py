@@ -1,39 +1,20 @@
-"""daemon.store: the SQLite idempotency store, driven by a fake clock."""
+"""daemon.store: the SQLite idempotency store, driven by a fake clock.
+
+The behavioural cases are the shared Store contract (tests/daemon/store_contract.py), run here
+against SQLiteStore; the cases below are about the SQLite file itself and `open_store`.
+"""
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import stat
-import threading
 from pathlib import Path
 
 import pytest
 
-from daemon.store import CLAIMED, RESPONSE_READY, SENT, SQLiteStore, StoreConfigError, open_store
-
-KEY = "arn:aws:cloudformation:us-east-1:123456789012:stack/s/guid|req-1"
-URL_A, URL_B = "digest-of-url-a", "digest-of-url-b"
-LEASE = 60.0
-TTL = 1000.0
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = 1_700_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from daemon.store import SQLiteStore, StoreConfigError, open_store
+from tests.daemon.store_contract import *  # noqa: F401,F403 - the Store contract cases
+from tests.daemon.store_contract import KEY, LEASE, TTL, URL_A, answered
 
 
 @pytest.fixture
@@ -48,234 +29,10 @@ async def store(db_path, clock):
     await s.close()
 
 
-async def answered(store, owner="w1", status="SUCCESS", body=b'{"Status":"SUCCESS"}', digest=URL_A):
-    """Drive KEY through claim -> save_response, as a worker does."""
-    claim = await store.claim(KEY, owner, digest, LEASE)
-    assert claim.acquired
-    assert await store.save_response(KEY, owner, status, body)
-
-
-# --- claim ------------------------------------------------------------------------------
-
-async def test_claim_on_absent_key_is_acquired(store, clock):
-    claim = await store.claim(KEY, "w1", URL_A, LEASE)
-    assert claim.acquired and claim.record is None
-    record = await store.get(KEY)
-    assert record.state == CLAIMED and record.owner == "w1" and record.url_digest == URL_A
-    assert record.lease_until == pytest.approx(clock.now + LEASE)
-
-
-async def test_second_claim_by_another_owner_is_refused_and_shows_the_holder(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    clock.advance(LEASE / 2)
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert not claim.acquired
-    assert claim.record.state == CLAIMED and claim.record.owner == "w1"
-    assert (await store.get(KEY)).owner == "w1"
-
-
-async def test_claims_on_different_keys_are_independent(store):
-    assert (await store.claim(KEY, "w1", URL_A, LEASE)).acquired
-    assert (await store.claim(KEY + "-other", "w2", URL_A, LEASE)).acquired
-
-
-async def test_lapsed_lease_is_taken_over_and_shows_the_old_owner(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    clock.advance(LEASE + 1)
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert claim.acquired
-    assert claim.record.owner == "w1" and claim.record.state == CLAIMED
-    assert (await store.get(KEY)).owner == "w2"
-
-
-async def test_extend_keeps_a_lease_alive(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    for _ in range(5):
-        clock.advance(LEASE * 0.75)
-        assert await store.extend(KEY, "w1", LEASE)
-    assert not (await store.claim(KEY, "w2", URL_A, LEASE)).acquired
-
-
-async def test_extend_by_another_owner_does_nothing(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    assert not await store.extend(KEY, "w2", LEASE * 100)
-    clock.advance(LEASE + 1)
-    assert (await store.claim(KEY, "w2", URL_A, LEASE)).acquired
-
-
-async def test_extend_after_losing_the_claim_fails(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    clock.advance(LEASE + 1)
-    await store.claim(KEY, "w2", URL_A, LEASE)
-    assert not await store.extend(KEY, "w1", LEASE)
-
-
-async def test_extend_of_an_answered_record_fails(store):
-    await answered(store)
-    assert not await store.extend(KEY, "w1", LEASE)
-
-
-# --- save_response ----------------------------------------------------------------------
-
-async def test_save_response_by_the_owner_stores_the_exact_body(store):
-    body = '{"Status":"SUCCESS","Data":{"k":"ü"}}'.encode()
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    assert await store.save_response(KEY, "w1", "SUCCESS", body)
-    record = await store.get(KEY)
-    assert record.state == RESPONSE_READY and record.status == "SUCCESS" and record.body == body
-
-
-async def test_save_response_by_another_owner_is_refused(store):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    assert not await store.save_response(KEY, "w2", "SUCCESS", b"x")
-    assert (await store.get(KEY)).state == CLAIMED
-
-
-async def test_save_response_after_the_claim_was_taken_over_is_refused(store, clock):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    clock.advance(LEASE + 1)
-    await store.claim(KEY, "w2", URL_A, LEASE)
-    assert not await store.save_response(KEY, "w1", "SUCCESS", b"stale")
-    assert await store.save_response(KEY, "w2", "SUCCESS", b"fresh")
-    assert (await store.get(KEY)).body == b"fresh"
-
-
-async def test_save_response_without_a_claim_is_refused(store):
-    assert not await store.save_response(KEY, "w1", "SUCCESS", b"x")
-    assert await store.get(KEY) is None
-
-
-async def test_save_response_happens_once(store):
-    await answered(store, body=b"first")
-    assert not await store.save_response(KEY, "w1", "FAILED", b"second")
-    assert (await store.get(KEY)).body == b"first"
-
-
-# --- redelivery after an answer ---------------------------------------------------------
-
-@pytest.mark.parametrize("status", ["SUCCESS", "FAILED"])
-async def test_stored_answer_for_the_same_url_is_resent_never_rerun(store, clock, status):
-    await answered(store, status=status, body=b"the-body")
-    clock.advance(LEASE * 10)  # no lease left to lapse
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert not claim.acquired
-    assert claim.record.state == RESPONSE_READY
-    assert claim.record.status == status and claim.record.body == b"the-body"
-
-
-async def test_mark_sent_records_the_delivery(store):
-    await answered(store)
-    await store.mark_sent(KEY, URL_A)
-    record = await store.get(KEY)
-    assert record.state == SENT and record.url_digest == URL_A and record.body == b'{"Status":"SUCCESS"}'
-
-
-async def test_mark_sent_does_not_touch_a_claim_in_progress(store):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    await store.mark_sent(KEY, URL_A)
-    assert (await store.get(KEY)).state == CLAIMED
-
-
-async def test_sent_with_the_same_url_is_not_acquired_and_reports_sent(store, clock):
-    await answered(store)
-    await store.mark_sent(KEY, URL_A)
-    clock.advance(LEASE * 10)
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert not claim.acquired and claim.record.state == SENT and claim.record.url_digest == URL_A
-
-
-@pytest.mark.parametrize("sent", [False, True], ids=["ready", "sent"])
-async def test_stored_failed_with_a_different_url_is_reclaimed_to_rerun(store, sent):
-    await answered(store, status="FAILED", body=b"failed-body")
-    if sent:
-        await store.mark_sent(KEY, URL_A)
-    claim = await store.claim(KEY, "w2", URL_B, LEASE)
-    assert claim.acquired
-    assert claim.record.status == "FAILED"
-    record = await store.get(KEY)
-    assert record.state == CLAIMED and record.owner == "w2" and record.url_digest == URL_B
-    assert record.body is None and record.status is None  # the old answer is not re-sent by mistake
-
-
-@pytest.mark.parametrize("sent", [False, True], ids=["ready", "sent"])
-async def test_stored_success_with_a_different_url_is_returned_for_resending(store, sent):
-    await answered(store, status="SUCCESS", body=b"success-body")
-    if sent:
-        await store.mark_sent(KEY, URL_A)
-    claim = await store.claim(KEY, "w2", URL_B, LEASE)
-    assert not claim.acquired
-    assert claim.record.status == "SUCCESS" and claim.record.body == b"success-body"
-    assert claim.record.url_digest == URL_A  # the caller sees it has not gone to URL_B yet
-
-
-async def test_late_redelivery_for_an_already_answered_url_is_not_rerun(store):
-    """FAILED sent to A, re-run for B: the old message for A coming back must not run the handler again."""
-    await answered(store, status="FAILED", body=b"first-failure")
-    await store.mark_sent(KEY, URL_A)
-    assert (await store.claim(KEY, "w2", URL_B, LEASE)).acquired
-    assert await store.save_response(KEY, "w2", "FAILED", b"second-failure")
-    await store.mark_sent(KEY, URL_B)
-    late = await store.claim(KEY, "w3", URL_A, LEASE)
-    assert not late.acquired and late.record.status == "FAILED"
-    assert (await store.claim(KEY, "w3", "digest-of-url-c", LEASE)).acquired  # a new retry still re-runs
-
-
-async def test_resent_success_can_be_marked_sent_to_the_new_url(store):
-    await answered(store, status="SUCCESS")
-    await store.mark_sent(KEY, URL_A)
-    await store.claim(KEY, "w2", URL_B, LEASE)
-    await store.mark_sent(KEY, URL_B)
-    claim = await store.claim(KEY, "w3", URL_B, LEASE)
-    assert not claim.acquired and claim.record.state == SENT and claim.record.url_digest == URL_B
-
-
-# --- release ----------------------------------------------------------------------------
-
-async def test_release_frees_your_own_claim(store):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    await store.release(KEY, "w1")
-    assert await store.get(KEY) is None
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert claim.acquired and claim.record is None
-
-
-async def test_release_by_another_owner_does_nothing(store):
-    await store.claim(KEY, "w1", URL_A, LEASE)
-    await store.release(KEY, "w2")
-    assert (await store.get(KEY)).owner == "w1"
-    assert not (await store.claim(KEY, "w2", URL_A, LEASE)).acquired
-
-
-async def test_release_never_drops_a_stored_answer(store):
-    await answered(store)
-    await store.release(KEY, "w1")
-    assert (await store.get(KEY)).state == RESPONSE_READY
-    await store.mark_sent(KEY, URL_A)
-    await store.release(KEY, "w1")
-    assert (await store.get(KEY)).state == SENT
-
-
-# --- expiry -----------------------------------------------------------------------------
-
-async def test_record_lives_until_its_ttl(store, clock):
-    await answered(store)
-    await store.mark_sent(KEY, URL_A)
-    clock.advance(TTL - 1)
-    assert not (await store.claim(KEY, "w2", URL_A, LEASE)).acquired
-
-
-@pytest.mark.parametrize("state", ["claimed", "ready", "sent"])
-async def test_expired_record_is_as_if_absent(store, clock, state):
-    await store.claim(KEY, "w1", URL_A, TTL * 10)  # even a lease that has not lapsed
-    if state != "claimed":
-        assert await store.save_response(KEY, "w1", "SUCCESS", b"old")
-    if state == "sent":
-        await store.mark_sent(KEY, URL_A)
-    clock.advance(TTL + 1)
-    claim = await store.claim(KEY, "w2", URL_A, LEASE)
-    assert claim.acquired and claim.record is None
-    record = await store.get(KEY)
-    assert record.owner == "w2" and record.body is None
+@pytest.fixture
+def make_store(db_path, clock):
+    """More SQLiteStores on the same file."""
+    return lambda: SQLiteStore(db_path, ttl=TTL, clock=clock)
 
 
 @pytest.mark.parametrize("factory", [SQLiteStore, open_store])
@@ -284,21 +41,6 @@ def test_default_ttl_outlives_sqs_retention(factory):
 
 
 # --- the file ---------------------------------------------------------------------------
-
-async def test_data_survives_closing_and_reopening(db_path, clock):
-    first = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    await first.claim(KEY, "w1", URL_A, LEASE)
-    await first.save_response(KEY, "w1", "SUCCESS", b"durable")
-    await first.close()
-
-    second = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    try:
-        record = await second.get(KEY)
-        assert record.state == RESPONSE_READY and record.body == b"durable"
-        assert not (await second.claim(KEY, "w2", URL_A, LEASE)).acquired
-    finally:
-        await second.close()
-
 
 async def test_file_and_its_companions_are_private(store, db_path):
     await answered(store, body=b"secret-data")
@@ -317,53 +59,6 @@ async def test_missing_parent_directory_is_created_private(tmp_path, clock):
         assert stat.S_IMODE(os.stat(path.parent).st_mode) & 0o077 == 0
     finally:
         await s.close()
-
-
-# --- concurrency ------------------------------------------------------------------------
-
-async def test_concurrent_claims_from_two_stores_on_one_file_acquire_exactly_once(db_path, clock):
-    one = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    two = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    try:
-        keys = [f"stack|req-{i}" for i in range(40)]
-        claims = await asyncio.gather(*(
-            s.claim(k, owner, URL_A, LEASE) for k in keys for s, owner in ((one, "w1"), (two, "w2"))
-        ))
-        for i, k in enumerate(keys):
-            a, b = claims[2 * i], claims[2 * i + 1]
-            assert a.acquired != b.acquired, k
-            winner = "w1" if a.acquired else "w2"
-            loser = b if a.acquired else a
-            assert loser.record.owner == winner
-            assert (await one.get(k)).owner == winner
-    finally:
-        await one.close()
-        await two.close()
-
-
-def test_concurrent_claims_from_threads_acquire_exactly_once(db_path, clock):
-    """Many workers, each its own store and event loop, race for one key."""
-    results: list[tuple[str, bool]] = []
-    barrier = threading.Barrier(6)
-
-    def worker(owner: str) -> None:
-        async def run() -> None:
-            s = SQLiteStore(db_path, ttl=TTL, clock=clock)
-            try:
-                barrier.wait(timeout=30)
-                claim = await s.claim(KEY, owner, URL_A, LEASE)
-                results.append((owner, claim.acquired))
-            finally:
-                await s.close()
-        asyncio.run(run())
-
-    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert len(results) == 6
-    assert sum(acquired for _, acquired in results) == 1
 
 
 # --- open_store -------------------------------------------------------------------------
@@ -389,8 +84,3 @@ def test_open_store_refuses_relative_paths(url):
 def test_open_store_refuses_unknown_schemes(url):
     with pytest.raises(StoreConfigError, match="sqlite:///PATH or dynamodb://TABLE"):
         open_store(url)
-
-
-def test_open_store_dynamodb_says_it_is_not_available_yet():
-    with pytest.raises(StoreConfigError, match="dynamodb.*not available"):
-        open_store("dynamodb://cfn-provider-state")

@@ -197,3 +197,11 @@ class DaemonSpawner:
     def stop_all(self) -> None:
         for daemon in self.started:
             daemon.stop()
+
+
+def fleet_member(emulator: Emulator, provider: Provider, table: str, log_path: Path,
+                 extra_args: list[str] = (), env: dict[str, str] | None = None) -> SubprocessDaemon:
+    """A fleet-mode daemon subprocess: `SubprocessDaemon.for_provider` with `--state dynamodb://TABLE`
+    (given after the default sqlite --state, so it is the one click keeps)."""
+    return SubprocessDaemon.for_provider(emulator, provider, log_path.parent, log_path,
+                                         extra_args=["--state", f"dynamodb://{table}", *extra_args], env=env)

@@ -1,0 +1,249 @@
+"""Custom::RandomSecret: a generated password or token, returned with NoEcho.
+
+    DbPassword:
+      Type: Custom::RandomSecret
+      Properties:
+        ServiceToken: !Ref ProviderTopicArn
+        Length: 32                                   # 1..1024, default 32
+        Alphabet: "abcdefghijkmnpqrstuvwxyz23456789" # default: A-Z a-z 0-9
+        Rotation: "2026-01"                          # optional: change it to get a new secret
+        ParameterName: /myapp/db/password            # optional: also kept in SSM as a SecureString
+        KmsKeyId: alias/myapp                        # optional: the key for that SecureString
+    # !GetAtt DbPassword.Secret   (and .ParameterName when stored)
+
+The same secret comes back on every Update that does not change Length, Alphabet or Rotation;
+changing one of those replaces the resource with a new secret (CloudFormation then deletes the
+old one). ParameterName and KmsKeyId can change in place: the same secret moves.
+
+Why it needs a server key or SSM. CloudFormation sends no Data back on Update, and the provider
+keeps no state, so "the same secret on Update" has to come from somewhere. Two sound sources:
+
+- A server key (CFN_PROVIDER_SECRET_KEY_FILE: a file of at least 32 random bytes, the same on
+  every provider machine, e.g. `head -c 32 /dev/urandom`). Create picks a random 64-bit nonce
+  (`secrets`) for the PhysicalResourceId and the secret is HMAC-SHA256(key, id, length,
+  alphabet), mapped onto the alphabet without bias. The id never reveals the secret without the
+  key, and a replacement gets a new id, so a new secret. The id also names the key (a short hash
+  of it): an Update under a different key fails loudly rather than silently changing the secret.
+- Without a key, ParameterName is required: the secret is drawn with `secrets` and SSM is the
+  place it is kept; an Update reads it back.
+
+With neither, Create fails saying so. Time is never an input.
+
+SSM: the parameter's Description marks which resource owns it. Create refuses to overwrite a
+parameter another resource owns; Delete removes the parameter only while it is still this
+resource's (a replacement that reused the name owns it now), and tolerates it being gone.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import string
+from typing import Any
+
+from daemon.sdk import Call, Resource
+
+KEY_ENV = "CFN_PROVIDER_SECRET_KEY_FILE"
+DEFAULT_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits
+MIN_KEY_BYTES = 32
+_ID = re.compile(r"-(?P<nonce>[0-9a-f]{16})(?:-k(?P<key>[0-9a-f]{8}))?$")
+_OWNER = re.compile(r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P<logical>\S+) stack=(?P<stack>\S+)$")
+
+
+class SecretError(RuntimeError):
+    pass
+
+
+def load_key() -> bytes | None:
+    path = os.environ.get(KEY_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            key = fh.read()
+    except OSError as exc:
+        raise SecretError(f"cannot read the server key {path} ({KEY_ENV}): {exc.strerror}") from None
+    if len(key.strip()) < MIN_KEY_BYTES:
+        raise SecretError(f"the server key {path} ({KEY_ENV}) is shorter than {MIN_KEY_BYTES} bytes")
+    return key
+
+
+def key_id(key: bytes) -> str:
+    return hashlib.sha256(b"cfn-provider key id\0" + key).hexdigest()[:8]
+
+
+def derive(key: bytes, physical_id: str, length: int, alphabet: str) -> str:
+    """Deterministic and unbiased: an HMAC-SHA256 stream, rejection-sampled onto the alphabet."""
+    n = len(alphabet)
+    bound = 256 - 256 % n  # bytes at or above this would favour the first characters
+    label = f"cfn-provider/random-secret/v1\0{physical_id}\0{length}\0{alphabet}".encode()
+    out: list[str] = []
+    counter = 0
+    while len(out) < length:
+        block = hmac.new(key, label + counter.to_bytes(8, "big"), hashlib.sha256).digest()
+        counter += 1
+        out.extend(alphabet[b % n] for b in block if b < bound)
+    return "".join(out[:length])
+
+
+def generate(length: int, alphabet: str) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def alphabet_of(props: dict[str, Any]) -> str:
+    chars = "".join(dict.fromkeys(props.get("Alphabet") or DEFAULT_ALPHABET))  # distinct, in order
+    if len(chars) < 2:
+        raise SecretError("Alphabet needs at least two distinct characters")
+    return chars
+
+
+def owner_marker(physical_id: str, call: Call) -> str:
+    return f"cfn-provider Custom::RandomSecret {physical_id} logical={call.logical_id} stack={call.stack_id}"
+
+
+class RandomSecret(Resource):
+    schema = {
+        "type": "object",
+        "properties": {
+            "Length": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 32},
+            "Alphabet": {"type": "string", "minLength": 2, "maxLength": 1024},
+            "Rotation": {"type": "string", "maxLength": 256},
+            "ParameterName": {"type": "string", "minLength": 1, "maxLength": 2048, "pattern": r"^[A-Za-z0-9_.\-/]+$"},
+            "KmsKeyId": {"type": "string", "minLength": 1, "maxLength": 2048},
+        },
+        "additionalProperties": False,
+    }
+    replace_on = ("Length", "Alphabet", "Rotation")
+
+    # --- create
+    async def create(self, props: dict[str, Any], call: Call) -> dict[str, Any]:
+        length, alphabet = props["Length"], alphabet_of(props)
+        key = load_key()
+        name = props.get("ParameterName")
+        stem = re.sub(r"[^A-Za-z0-9._-]", "-", f"{call.stack_name}-{call.logical_id}")[:200]
+        nonce = secrets.token_hex(8)
+        if key is not None:
+            physical_id = f"{stem}-{nonce}-k{key_id(key)}"
+            secret = derive(key, physical_id, length, alphabet)
+        elif name:
+            physical_id = f"{stem}-{nonce}"
+            secret = generate(length, alphabet)
+        else:
+            raise SecretError(
+                "Custom::RandomSecret needs somewhere to keep the secret so Updates return the same one "
+                f"(CloudFormation sends no Data back): give it a ParameterName (SSM), or configure a "
+                f"server key on the provider ({KEY_ENV})")
+        if name:
+            async with call.client("ssm") as ssm:
+                await self._claim(ssm, name, physical_id, call)
+                await self._put(ssm, name, secret, physical_id, props.get("KmsKeyId"), call)
+        return self._answer(physical_id, secret, name)
+
+    # --- update (Length, Alphabet and Rotation are unchanged: the SDK replaces otherwise)
+    async def update(self, props: dict[str, Any], old: dict[str, Any], call: Call) -> dict[str, Any]:
+        physical_id = call.physical_id or ""
+        name, old_name = props.get("ParameterName"), old.get("ParameterName")
+        async with call.client("ssm") as ssm:
+            secret = await self._recover(ssm, physical_id, props, old_name)
+            if name and (name != old_name or props.get("KmsKeyId") != old.get("KmsKeyId")
+                         or await self._stored(ssm, name) != secret):
+                if name != old_name:
+                    await self._claim(ssm, name, physical_id, call)
+                await self._put(ssm, name, secret, physical_id, props.get("KmsKeyId"), call)
+            if old_name and old_name != name:
+                await self._remove(ssm, old_name, physical_id, call)
+        return self._answer(physical_id, secret, name)
+
+    async def _recover(self, ssm: Any, physical_id: str, props: dict[str, Any], old_name: str | None) -> str:
+        match = _ID.search(physical_id)
+        if not match:
+            raise SecretError(f"{physical_id[:200]!r} is not an id this handler made; change Rotation to replace it")
+        if match["key"]:
+            key = load_key()
+            if key is None:
+                raise SecretError(f"this secret was derived from a server key and none is configured ({KEY_ENV}); "
+                                  "restore the key, or change Rotation to replace the secret")
+            if key_id(key) != match["key"]:
+                raise SecretError(f"the server key changed since this secret was made (key {match['key']}, "
+                                  f"now {key_id(key)}); restore it, or change Rotation to replace the secret")
+            return derive(key, physical_id, props["Length"], alphabet_of(props))
+        if not props.get("ParameterName"):
+            raise SecretError("without a server key this secret is kept only in SSM, so ParameterName cannot be "
+                              "removed; change Rotation to replace the secret instead")
+        secret = await self._stored(ssm, old_name) if old_name else None
+        if secret is None:
+            raise SecretError(f"the secret is no longer in SSM parameter {old_name!r}; change Rotation to make a new one")
+        return secret
+
+    # --- delete
+    async def delete(self, props: dict[str, Any], call: Call) -> None:
+        name = props.get("ParameterName")
+        if name and call.physical_id:
+            async with call.client("ssm") as ssm:
+                await self._remove(ssm, str(name), call.physical_id, call)
+
+    # --- SSM
+    @staticmethod
+    def _answer(physical_id: str, secret: str, name: str | None) -> dict[str, Any]:
+        data = {"Secret": secret}
+        if name:
+            data["ParameterName"] = name
+        return {"PhysicalResourceId": physical_id, "Data": data, "NoEcho": True}
+
+    @staticmethod
+    async def _owner(ssm: Any, name: str) -> dict[str, str] | None:
+        """None: no such parameter; {}: one not made by this handler; else its owner's ids."""
+        found = await ssm.describe_parameters(
+            ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
+        for param in found.get("Parameters", []):
+            if param.get("Name") == name:
+                match = _OWNER.match(param.get("Description") or "")
+                return match.groupdict() if match else {}
+        return None
+
+    async def _claim(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
+        """A parameter may be (over)written only when absent or already this logical resource's."""
+        owner = await self._owner(ssm, name)
+        if owner is None or owner.get("id") == physical_id:
+            return
+        if owner.get("stack") == call.stack_id and owner.get("logical") == call.logical_id:
+            return  # the resource this one replaces (or an earlier attempt at it)
+        raise SecretError(f"SSM parameter {name!r} already exists and is not this resource's; "
+                          "choose another ParameterName")
+
+    @staticmethod
+    async def _put(ssm: Any, name: str, secret: str, physical_id: str, kms_key: str | None, call: Call) -> None:
+        args: dict[str, Any] = dict(Name=name, Value=secret, Type="SecureString", Overwrite=True,
+                                    Description=owner_marker(physical_id, call))
+        if kms_key:
+            args["KeyId"] = kms_key
+        await ssm.put_parameter(**args)
+        call.log.info("random_secret.stored", parameter=name)
+
+    @staticmethod
+    async def _stored(ssm: Any, name: str) -> str | None:
+        try:
+            found = await ssm.get_parameter(Name=name, WithDecryption=True)
+        except ssm.exceptions.ParameterNotFound:
+            return None
+        return found["Parameter"]["Value"]
+
+    async def _remove(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
+        owner = await self._owner(ssm, name)
+        if owner is None:
+            return  # already gone
+        if owner.get("id") != physical_id:
+            call.log.info("random_secret.parameter_kept", parameter=name,
+                          detail="the parameter belongs to another resource now (a replacement)")
+            return
+        try:
+            await ssm.delete_parameter(Name=name)
+        except ssm.exceptions.ParameterNotFound:
+            pass
+        call.log.info("random_secret.parameter_deleted", parameter=name)
+
+
+handler = RandomSecret.handler()
+create, update, delete = handler.create, handler.update, handler.delete

@@ -1,0 +1,221 @@
+"""handlers.random_secret (Custom::RandomSecret) through the real queue, SSM on the moto server."""
+from __future__ import annotations
+
+import string
+import uuid
+from pathlib import Path
+
+import pytest
+
+from handlers import random_secret as rs
+from tests.support.aws import response_of
+
+T = "Custom::RandomSecret"
+
+
+@pytest.fixture
+def key_file(tmp_path: Path, monkeypatch) -> Path:
+    path = tmp_path / "secret.key"
+    path.write_bytes(b"k" * 16 + uuid.uuid4().bytes + uuid.uuid4().bytes)
+    monkeypatch.setenv(rs.KEY_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def no_key(monkeypatch) -> None:
+    monkeypatch.delenv(rs.KEY_ENV, raising=False)
+
+
+@pytest.fixture
+def ssm(provider):
+    return provider.emulator.client("ssm")
+
+
+@pytest.fixture
+def name() -> str:
+    return f"/test/{uuid.uuid4().hex[:8]}/password"
+
+
+def stored(ssm, parameter: str) -> str | None:
+    try:
+        found = ssm.get_parameter(Name=parameter, WithDecryption=True)["Parameter"]
+    except ssm.exceptions.ParameterNotFound:
+        return None
+    assert found["Type"] == "SecureString"
+    return found["Value"]
+
+
+async def answer(stack, req):
+    stack.publish(req)
+    resp = await response_of(stack, req)
+    assert resp is not None
+    return resp
+
+
+# ---------------------------------------------------------------------------------- with a server key
+
+async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daemon, stack, key_file):
+    await run_daemon()
+    props = {"Length": "24", "Rotation": "1"}
+    create = stack.request("Create", "Pw", T, props)
+    resp = await answer(stack, create)
+    assert resp["Status"] == "SUCCESS", resp
+    assert resp["NoEcho"] is True
+    secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
+    assert len(secret) == 24 and set(secret) <= set(rs.DEFAULT_ALPHABET)
+    assert pid.startswith(f"{stack.name}-Pw-") and pid.endswith(f"-k{rs.key_id(key_file.read_bytes())}")
+    assert secret not in pid
+
+    # An Update that changes nothing the secret depends on (here only ServiceTimeout): same secret.
+    same = stack.request("Update", "Pw", T, {**props, "ServiceTimeout": "600"}, old_properties=props, physical_id=pid)
+    resp = await answer(stack, same)
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == pid
+    assert resp["Data"]["Secret"] == secret and resp["NoEcho"] is True
+
+    # Rotation (or Length, or Alphabet) replaces: a new id and a new secret.
+    rotated = stack.request("Update", "Pw", T, {**props, "Rotation": "2"}, old_properties=props, physical_id=pid)
+    resp = await answer(stack, rotated)
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] != pid
+    assert resp["Data"]["Secret"] != secret and len(resp["Data"]["Secret"]) == 24
+
+    longer = stack.request("Update", "Pw", T, {**props, "Length": "40", "Alphabet": "xy"}, old_properties=props,
+                           physical_id=pid)
+    resp = await answer(stack, longer)
+    assert resp["PhysicalResourceId"] != pid and len(resp["Data"]["Secret"]) == 40
+    assert set(resp["Data"]["Secret"]) <= {"x", "y"}
+
+    delete = stack.request("Delete", "Pw", T, props, physical_id=pid)
+    resp = await answer(stack, delete)
+    assert resp["Status"] == "SUCCESS" and "Data" not in resp
+
+
+async def test_a_changed_server_key_fails_the_update_instead_of_changing_the_secret(run_daemon, stack, key_file):
+    await run_daemon()
+    create = stack.request("Create", "Pw", T, {})
+    pid = (await answer(stack, create))["PhysicalResourceId"]
+    key_file.write_bytes(b"another key, at least thirty-two bytes long")
+    update = stack.request("Update", "Pw", T, {"ServiceTimeout": "300"}, old_properties={}, physical_id=pid)
+    resp = await answer(stack, update)
+    assert resp["Status"] == "FAILED" and resp["PhysicalResourceId"] == pid
+    assert "the server key changed since this secret was made" in resp["Reason"]
+
+
+async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, stack, key_file, ssm, name):
+    await run_daemon()
+    props = {"ParameterName": name}
+    resp = await answer(stack, stack.request("Create", "Pw", T, props))
+    secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
+    assert resp["Data"]["ParameterName"] == name and stored(ssm, name) == secret
+    assert len(secret) == 32  # the default Length
+
+    ssm.delete_parameter(Name=name)  # removed behind the provider's back
+    update = stack.request("Update", "Pw", T, {**props, "ServiceTimeout": "100"}, old_properties=props, physical_id=pid)
+    resp = await answer(stack, update)
+    assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == secret
+    assert stored(ssm, name) == secret
+
+    resp = await answer(stack, stack.request("Delete", "Pw", T, props, physical_id=pid))
+    assert resp["Status"] == "SUCCESS" and stored(ssm, name) is None
+
+
+# ---------------------------------------------------------------------------------- SSM only
+
+async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm, name):
+    await run_daemon()
+    props = {"ParameterName": name, "Length": "16"}
+    resp = await answer(stack, stack.request("Create", "Pw", T, props))
+    assert resp["Status"] == "SUCCESS", resp
+    secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
+    assert "-k" not in pid[-10:] and stored(ssm, name) == secret and len(secret) == 16
+
+    # ParameterName changes in place: the same secret moves, the old parameter goes.
+    moved = {**props, "ParameterName": name + "-v2"}
+    resp = await answer(stack, stack.request("Update", "Pw", T, moved, old_properties=props, physical_id=pid))
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == pid
+    assert resp["Data"] == {"Secret": secret, "ParameterName": name + "-v2"}
+    assert stored(ssm, name + "-v2") == secret and stored(ssm, name) is None
+
+    # Rotation replaces, reusing the parameter: the new resource owns it now ...
+    rotated = {**moved, "Rotation": "2026"}
+    resp = await answer(stack, stack.request("Update", "Pw", T, rotated, old_properties=moved, physical_id=pid))
+    new_secret, new_pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
+    assert new_pid != pid and new_secret != secret and stored(ssm, name + "-v2") == new_secret
+
+    # ... so the Delete CloudFormation sends for the old one leaves it alone.
+    resp = await answer(stack, stack.request("Delete", "Pw", T, moved, physical_id=pid))
+    assert resp["Status"] == "SUCCESS" and stored(ssm, name + "-v2") == new_secret
+
+    # The new one's Update reads the secret back; its Delete removes the parameter, twice is fine.
+    resp = await answer(stack, stack.request("Update", "Pw", T, {**rotated, "ServiceTimeout": "60"},
+                                             old_properties=rotated, physical_id=new_pid))
+    assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == new_secret
+    for _ in range(2):
+        resp = await answer(stack, stack.request("Delete", "Pw", T, rotated, physical_id=new_pid))
+        assert resp["Status"] == "SUCCESS" and stored(ssm, name + "-v2") is None
+
+
+# ---------------------------------------------------------------------------------- failures
+
+async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
+    ssm.put_parameter(Name=name, Value="someone else's", Type="SecureString", Description="hand made")
+    await run_daemon()
+    reqs = {
+        "nowhere": stack.request("Create", "A", T, {"Length": "8"}),
+        "taken": stack.request("Create", "B", T, {"ParameterName": name}),
+        "zero": stack.request("Create", "C", T, {"Length": "0", "ParameterName": name + "c"}),
+        "typo": stack.request("Create", "D", T, {"Lenght": "8", "ParameterName": name + "d"}),
+        "one_char": stack.request("Create", "E", T, {"Alphabet": "aaaa", "ParameterName": name + "e"}),
+        "gone": stack.request("Update", "F", T, {"ParameterName": name + "f", "ServiceTimeout": "9"},
+                              old_properties={"ParameterName": name + "f"}, physical_id="s-F-0123456789abcdef"),
+        "drop": stack.request("Update", "G", T, {}, old_properties={"ParameterName": name + "g"},
+                              physical_id="s-G-0123456789abcdef"),
+        "foreign_id": stack.request("Update", "H", T, {"ServiceTimeout": "9"}, old_properties={},
+                                    physical_id="made-elsewhere"),
+    }
+    for req in reqs.values():
+        stack.publish(req)
+    got = {k: await response_of(stack, r) for k, r in reqs.items()}
+    assert all(r["Status"] == "FAILED" for r in got.values()), got
+    assert "give it a ParameterName (SSM), or configure a server key" in got["nowhere"]["Reason"]
+    assert "already exists and is not this resource's" in got["taken"]["Reason"]
+    assert stored(ssm, name) == "someone else's"
+    assert got["zero"]["Reason"] == "invalid ResourceProperties: Length: 0 is less than the minimum of 1"
+    assert "'Lenght' was unexpected" in got["typo"]["Reason"]
+    assert got["one_char"]["Reason"] == "Alphabet needs at least two distinct characters"
+    assert "no longer in SSM" in got["gone"]["Reason"]
+    assert "ParameterName cannot be removed" in got["drop"]["Reason"]
+    assert "is not an id this handler made" in got["foreign_id"]["Reason"]
+    assert not any(stored(ssm, name + s) for s in "cde")
+
+
+# ---------------------------------------------------------------------------------- units
+
+def test_derivation_is_deterministic_and_keyed():
+    key = b"0123456789abcdef0123456789abcdef"
+    a = rs.derive(key, "id-1", 64, string.ascii_letters)
+    assert a == rs.derive(key, "id-1", 64, string.ascii_letters)
+    assert a != rs.derive(key, "id-2", 64, string.ascii_letters)
+    assert a != rs.derive(key[::-1], "id-1", 64, string.ascii_letters)
+    assert len(rs.derive(key, "id", 1000, "01")) == 1000
+
+
+def test_derivation_is_not_biased_towards_the_first_characters():
+    key = b"0123456789abcdef0123456789abcdef"
+    text = rs.derive(key, "bias", 60_000, "abc")  # 256 % 3 == 1: plain modulo would favour "a"
+    shares = [text.count(c) / len(text) for c in "abc"]
+    assert max(shares) - min(shares) < 0.02
+
+
+def test_short_or_unreadable_keys_are_refused(tmp_path, monkeypatch):
+    short = tmp_path / "short"
+    short.write_bytes(b"too short")
+    monkeypatch.setenv(rs.KEY_ENV, str(short))
+    with pytest.raises(rs.SecretError, match="shorter than 32 bytes"):
+        rs.load_key()
+    monkeypatch.setenv(rs.KEY_ENV, str(tmp_path / "absent"))
+    with pytest.raises(rs.SecretError, match="cannot read the server key"):
+        rs.load_key()
+
+
+def test_random_generation_uses_the_alphabet():
+    assert set(rs.generate(500, "xyz")) == {"x", "y", "z"}
