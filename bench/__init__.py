@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench` / `python -m bench`): not tests; they print figures beside targets."""

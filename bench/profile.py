@@ -1,0 +1,91 @@
+"""Sample a consumer process with py-spy (only samples holding the GIL: where its CPU goes).
+
+`python -m bench --profile` attaches one to each daemon / limit-loop process of the burst
+scenario; the raw stacks land next to the logs and the top frames are printed.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def py_spy() -> str | None:
+    here = Path(sys.executable).parent / "py-spy"
+    return str(here) if here.exists() else shutil.which("py-spy")
+
+
+class Spy:
+    def __init__(self, pid: int, out: Path, rate: int = 250):
+        self.out = out
+        exe = py_spy()
+        if exe is None:
+            raise RuntimeError("py-spy is not installed: pip install -c constraints.txt -e '.[bench]'")
+        self.proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--gil", "--rate", str(rate),
+                                      "--format", "raw", "--output", str(out), "--nonblocking"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> Path:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.out
+
+
+LIBRARIES = {  # where CPU goes, by what the frame belongs to
+    "aiobotocore/botocore (SQS calls)": ("aiobotocore/", "botocore/"),
+    "aiohttp (HTTP client)": ("aiohttp/", "aiohappyeyeballs/", "yarl/", "multidict/"),
+    "logging (structlog, logging)": ("structlog/", "logging/__init__", "daemon/logs.py"),
+    "thread hand-offs (executor)": ("concurrent/futures/",),
+    "idempotency store (sqlite)": ("daemon/store.py",),
+    "asyncio event loop": ("asyncio/",),
+}
+
+
+def _frame(frame: str) -> str:
+    """'Worker.process (daemon/worker.py:92)' -> 'Worker.process (daemon/worker.py)'."""
+    return re.sub(r":\d+\)$", ")", frame)
+
+
+def top_frames(raw: Path, project: tuple[str, ...] = ("daemon/", "bench/"), limit: int = 12) -> dict[str, Any]:
+    """From a py-spy raw (collapsed) file: the busiest functions of the project (inclusive), the
+    busiest functions anywhere (self), and the share per library (inclusive)."""
+    own: Counter = Counter()
+    inclusive: Counter = Counter()
+    libraries: Counter = Counter()
+    total = 0
+    if raw.exists():
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            frames = [_frame(f) for f in stack.split(";")]
+            own[frames[-1]] += n
+            for frame in set(frames):
+                inclusive[frame] += n
+            for name, parts in LIBRARIES.items():
+                if any(p in f for f in frames for p in parts):
+                    libraries[name] += n
+    if not total:
+        return {"samples": 0, "project": [], "self": [], "libraries": []}
+    entry = ("daemon/cli.py", "daemon/__main__.py", "<module>", "serve (bench/limit_loop.py)", "main (bench/")
+    picked = [(f, c) for f, c in inclusive.most_common()
+              if any(p in f for p in project) and not any(e in f for e in entry)]
+    share = lambda c: round(100 * c / total, 1)  # noqa: E731
+    return {
+        "samples": total,
+        "project": [(f, share(c)) for f, c in picked[:limit]],
+        "self": [(f, share(c)) for f, c in own.most_common(limit)],
+        "libraries": [(name, share(c)) for name, c in libraries.most_common()],
+    }

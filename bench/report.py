@@ -1,0 +1,136 @@
+"""The one table `make bench` prints, and the targets each figure is held against."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class Row:
+    scenario: str
+    figure: str
+    value: str
+    target: str = ""
+    met: bool | None = None  # None: no target
+
+    @property
+    def verdict(self) -> str:
+        return "" if self.met is None else ("ok" if self.met else "MISSED")
+
+
+def _f(x: float, digits: int = 1) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _check(value: float, ok: bool) -> bool | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else ok
+
+
+def rows(results: dict[str, Any]) -> list[Row]:
+    out: list[Row] = []
+    b = results.get("burst")
+    if b:
+        n = b["daemon"]["requests"]
+        s = f"1 burst: {n} Creates each"
+        for kind, label in (("daemon", "daemon (cfn-provider run)"), ("limit", "limit loop (minimal asyncio)"),
+                            ("naive", "naive loop (sync boto3, 1 at a time)")):
+            flag = "" if b[kind]["verified"] else "  (unverified: see JSON)"
+            out.append(Row(s, label, f"{_f(b[kind]['rps'])} req/s{flag}"))
+        out.append(Row(s, "daemon / limit", _f(b["daemon_over_limit"], 3), ">= 0.90",
+                       _check(b["daemon_over_limit"], b["daemon_over_limit"] >= 0.9)))
+        out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
+        out.append(Row(s, "emulator busy: daemon, limit, naive runs",
+                       " / ".join(_f(b[k]["emulator_busy"], 2) for k in ("daemon", "limit", "naive")) + " cores",
+                       "(one GIL: ~1 is full)"))
+        out.append(Row(s, "emulator CPU per request: same order",
+                       " / ".join(_f(b[k]["emulator_cpu_ms_per_request"], 1) for k in ("daemon", "limit", "naive")) + " ms"))
+        out.append(Row(s, "SQS calls per request: same order",
+                       " / ".join(_f(b[k].get("sqs_calls_per_request", float("nan")), 2) for k in ("daemon", "limit", "naive"))))
+        s = "2 CPU per request"
+        for kind, label in (("daemon", "daemon"), ("limit", "limit loop"), ("naive", "naive loop")):
+            out.append(Row(s, f"{label} (user+sys)", f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"))
+        ratio = b["cpu_daemon_over_limit"]
+        out.append(Row(s, "daemon / limit", _f(ratio, 3), "<= 1.5", _check(ratio, ratio <= 1.5)))
+        out.append(Row(s, "daemon's own ceiling on 1 core (1 / CPU)",
+                       f"{_f(1000 / b['daemon']['cpu_ms_per_request'], 0)} req/s"))
+    sl = results.get("slow")
+    if sl:
+        s = f"3 slow: {sl['requests']} x 1 s, C={sl['concurrency']}"
+        out.append(Row(s, "ideal M x 1 s / C", f"{_f(sl['ideal_s'])} s"))
+        for key, label in (("async_sleep", "async handler: wall, ideal/actual"),
+                           ("sync_sleep", "thread-pool handler: wall, ideal/actual")):
+            run = sl[key]
+            eff = run["efficiency"]
+            flag = "" if run["verified"] else " (unverified)"
+            out.append(Row(s, label, f"{_f(run['seconds'])} s, {_f(eff, 3)}{flag}", ">= 0.85", _check(eff, eff >= 0.85)))
+    la = results.get("latency")
+    if la:
+        s = f"4 latency: {la['requests']} x every {int(la['interval_s'] * 1000)} ms"
+        for key, label in (("delivery", "emulator SNS->SQS delivery"), ("daemon", "daemon publish->response in S3")):
+            q = la[key]
+            out.append(Row(s, f"{label} p50/p95/p99",
+                           f"{_f(q['p50_ms'])} / {_f(q['p95_ms'])} / {_f(q['p99_ms'])} ms ({q['count']})"))
+        gap = la["p50_over_delivery_ms"]
+        out.append(Row(s, "daemon p50 - delivery p50", f"{gap:+.1f} ms" if not math.isnan(gap) else "n/a",
+                       "<= +25 ms", _check(gap, gap <= 25)))
+    idl = results.get("idle")
+    if idl:
+        s = f"5 idle: {int(idl['seconds'])} s, 20 s long polls"
+        out.append(Row(s, "daemon CPU", f"{_f(idl['cpu_percent'], 3)} %", "< 0.5 %", idl["cpu_percent"] < 0.5))
+        out.append(Row(s, "daemon RSS (peak)", f"{_f(idl['rss_mb'])} MB ({_f(idl['peak_rss_mb'])})", "<= 80 MB",
+                       idl["rss_mb"] <= 80))
+        by_op = ", ".join(f"{k} {v}" for k, v in sorted(idl["sqs_by_operation"].items())) or "none"
+        out.append(Row(s, "SQS requests", f"{idl['sqs_requests']} ({_f(idl['sqs_requests_per_minute'])}/min: {by_op})",
+                       "~3/min"))
+    sc = results.get("scale")
+    if sc:
+        s = f"6 scale-out: {sc['requests']} Creates, {sc['state'].split(' ')[0]}"
+        for p in ("1", "2", "3"):
+            run = sc.get(p)
+            label = f"{p} daemon process{'es' if p != '1' else ''}"
+            if run is None:
+                out.append(Row(s, label, "fleet mode not available yet"))
+            elif "error" in run:
+                out.append(Row(s, label, f"could not run: {run['error'][:60]}"))
+            else:
+                out.append(Row(s, label, f"{_f(run['rps'])} req/s (x{_f(run['ratio_to_one'], 2)}), "
+                                         f"emulator {_f(run['emulator_busy'], 2)} cores"))
+        out.append(Row(s, "bottleneck", scale_bottleneck(sc)))
+    return out
+
+
+def scale_bottleneck(sc: dict[str, Any]) -> str:
+    runs = [sc[p] for p in ("3", "2", "1") if isinstance(sc.get(p), dict) and "rps" in sc[p]]
+    if not runs:
+        return "n/a"
+    busy = runs[0]["emulator_busy"]
+    if busy >= 0.8:
+        return f"the emulator (moto {busy:.2f} cores busy; one GIL allows ~1)"
+    return f"the daemons, not the emulator (moto {busy:.2f} cores busy)"
+
+
+def table(results: dict[str, Any], header: list[str]) -> str:
+    rs = rows(results)
+    widths = [max([len(h) for h in ("scenario",)] + [len(r.scenario) for r in rs]),
+              max([len("figure")] + [len(r.figure) for r in rs]),
+              max([len("value")] + [len(r.value) for r in rs]),
+              max([len("target")] + [len(r.target) for r in rs])]
+    lines = list(header)
+    head = f"{'scenario':<{widths[0]}}  {'figure':<{widths[1]}}  {'value':<{widths[2]}}  {'target':<{widths[3]}}"
+    lines += [head, "-" * (len(head) + 8)]
+    last = None
+    for r in rs:
+        scenario = r.scenario if r.scenario != last else ""
+        last = r.scenario
+        lines.append(f"{scenario:<{widths[0]}}  {r.figure:<{widths[1]}}  {r.value:<{widths[2]}}  "
+                     f"{r.target:<{widths[3]}}  {r.verdict}".rstrip())
+    missed = [r for r in rs if r.met is False]
+    lines.append("-" * (len(head) + 8))
+    lines.append(f"targets met: {sum(1 for r in rs if r.met)}/{sum(1 for r in rs if r.met is not None)}"
+                 + (f"; missed: {', '.join(r.scenario.split(':')[0] + ' ' + r.figure for r in missed)}" if missed else ""))
+    return "\n".join(lines)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [asdict(r) | {"verdict": r.verdict} for r in rows(results) if r.met is not None]

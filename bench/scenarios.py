@@ -1,0 +1,379 @@
+"""The six scenarios. Each returns a dict of figures; `bench.report` lays them out beside the targets.
+
+Every run gets a fresh emulator process and a fresh topic/queue/bucket, so no run inherits
+another's queue, objects or memory. Consumers are processes of their own, and their CPU is
+read from /proc, so nothing the bench does (publishing, reading logs) is counted against them.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+from daemon.emulator import Provider
+
+from .harness import (
+    REPO, Consumer, EmulatorProcess, build_requests, child_env, cpu_pressure_s, feed, pressure_share, queue_depth,
+    responses_in_bucket,
+)
+from .profile import Spy, top_frames
+from .proxy import RecordingProxy
+
+KINDS = ("daemon", "limit", "naive")
+SQS_OPERATIONS = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
+                  "ChangeMessageVisibilityBatch", "GetQueueAttributes")
+LABELS = {
+    "daemon": "daemon (cfn-provider run)",
+    "limit": "limit loop (minimal asyncio)",
+    "naive": "naive loop (sync boto3)",
+}
+
+
+@dataclass
+class Options:
+    logdir: Path
+    burst_n: int = 1000  # per consumer, over all rounds
+    rounds: int = 2  # consumers take turns this many times (order reversed every other round)
+    slow_m: int = 500
+    concurrency: int = 32
+    latency_count: int = 100
+    latency_interval: float = 0.2
+    idle_seconds: float = 60.0
+    scale_n: int = 500  # per process count
+    rate: float = 1000.0  # publish ceiling per second; far above what moto accepts: it sets the pace
+    backlog: int = 60  # never more than this many published-but-unanswered requests (moto slows as a queue deepens)
+    limit_pollers: int = 3  # receive->PUT->delete loops in the limit process (30 messages in hand, like 32)
+    profile: bool = False
+    say: Callable[[str], None] = print
+
+
+# ---------------------------------------------------------------------------- one throughput run
+def _consumer(kind: str, opts: Options, em: EmulatorProcess, provider: Provider, rundir: Path, index: int = 0,
+              handler: str = "trivial", state: str | None = None, trace: bool = False) -> Consumer:
+    log = rundir / f"{kind}-{index}.log"
+    if kind == "daemon":
+        return Consumer.daemon(em, provider, state or f"sqlite://{rundir}/state.db", handler, log,
+                               concurrency=opts.concurrency, name=f"daemon-{index}",
+                               env={"STATE_DIRECTORY": str(rundir / f"state-{index}")},  # its health file
+                               trace=rundir / f"stages-{index}.json" if trace else None)
+    if kind == "limit":
+        return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers)])
+    return Consumer.script("bench.naive_loop", em, provider, log)
+
+
+def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "trivial", processes: int = 1,
+                   state: str | Callable[[EmulatorProcess], str] | None = None, backlog: int | None = None,
+                   profile: bool = False, trace: bool = False) -> dict[str, Any]:
+    """n requests through one emulator to `processes` consumers of one kind; figures of the run.
+    `state`: the daemons' --state (or a function making it in the emulator); default SQLite."""
+    rundir = opts.logdir / tag
+    rundir.mkdir(parents=True, exist_ok=True)
+    with EmulatorProcess(rundir) as em:
+        provider = Provider.create(em)
+        requests = build_requests(em.client("s3"), provider, n)
+        state_url = state(em) if callable(state) else state
+        consumers = [_consumer(kind, opts, em, provider, rundir, i, handler, state_url, trace and kind == "daemon")
+                     for i in range(processes)]
+        try:
+            for c in consumers:
+                c.start()
+            spies = [Spy(c.proc.pid, rundir / f"{c.name}.pyspy.txt") for c in consumers] if profile else []  # type: ignore[union-attr]
+            time.sleep(0.5 if spies else 0)
+
+            def answered() -> int:
+                return sum(c.answered for c in consumers)
+
+            calls0 = em.calls()
+            cpu0, emu0, psi0, t0 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
+                       backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
+            bound = time.monotonic() + max(60.0, n / 5)
+            while answered() < n and time.monotonic() < bound and all(c.proc.poll() is None for c in consumers):  # type: ignore[union-attr]
+                time.sleep(0.05)  # the reader threads note when each answer came
+            end = max(c.last_answer_at for c in consumers) if answered() else time.monotonic()
+            cpu1, emu1, psi1, t1 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            calls = em.calls() - calls0
+            memory = consumers[0].memory()
+            for spy in spies:
+                spy.stop()
+            elapsed = max(end - fed.first_at, 1e-6)
+            done = answered()
+            s3 = em.client("s3")
+            in_bucket = responses_in_bucket(s3, provider.bucket)
+            depth = -1
+            for _ in range(25):  # the last deletes may still be on their way
+                depth = queue_depth(em.client("sqs"), provider.queue_url)
+                if depth == 0:
+                    break
+                time.sleep(0.2)
+        finally:
+            for c in consumers:
+                c.stop()
+    errors = [e for c in consumers for e in c.errors][:5]
+    result = {
+        "kind": kind, "processes": processes, "requests": n, "answered": done, "seconds": round(elapsed, 3),
+        "rps": done / elapsed, "cpu_s": cpu1 - cpu0, "cpu_ms_per_request": 1000 * (cpu1 - cpu0) / max(done, 1),
+        "emulator_cpu_ms_per_request": 1000 * (emu1 - emu0) / max(done, 1),
+        "emulator_busy": (emu1 - emu0) / elapsed,  # cores; its GIL keeps it near one at most
+        "cpu_pressure": pressure_share(psi0, psi1, t1 - t0),
+        "emulator_calls": dict(calls), "sqs_calls_per_request": sum(calls[op] for op in SQS_OPERATIONS) / max(done, 1),
+        "published_per_s": fed.published / max(fed.last_at - fed.first_at, 1e-6),
+        "publisher_paused_s": round(fed.paused_s, 2),
+        "state": (state_url or "sqlite").split(":")[0], "responses_in_bucket": in_bucket, "queue_left": depth, "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
+        "verified": done >= n and in_bucket == n and depth == 0, "errors": errors, "logs": str(rundir),
+    }
+    if spies:
+        result["profile"] = {s.out.name: top_frames(s.out) for s in spies}
+    if trace and kind == "daemon":
+        result["stages"] = _stages(rundir / "stages-0.json")
+    opts.say(f"    {tag:<28} {done:>5}/{n} in {elapsed:6.1f} s  {result['rps']:6.1f} req/s  "
+             f"cpu {result['cpu_ms_per_request']:5.2f} ms/req  emulator {result['emulator_busy']:.2f} cores"
+             + (f"  cpu pressure {result['cpu_pressure']:.0%}" if result["cpu_pressure"] is not None else "")
+             + ("" if result["verified"] else f"  UNVERIFIED (bucket {in_bucket}, queue {depth}) {errors[:1]}"))
+    return result
+
+
+def _stages(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    n = sum(r["answered"] for r in runs)
+    seconds = sum(r["seconds"] for r in runs)
+    return {
+        "requests": n, "seconds": round(seconds, 2), "rps": n / seconds,
+        "cpu_ms_per_request": 1000 * sum(r["cpu_s"] for r in runs) / max(n, 1),
+        "emulator_cpu_ms_per_request": sum(r["emulator_cpu_ms_per_request"] * r["answered"] for r in runs) / max(n, 1),
+        "emulator_busy": sum(r["emulator_busy"] * r["seconds"] for r in runs) / seconds,
+        "sqs_calls_per_request": sum(r["sqs_calls_per_request"] * r["answered"] for r in runs) / max(n, 1),
+        "cpu_pressure": (sum(r["cpu_pressure"] * r["seconds"] for r in runs) / seconds
+                         if all(r["cpu_pressure"] is not None for r in runs) else None),
+        "emulator_calls": dict(sum((Counter(r["emulator_calls"]) for r in runs), Counter())),
+        "verified": all(r["verified"] for r in runs), "runs": runs,
+    }
+
+
+# ---------------------------------------------------------------------------- 1 + 2: burst throughput and CPU
+def burst(opts: Options) -> dict[str, Any]:
+    per_round = opts.burst_n // opts.rounds
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    for r in range(opts.rounds):
+        order = KINDS if r % 2 == 0 else tuple(reversed(KINDS))  # no consumer always goes first
+        for kind in order:
+            runs[kind].append(throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}",
+                                             profile=opts.profile and kind != "naive"))
+    out = {k: _combine(v) for k, v in runs.items()}
+    d, lim, naive = out["daemon"], out["limit"], out["naive"]
+    out["daemon_over_limit"] = d["rps"] / lim["rps"]
+    out["daemon_over_naive"] = d["rps"] / naive["rps"]
+    out["cpu_daemon_over_limit"] = d["cpu_ms_per_request"] / lim["cpu_ms_per_request"]
+    out["publish"] = f"SNS PublishBatch, as fast as moto accepts, <= {opts.backlog} unanswered"
+    return out
+
+
+# ---------------------------------------------------------------------------- 3: slow handlers
+def slow(opts: Options) -> dict[str, Any]:
+    out: dict[str, Any] = {"requests": opts.slow_m, "concurrency": opts.concurrency,
+                           "ideal_s": opts.slow_m * 1.0 / opts.concurrency}
+    for handler in ("async_sleep", "sync_sleep"):
+        run = throughput_run(opts, "daemon", opts.slow_m, f"slow-{handler}", handler=handler,
+                             backlog=opts.concurrency + 30, trace=opts.profile)
+        run["efficiency"] = out["ideal_s"] / run["seconds"]
+        out[handler] = run
+    return out
+
+
+# ---------------------------------------------------------------------------- 4: latency
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _summary(latencies_s: list[float]) -> dict[str, Any]:
+    ms = [1000 * x for x in latencies_s]
+    return {"count": len(ms), "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
+            "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms) if ms else float("nan")}
+
+
+def latency(opts: Options) -> dict[str, Any]:
+    """One request every `latency_interval` s through SNS (Publish, as CloudFormation does) to a
+    topic with two queues: the daemon's, and a bare long-poller's that only notes when each
+    message arrives (the emulator's own SNS -> SQS delivery time). The poller's queue is
+    subscribed first, so moto delivers to it first: the comparison leans against the daemon."""
+    rundir = opts.logdir / "latency"
+    rundir.mkdir(parents=True, exist_ok=True)
+    with EmulatorProcess(rundir) as em, RecordingProxy(em.port) as s3_proxy:
+        provider = Provider.create(em)
+        sns, sqs = em.client("sns"), em.client("sqs")
+        probe_url = sqs.create_queue(QueueName=f"{provider.name}-probe")["QueueUrl"]
+        probe_arn = sqs.get_queue_attributes(QueueUrl=probe_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        daemon_sub = sns.list_subscriptions_by_topic(TopicArn=provider.topic_arn)["Subscriptions"][0]
+        sns.unsubscribe(SubscriptionArn=daemon_sub["SubscriptionArn"])
+        for endpoint in (probe_arn, daemon_sub["Endpoint"]):
+            sns.subscribe(TopicArn=provider.topic_arn, Protocol="sqs", Endpoint=endpoint,
+                          Attributes={"RawMessageDelivery": "false"})
+        probe_provider = Provider(em, provider.name, provider.topic_arn, probe_url, provider.bucket)  # type: ignore[arg-type]
+        requests = build_requests(em.client("s3", endpoint=s3_proxy.endpoint), provider, opts.latency_count)
+        received: dict[str, float] = {}
+
+        def on_probe_line(line: str, _now: float) -> None:
+            if line.startswith("received "):
+                _, message_id, at = line.split()
+                received[message_id] = float(at)
+
+        daemon = Consumer.daemon(em, provider, f"sqlite://{rundir}/state.db", "trivial", rundir / "daemon.log",
+                                 concurrency=opts.concurrency, response_endpoint=s3_proxy.endpoint,
+                                 trace=rundir / "stages-0.json" if opts.profile else None)
+        probe = Consumer.script("bench.limit_loop", em, probe_provider, rundir / "probe.log", ["--receive-only"],
+                                name="probe")
+        probe.on_line = on_probe_line
+        try:
+            daemon.start(settle=2.0)
+            probe.start(settle=1.0)
+            start = time.monotonic()
+            for i, request in enumerate(requests):
+                pause = start + i * opts.latency_interval - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                request.published_at = time.time()
+                request.sns_message_id = sns.publish(TopicArn=provider.topic_arn,
+                                                     Message=json.dumps(request.body))["MessageId"]
+            daemon.wait_answered(len(requests), 30)
+            deadline = time.monotonic() + 10
+            while len(received) < len(requests) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            daemon.stop()
+            probe.stop()
+        puts = {}
+        for exchange in s3_proxy.snapshot():
+            if exchange.method == "PUT" and exchange.status == 200 and exchange.answered_at:
+                key = unquote(urlsplit(exchange.path).path).lstrip("/").partition("/")[2]
+                puts.setdefault(key, exchange.answered_at)
+    end_to_end = [puts[r.key] - r.published_at for r in requests if r.key in puts]
+    delivery = [received[r.sns_message_id] - r.published_at for r in requests if r.sns_message_id in received]
+    out = {"requests": len(requests), "interval_s": opts.latency_interval,
+           "daemon": _summary(end_to_end), "delivery": _summary(delivery), "logs": str(rundir)}
+    out["p50_over_delivery_ms"] = out["daemon"]["p50_ms"] - out["delivery"]["p50_ms"]
+    if opts.profile:
+        out["stages"] = _stages(rundir / "stages-0.json")
+    opts.say(f"    latency: daemon p50 {out['daemon']['p50_ms']:.1f} ms ({len(end_to_end)} answers), "
+             f"delivery p50 {out['delivery']['p50_ms']:.1f} ms ({len(delivery)} arrivals)")
+    return out
+
+
+# ---------------------------------------------------------------------------- 5: idle cost
+def idle(opts: Options) -> dict[str, Any]:
+    """The daemon as deployed (20 s long polls), with nothing to do; its SQS calls go through a
+    counting proxy."""
+    rundir = opts.logdir / "idle"
+    rundir.mkdir(parents=True, exist_ok=True)
+    settle = 5.0
+    with EmulatorProcess(rundir) as em, RecordingProxy(em.port) as sqs_proxy:
+        provider = Provider.create(em)
+        daemon = Consumer.daemon(em, provider, f"sqlite://{rundir}/state.db", "trivial", rundir / "daemon.log",
+                                 concurrency=opts.concurrency, env={"AWS_ENDPOINT_URL_SQS": sqs_proxy.endpoint})
+        try:
+            daemon.start(settle=settle)
+            t0, cpu0 = time.time(), daemon.cpu()
+            time.sleep(opts.idle_seconds)
+            t1, cpu1 = time.time(), daemon.cpu()
+            memory = daemon.memory()
+        finally:
+            daemon.stop()
+        calls = sqs_proxy.count(since=t0, until=t1)
+        all_calls = sqs_proxy.count()
+    window = t1 - t0
+    out = {
+        "seconds": round(window, 1), "cpu_percent": 100 * (cpu1 - cpu0) / window,
+        "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6, "peak_rss_mb": memory.get("VmHWM", 0) * 1024 / 1e6,
+        "sqs_requests": sum(calls.values()), "sqs_requests_per_minute": 60 * sum(calls.values()) / window,
+        "sqs_by_operation": dict(calls), "sqs_requests_including_startup": dict(all_calls),
+        "proxied": sum(all_calls.values()) > 0, "logs": str(rundir),
+    }
+    opts.say(f"    idle: {out['cpu_percent']:.3f} % CPU, RSS {out['rss_mb']:.1f} MB, "
+             f"{out['sqs_requests']} SQS requests in {window:.0f} s {dict(calls)}")
+    return out
+
+
+# ---------------------------------------------------------------------------- 6: scale-out
+def fleet_mode(timeout: float = 60.0) -> tuple[bool, str]:
+    """Is `--state dynamodb://...` implemented? True once open_store('dynamodb://x') no longer
+    raises "not available". Asked in a child process with AWS pointed at a closed loopback
+    port, so whatever open_store does, it reaches no real AWS."""
+    probe = (
+        "import asyncio, inspect\n"
+        "from daemon.store import open_store\n"
+        "try:\n"
+        "    store = open_store('dynamodb://x')\n"
+        "except Exception as exc:\n"
+        "    print('RAISED', exc)\n"
+        "else:\n"
+        "    close = getattr(store, 'close', None)\n"
+        "    try:\n"
+        "        result = close() if close else None\n"
+        "        if inspect.isawaitable(result): asyncio.run(result)\n"
+        "    except Exception: pass\n"
+        "    print('OPENED')\n"
+    )
+    env = child_env(AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="testing",
+                    AWS_SECRET_ACCESS_KEY="testing-secret-key-not-real", AWS_DEFAULT_REGION="us-east-1")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, "open_store('dynamodb://x') did not return"
+    line = (done.stdout.strip().splitlines() or ["RAISED no answer: " + done.stderr.strip()[-200:]])[-1]
+    if line.startswith("RAISED") and "not available" in line:
+        return False, line[len("RAISED "):]
+    return True, ""
+
+
+def fleet_state_url(em: EmulatorProcess) -> str:
+    """A fresh fleet-mode table in the emulator, made as `cfn-provider bootstrap` makes it."""
+    table = f"cfn-bench-{uuid.uuid4().hex[:8]}"
+    client = em.client("dynamodb")
+    try:
+        from daemon.bootstrap import ensure_table
+    except ImportError:  # bootstrap not there: the schema daemon/dynamodb.py reads
+        client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    else:
+        ensure_table(client, table)
+    return f"dynamodb://{table}"
+
+
+def scale_out(opts: Options) -> dict[str, Any]:
+    available, why = fleet_mode()
+    out: dict[str, Any] = {"requests": opts.scale_n, "fleet_mode": available,
+                           "fleet_note": "" if available else why}
+    counts = (1, 2, 3) if available else (1,)
+    base = None
+    for processes in counts:
+        try:
+            run = throughput_run(opts, "daemon", opts.scale_n, f"scale-{processes}", processes=processes,
+                                 state=fleet_state_url if available else None)
+        except RuntimeError as exc:  # e.g. fleet mode present but not startable here
+            out[str(processes)] = {"error": str(exc)}
+            continue
+        base = base or run["rps"]
+        run["ratio_to_one"] = run["rps"] / base
+        out[str(processes)] = run
+    out["state"] = "dynamodb (moto)" if available else "sqlite (fleet mode not available yet)"
+    return out
