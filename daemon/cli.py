@@ -347,5 +347,10 @@ def handlers_command(handler: tuple[tuple[str, str], ...], check: bool, as_json:
     sys.exit(1 if failed else 0)
 
 
+from .simulate import simulate  # noqa: E402 - the command group lives with its engine
+
+main.add_command(simulate)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
