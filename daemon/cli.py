@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import ConfigError, Settings, default_state_url, load_config_file
+from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
+from .ros_options import ros_options, transport_settings
 from .router import HandlerError, parse_handler_option
 from .store import StoreConfigError
 
@@ -53,7 +54,8 @@ def main() -> None:
 @click.option("--config", type=click.Path(dir_okay=False), callback=_load_config, is_eager=True,
               expose_value=False, envvar=ENV + "CONFIG",
               help="TOML file with any of these options (e.g. queue-url = \"...\", [handlers] table).")
-@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="SQS queue subscribed to the ServiceToken topic.")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL",
+              help="SQS queue subscribed to the ServiceToken topic (required with --transport sqs).")
 @click.option("--region", envvar=ENV + "REGION", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
 @click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN",
               help="Accept notifications only from this topic (repeatable). Default: any topic, with a warning.")
@@ -94,6 +96,7 @@ def main() -> None:
               envvar=ENV + "LOG_FORMAT", help="auto: console on a terminal, JSON otherwise.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               default="info", show_default=True, envvar=ENV + "LOG_LEVEL")
+@ros_options
 def run(log_format: str, log_level: str, **options: Any) -> None:
     """Run the provider daemon until SIGTERM/SIGINT (a second signal stops at once).
 
@@ -109,9 +112,10 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     """
     from . import logs
 
+    transport = transport_settings(options)
     logs.configure(log_format, log_level)
     settings = Settings(
-        queue_url=options["queue_url"], region=options["region"], topic_arns=options["topic_arn"],
+        **transport, region=options["region"], topic_arns=options["topic_arn"],
         handlers=options["handler"], state=options["state"], concurrency=options["concurrency"],
         visibility_timeout=options["visibility_timeout"], grace_period=options["grace_period"],
         verify_signatures=options["verify_signatures"], allow_response_urls=options["allow_response_url"],
@@ -132,7 +136,7 @@ def _serve(settings: Settings) -> int:
 
     try:
         code = asyncio.run(go())
-    except (HandlerError, StoreConfigError) as exc:
+    except (HandlerError, StoreConfigError, TransportConfigError) as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         return 2
     _exit_past_stuck_handlers(code)

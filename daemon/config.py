@@ -53,6 +53,11 @@ class Settings:
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
     metrics_address: str = "0.0.0.0"
     summary_interval: float = 60.0  # seconds between `summary` log lines
+    transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default)
+    mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
+    mns_queue: str | None = None
+    ros_response_url: str = "auto"  # intranet | public | auto (daemon.ros.ResponseUrlChoice)
+    alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (daemon.ros)
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
@@ -60,6 +65,10 @@ _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert
 
 class ConfigError(ValueError):
     pass
+
+
+class TransportConfigError(ValueError):
+    """The queue transport cannot be set up (e.g. MNS without credentials)."""
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -3,16 +3,26 @@
 Two deliveries exist: the SNS JSON envelope (signed, names its TopicArn) and raw message
 delivery (the bare request, no signature, no TopicArn). Which one it is comes from the
 body's shape; whether raw delivery is acceptable is the trust policy's decision, not ours.
+
+An MNS queue adds its own forms, all unsigned (raw, as far as trust goes): the bare request
+(a topic's SIMPLIFIED format), the same base64-encoded (the MNS SDKs' default), and a topic's
+notification in its JSON or XML `<Notification>` format, whose Message is the request.
+They are only looked for where a CloudFormation body would be rejected anyway.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
+import re
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 _ENVELOPE_FIELDS = ("Type", "MessageId", "TopicArn", "Message", "Timestamp")
 _SNS_CONTROL_TYPES = ("SubscriptionConfirmation", "UnsubscribeConfirmation")
+_XML_DECLARATIONS = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)  # no entity tricks in a notification
 
 
 class BadMessage(ValueError):
@@ -38,17 +48,22 @@ def parse_timestamp(value: str) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def unwrap(body: str, sqs_message_id: str, sent_at: dt.datetime) -> Envelope:
+def unwrap(body: str, sqs_message_id: str, sent_at: dt.datetime, _decoded: bool = False) -> Envelope:
     """Return the envelope for an SQS body, or raise BadMessage saying why it is not one."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise BadMessage(f"body is not JSON ({type(exc).__name__})") from None
+        envelope = _xml_or_base64(body, sqs_message_id, sent_at, _decoded)
+        if envelope is None:
+            raise BadMessage(f"body is not JSON ({type(exc).__name__})") from None
+        return envelope
     if not isinstance(doc, dict):
         raise BadMessage(f"body is a JSON {type(doc).__name__}, not an object")
 
     if "Type" in doc and "Message" in doc:
         return _from_sns(doc)
+    if "Message" in doc and ("TopicName" in doc or "TopicOwner" in doc):
+        return _from_mns(doc, sqs_message_id, sent_at)
     if "RequestType" in doc or "ResponseURL" in doc:
         return Envelope(message=body, message_id=sqs_message_id, timestamp=sent_at, document=doc)
     raise BadMessage("body is neither an SNS notification nor a CloudFormation request")
@@ -77,3 +92,47 @@ def _from_sns(doc: dict[str, Any]) -> Envelope:
         topic_arn=doc["TopicArn"],
         document=doc,
     )
+
+
+def _xml_or_base64(body: str, message_id: str, sent_at: dt.datetime, decoded: bool) -> Envelope | None:
+    """An MNS XML <Notification>, or a base64 body (decoded once); None when it is neither."""
+    text = body.strip()
+    if text.startswith("<") and not _XML_DECLARATIONS.search(text):
+        try:
+            root = ElementTree.fromstring(text)
+        except (ElementTree.ParseError, ValueError, RecursionError):
+            return None
+        if root.tag.rsplit("}", 1)[-1] != "Notification":
+            return None
+        return _from_mns({child.tag.rsplit("}", 1)[-1]: child.text or "" for child in root}, message_id, sent_at)
+    inner = None if decoded else _base64_text(text)
+    if inner is None or inner.lstrip()[:1] not in ("{", "<"):
+        return None
+    try:
+        return unwrap(inner, message_id, sent_at, _decoded=True)
+    except BadMessage as exc:
+        raise BadMessage(f"base64 body: {exc}") from None
+
+
+def _base64_text(text: str) -> str | None:
+    try:
+        return base64.b64decode(text, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _from_mns(doc: Mapping[str, Any], message_id: str, sent_at: dt.datetime) -> Envelope:
+    """An MNS topic notification (JSON or XML): its Message is the request, maybe base64."""
+    message = doc.get("Message")
+    if not isinstance(message, str) or not message.strip():
+        raise BadMessage("MNS notification has no Message text")
+    if not message.lstrip().startswith("{"):
+        message = _base64_text(message.strip()) or message
+    try:  # published before it was enqueued: never later than that
+        stamp = min(sent_at, dt.datetime.fromtimestamp(int(doc["PublishTime"]) / 1000, dt.timezone.utc))
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        stamp = sent_at
+    notification_id = doc.get("MessageId")
+    if isinstance(notification_id, str) and notification_id:
+        message_id = notification_id
+    return Envelope(message=message, message_id=message_id, timestamp=stamp, document=doc)

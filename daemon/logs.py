@@ -18,7 +18,15 @@ import structlog
 
 from .urls import redact_text
 
-_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+               "ALIBABA_CLOUD_SECURITY_TOKEN")
+_registered: list[str] = []  # secrets read from files at run time (daemon.mns credentials)
+
+
+def register_secret(value: str) -> None:
+    """Redact `value` from every log line from now on (whatever logger wrote it)."""
+    if value and len(value) >= 8 and value not in _registered:
+        _registered.append(value)
 
 
 class _Redactor:
@@ -27,7 +35,7 @@ class _Redactor:
 
     def __call__(self, _logger: Any, _name: str, line: str) -> str:
         line = redact_text(line)
-        for secret in self.secrets:
+        for secret in (*self.secrets, *_registered):
             line = line.replace(secret, "<redacted>")
         return line
 

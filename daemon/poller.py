@@ -20,7 +20,7 @@ from .queue import Message, Queue
 from .worker import Disposition, Worker
 
 log = structlog.get_logger("poller")
-MAX_BATCH = 10  # SQS's limit per receive
+MAX_BATCH = 10  # SQS's limit per receive (a queue may say its own: `max_batch`, MNS 16)
 SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answer or release
 
 
@@ -88,7 +88,7 @@ class Poller:
         if await self._until_stopped(self.slots.acquire()) is None:
             return 0
         taken = 1
-        while taken < MAX_BATCH and not self.slots.locked():
+        while taken < getattr(self.queue, "max_batch", MAX_BATCH) and not self.slots.locked():
             await self.slots.acquire()  # free: returns at once
             taken += 1
         return taken

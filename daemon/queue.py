@@ -1,4 +1,4 @@
-"""The queue the daemon consumes, as the pipeline sees it (SQS today; MNS is one more class)."""
+"""The queue the daemon consumes, as the pipeline sees it: SQS here, MNS in daemon.mns."""
 from __future__ import annotations
 
 import datetime as dt
@@ -20,6 +20,7 @@ class Message:
 
 class Queue(Protocol):
     url: str
+    max_batch: int  # messages one receive may return
 
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]: ...
     async def delete(self, message: Message) -> None: ...
@@ -29,6 +30,8 @@ class Queue(Protocol):
 
 class SqsQueue:
     """An SQS queue through aiobotocore; endpoints follow AWS_ENDPOINT_URL[_SQS]."""
+
+    max_batch = 10
 
     def __init__(self, client: Any, url: str):
         self.client, self.url = client, url

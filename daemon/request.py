@@ -3,6 +3,9 @@
 Two kinds of bad request are told apart:
 - `NotARequest`: nothing to answer (no usable ResponseURL or ids). Logged, never run.
 - a `Request` whose `problems` is non-empty: answerable, so it gets FAILED naming them.
+
+Each request has a dialect (daemon.dialect): CloudFormation unless `parse` is given the
+transport's default, in which case it is detected from the request (daemon.ros.detect).
 """
 from __future__ import annotations
 
@@ -10,13 +13,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .dialect import CLOUDFORMATION, Dialect
+from .ros import detect
+
 REQUEST_TYPES = ("Create", "Update", "Delete")
 # Without these nothing can be answered: they are copied into every response.
 ANSWERABLE = ("ResponseURL", "StackId", "RequestId", "LogicalResourceId")
 # Upper bounds that keep even a FAILED response under 4096 bytes; CloudFormation stays far below.
 ID_LIMITS = {"ResponseURL": 8192, "StackId": 1024, "RequestId": 256, "LogicalResourceId": 256}
-MAX_PHYSICAL_ID = 1024
-DEFAULT_SERVICE_TIMEOUT = 3600
+MAX_PHYSICAL_ID = CLOUDFORMATION.max_physical_id
+DEFAULT_SERVICE_TIMEOUT = CLOUDFORMATION.default_timeout
 MAX_DEPTH = 64  # nesting far beyond any real template; deeper would exhaust the stack
 
 
@@ -35,6 +41,10 @@ def is_utf8(text: str) -> bool:
 
 class NotARequest(ValueError):
     """The message is not an answerable CloudFormation request."""
+
+    def __init__(self, message: str, dialect: Dialect = CLOUDFORMATION):
+        super().__init__(message)
+        self.dialect = dialect  # as far as it could be told, for the log line
 
 
 class FrozenDict(dict):
@@ -77,6 +87,7 @@ def freeze(value: Any) -> Any:
 class Request:
     wire: FrozenDict  # exactly what a Lambda custom resource receives
     problems: tuple[str, ...] = ()
+    dialect: Dialect = CLOUDFORMATION
 
     def _str(self, name: str) -> str:
         value = self.wire.get(name)
@@ -95,6 +106,11 @@ class Request:
         return self._str("ResponseURL")
 
     @property
+    def intranet_response_url(self) -> str:
+        """ROS's IntranetResponseURL ('' when absent or not a string)."""
+        return self._str("IntranetResponseURL")
+
+    @property
     def stack_id(self) -> str:
         return self._str("StackId")
 
@@ -110,7 +126,7 @@ class Request:
     def physical_id(self) -> str:
         """The request's PhysicalResourceId when it is usable in a response, else ''."""
         value = self._str("PhysicalResourceId")
-        return value if json_size(value) <= MAX_PHYSICAL_ID and is_utf8(value) else ""
+        return value if json_size(value) <= self.dialect.max_physical_id and is_utf8(value) else ""
 
     @property
     def properties(self) -> Mapping[str, Any]:
@@ -124,45 +140,56 @@ class Request:
 
     @property
     def stack_name(self) -> str:
-        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
+        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself);
+        a ROS request names its stack in StackName."""
+        named = self._str(self.dialect.stack_name_field) if self.dialect.stack_name_field else ""
+        if named:
+            return named
         parts = self.stack_id.split("/")
         return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
 
     @property
     def service_timeout(self) -> int:
-        """ServiceTimeout from ResourceProperties, 1..3600 s, default 3600."""
-        raw = self.properties.get("ServiceTimeout")
+        """The dialect's timeout property from ResourceProperties, clamped to 1..its maximum:
+        CloudFormation's ServiceTimeout (default and at most 3600 s), ROS's Timeout (default 60 s)."""
+        d = self.dialect
+        raw = self.properties.get(d.timeout_property)
         try:
-            value = int(str(raw).strip()) if raw is not None else DEFAULT_SERVICE_TIMEOUT
+            value = int(str(raw).strip()) if raw is not None else d.default_timeout
         except ValueError:
-            return DEFAULT_SERVICE_TIMEOUT
-        return min(max(value, 1), DEFAULT_SERVICE_TIMEOUT)
+            return d.default_timeout
+        return min(max(value, 1), d.max_timeout)
 
 
-def parse(text: str) -> Request:
+def parse(text: str, default: Dialect | None = None) -> Request:
+    """Parse a request; with `default` (the transport's dialect) its dialect is detected."""
+    dialect = default or CLOUDFORMATION
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise NotARequest(f"message is not JSON ({type(exc).__name__})") from None
+        raise NotARequest(f"message is not JSON ({type(exc).__name__})", dialect) from None
     if not isinstance(doc, dict):
-        raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object")
+        raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object", dialect)
+    if default is not None:
+        dialect = detect(doc, default)
 
     unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
     if unusable:
-        raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}")
+        raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}", dialect)
     too_long = [k for k, limit in ID_LIMITS.items() if json_size(doc[k]) > limit]
     if too_long:
-        raise NotARequest(f"cannot be answered: oversized {', '.join(too_long)}")
+        raise NotARequest(f"cannot be answered: oversized {', '.join(too_long)}", dialect)
     broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
     if broken:
-        raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8")
+        raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8", dialect)
     if depth(doc) > MAX_DEPTH:  # answer FAILED from the top-level strings alone
         shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
-        return Request(wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",))
-    return Request(wire=freeze(doc), problems=tuple(_problems(doc)))
+        return Request(wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",),
+                       dialect=dialect)
+    return Request(wire=freeze(doc), problems=tuple(_problems(doc, dialect)), dialect=dialect)
 
 
-def _problems(doc: dict[str, Any]) -> list[str]:
+def _problems(doc: dict[str, Any], dialect: Dialect = CLOUDFORMATION) -> list[str]:
     problems = []
     missing = [k for k in ("RequestType", "ResourceType") if k not in doc]
     if missing:
@@ -175,9 +202,12 @@ def _problems(doc: dict[str, Any]) -> list[str]:
         problems.append(f"RequestType {kind[:40]!r} is not one of {', '.join(REQUEST_TYPES)}")
     if kind == "Update" and not doc.get("PhysicalResourceId"):
         problems.append("missing fields: PhysicalResourceId (required on Update)")
-    physical_id = doc.get("PhysicalResourceId")
-    if isinstance(physical_id, str) and (json_size(physical_id) > MAX_PHYSICAL_ID or not is_utf8(physical_id)):
-        problems.append(f"PhysicalResourceId is not valid UTF-8 of at most {MAX_PHYSICAL_ID} bytes")
+    physical_id, limit = doc.get("PhysicalResourceId"), dialect.max_physical_id
+    if isinstance(physical_id, str) and (json_size(physical_id) > limit or not is_utf8(physical_id)):
+        problems.append(f"PhysicalResourceId is not valid UTF-8 of at most {limit} bytes")
+    rtype, rlimit = doc.get("ResourceType"), dialect.max_resource_type
+    if rlimit is not None and isinstance(rtype, str) and len(rtype) > rlimit:
+        problems.append(f"ResourceType is {len(rtype)} characters; ROS allows at most {rlimit}")
     for name in ("ResourceProperties", "OldResourceProperties"):
         if name in doc and not isinstance(doc[name], dict):
             problems.append(f"{name} is a {type(doc[name]).__name__}, not an object")

@@ -4,19 +4,24 @@ PUT with an empty Content-Type (a SigV2 presigned URL signs it), the URL exactly
 (no re-quoting: that would break the signature), connect/read timeouts, and retries with
 jittered exponential backoff on connection errors, 5xx, 408 and 429 until the URL expires.
 Other 4xx are final: retrying cannot change the answer.
+
+That is CloudFormation's dialect; `send` takes the request's dialect for the method and headers
+(ROS: POST, application/json and a GMT Date) and may be given several URLs: on a connection
+error it moves on to the next (ROS's intranet URL first, then the public one).
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import aiohttp
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_random_exponential
 from yarl import URL
 
+from .dialect import CLOUDFORMATION, Dialect
 from .urls import expires_at, redact
 
 log = structlog.get_logger("responder")
@@ -49,6 +54,11 @@ class Responder:
         self.on_retry = on_retry
 
     async def put(self, url: str, body: bytes) -> Delivery:
+        return await self.send([url], body)
+
+    async def send(self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION) -> Delivery:
+        urls = list(urls)
+        url = urls.pop(0)
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
         last = {"status": None, "detail": "URL expired before the first attempt", "attempts": 0}
 
@@ -74,8 +84,11 @@ class Responder:
             async for attempt in retrying:
                 with attempt:
                     last["attempts"] = attempt.retry_state.attempt_number
-                    status, detail = await self._attempt(url, body)
+                    status, detail = await self._attempt(url, body, dialect)
                     last.update(status=status, detail=detail)
+                    if status is None and urls:  # unreachable: try the next URL
+                        log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
+                        url = urls.pop(0)
                     if status is None or status >= 500 or status in RETRYABLE_STATUS:
                         raise _Retryable(detail)
         except _Retryable:
@@ -85,10 +98,10 @@ class Responder:
         status = last["status"]
         return Delivery(200 <= status < 300, status, last["attempts"], last["detail"])
 
-    async def _attempt(self, url: str, body: bytes) -> tuple[int | None, str]:
+    async def _attempt(self, url: str, body: bytes, dialect: Dialect) -> tuple[int | None, str]:
         try:
-            async with self.session.put(
-                URL(url, encoded=True), data=body, headers={"Content-Type": ""},
+            async with self.session.request(
+                dialect.method, URL(url, encoded=True), data=body, headers=dialect.headers(),
                 timeout=self.timeout, allow_redirects=False,
             ) as resp:
                 text = (await resp.content.read(512)).decode("utf-8", "replace")

@@ -4,7 +4,8 @@ Rules (shared/DESIGN.md): ids copied verbatim; PhysicalResourceId non-empty and 
 1 KB; a failed Create gets a recognisable marker id so its rollback Delete is answered
 without the handler; Data/NoEcho only on successful Create/Update; the encoded body is at
 most 4096 bytes: Reason is trimmed first, and Data that still does not fit turns the
-answer into FAILED saying so.
+answer into FAILED saying so. Limits follow the request's dialect: a ROS id is at most 255
+bytes, never changes on Update (a new one is refused with FAILED), and NoEcho is not sent.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .request import MAX_PHYSICAL_ID, Request, is_utf8, json_size
+from .request import Request, is_utf8, json_size
+from .ros import replacement_refused
 
 MAX_BODY = 4096
 FAILED_CREATE_PREFIX = "cfn-provider-failed-create-"
@@ -47,7 +49,7 @@ def _clip(text: str, limit: int) -> str:
 def default_physical_id(request: Request) -> str:
     """Create with no id returned: deterministic from stack name, logical id and RequestId."""
     stem = re.sub(r"[^A-Za-z0-9._-]", "-", f"{request.stack_name}-{request.logical_id}")
-    return f"{_clip(stem, MAX_PHYSICAL_ID - 13)}-{_short_hash(request.request_id)}"
+    return f"{_clip(stem, request.dialect.max_physical_id - 13)}-{_short_hash(request.request_id)}"
 
 
 def failed_create_marker(request: Request) -> str:
@@ -76,6 +78,9 @@ def success(request: Request, result: Any) -> Response:
         physical_id, data, no_echo = _interpret(request, result)
     except _BadResult as exc:
         return failure(request, f"handler returned an unusable result: {exc}")
+    if (request.request_type == "Update" and not request.dialect.replaces_on_update
+            and physical_id != request.physical_id):
+        return failure(request, replacement_refused(request.physical_id, physical_id))
     response = _encode(request, "SUCCESS", physical_id, "", data, no_echo)
     if len(response.body) > MAX_BODY:
         size = len(response.body)
@@ -110,8 +115,9 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
         physical_id = request.physical_id or default_physical_id(request)
     elif not isinstance(returned, str) or not returned or not is_utf8(returned):
         raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
-    elif json_size(returned) > MAX_PHYSICAL_ID:
-        raise _BadResult(f"PhysicalResourceId is {json_size(returned)} bytes; the limit is {MAX_PHYSICAL_ID}")
+    elif json_size(returned) > request.dialect.max_physical_id:
+        limit = request.dialect.max_physical_id
+        raise _BadResult(f"PhysicalResourceId is {json_size(returned)} bytes; the limit is {limit}")
     else:
         physical_id = returned
 
@@ -127,7 +133,7 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
             raise _BadResult(f"Data is not JSON-serialisable ({str(exc)[:200]})") from None
     if request.request_type == "Delete":
         return physical_id, None, False
-    return physical_id, data, bool(result.get("NoEcho", False))
+    return physical_id, data, bool(result.get("NoEcho", False)) and request.dialect.no_echo
 
 
 def _encode(

@@ -17,10 +17,13 @@ import structlog
 
 from . import health
 from .config import Settings, health_path
+from .dialect import CLOUDFORMATION
 from .metrics import Metrics
 from .poller import Poller
-from .queue import SqsQueue
+from .mns import MnsQueue, load_credentials
+from .queue import Queue, SqsQueue
 from .responder import Responder
+from .ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .router import Router
 from .signature import SignatureVerifier
 from .store import Store, open_store
@@ -70,13 +73,16 @@ class Service:
             async with AsyncExitStack() as stack:
                 session = aiobotocore.session.get_session()
                 http = await stack.enter_async_context(aiohttp.ClientSession())
-                queue = await SqsQueue.open(session, s.queue_url, s.region, stack)
-                verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures else None
+                queue = await self._open_queue(session, stack)
+                sns = s.transport == "sqs"  # SNS signatures and topics exist only on that path
+                verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
+                inside = s.alibaba_cloud if s.alibaba_cloud is not None else inside_alibaba_cloud()
                 worker = Worker(
                     router=self.router, store=store, responder=Responder(http, on_retry=self.metrics.put_retried),
                     url_policy=ResponseUrlPolicy(s.allow_response_urls), verifier=verifier,
                     policy=Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout),
                     executor=executor, owner=self.owner, session=session, metrics=self.metrics,
+                    dialect=CLOUDFORMATION if sns else ROS, url_choice=ResponseUrlChoice(s.ros_response_url, inside),
                 )
                 self.poller = Poller(
                     queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
@@ -88,7 +94,7 @@ class Service:
                 if s.metrics_port is not None:
                     self.metrics.serve(s.metrics_port, s.metrics_address)
                     log.info("metrics_listening", address=s.metrics_address, port=s.metrics_port)
-                self._log_start()
+                self._log_start(queue)
                 if self._early_stop:
                     self.poller.stop()
                 housekeeping = asyncio.create_task(self._housekeeping())
@@ -136,10 +142,21 @@ class Service:
                 log.info("summary", period_seconds=self.settings.summary_interval, **self.metrics.summary())
             await asyncio.sleep(interval)
 
-    def _log_start(self) -> None:
+    async def _open_queue(self, session: aiobotocore.session.AioSession, stack: AsyncExitStack) -> Queue:
         s = self.settings
-        log.info("started", queue_url=redact(s.queue_url), owner=self.owner, concurrency=s.concurrency,
-                 state=s.state.split("?")[0], handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()])
+        if s.transport == "mns":
+            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack)
+        return await SqsQueue.open(session, s.queue_url, s.region, stack)
+
+    def _log_start(self, queue: Queue) -> None:
+        s = self.settings
+        log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
+                 concurrency=s.concurrency, state=s.state.split("?")[0],
+                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()])
+        if s.transport == "mns":
+            log.info("mns_trust", ros_response_url=s.ros_response_url,
+                     detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")
+            return
         if not s.verify_signatures:
             log.warning("signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone")
         if not s.topic_arns:

@@ -1,13 +1,15 @@
 """URL rules: which ResponseURLs the daemon may call, how URLs appear in logs, when they expire.
 
 A ResponseURL comes from the message, so it is attacker-controlled until proven otherwise.
-By default only https URLs on S3 hosts under amazonaws.com(.cn) are allowed; anything else
-(an emulator, a test stub) must be named as a prefix by the operator.
+By default only https URLs on the hosts of the request's dialect are allowed: S3 hosts under
+amazonaws.com(.cn) for CloudFormation, ROS and OSS hosts under aliyuncs.com for ROS; anything
+else (an emulator, a test stub) must be named as a prefix by the operator.
 """
 from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 # S3's own endpoint forms, optionally behind a bucket name: s3, s3.REGION, s3-REGION (legacy),
@@ -18,6 +20,28 @@ _S3_HOST = re.compile(
     rf"^(?:[a-z0-9][a-z0-9.-]*\.)?(?:s3|s3[.-]{_REGION}|s3\.dualstack\.{_REGION}|s3-external-1)"
     r"\.amazonaws\.com(?:\.cn)?$"
 )
+# ROS's own endpoints (public, intranet, VPC; with or without a region) and OSS presigned hosts
+# (optionally behind a bucket name; -internal is OSS's intranet form) under aliyuncs.com. Other
+# aliyuncs.com names (load balancers, FC, ...) can be customer-controlled and are not allowed.
+_ALIYUN_REGION = r"[a-z]{2}(?:-[a-z0-9]+){1,4}"
+_ALIYUN_HOST = re.compile(
+    rf"^(?:ros(?:-intranet|-vpc)?(?:\.{_ALIYUN_REGION})?"
+    rf"|(?:[a-z0-9][a-z0-9-]*\.)?(?:oss-{_ALIYUN_REGION}(?:-internal)?|oss-accelerate(?:-overseas)?))"
+    r"\.aliyuncs\.com$"
+)
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """The hosts a dialect's ResponseURLs may name (besides the operator's prefixes)."""
+
+    pattern: re.Pattern[str]
+    description: str  # completes "host 'x' is not ..."
+
+
+S3_HOSTS = HostRule(_S3_HOST, "an S3 host under amazonaws.com")
+ALIYUN_HOSTS = HostRule(_ALIYUN_HOST, "a ROS or OSS host under aliyuncs.com")
+
 # The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
 # inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
 _URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
@@ -57,7 +81,7 @@ class ResponseUrlPolicy:
     def __init__(self, allowed_prefixes: tuple[str, ...] | list[str] = ()):
         self.allowed_prefixes = tuple(allowed_prefixes)
 
-    def check(self, url: str) -> None:
+    def check(self, url: str, hosts: HostRule = S3_HOSTS) -> None:
         """Raise UrlRejected with a reason when `url` is not allowed."""
         if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
             raise UrlRejected("URL contains whitespace or control characters")
@@ -75,8 +99,8 @@ class ResponseUrlPolicy:
         if port not in (None, 443):
             raise UrlRejected(f"port {port} is not 443")
         host = (parts.hostname or "").lower()
-        if not _S3_HOST.match(host):
-            raise UrlRejected(f"host {host!r} is not an S3 host under amazonaws.com")
+        if not hosts.pattern.match(host):
+            raise UrlRejected(f"host {host!r} is not {hosts.description}")
 
 
 def redact(url: str) -> str:
