@@ -83,14 +83,14 @@ def freeze(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Request:
-    wire: FrozenDict  # exactly what a Lambda custom resource receives
-    problems: tuple[str, ...] = ()
-    dialect: Dialect = CLOUDFORMATION
+class RequestFields:
+    """Typed reads of the wire fields, shared by the daemon's Request and the SDK's Call."""
+
+    def _mapping(self) -> Mapping[str, Any]:
+        raise NotImplementedError
 
     def _str(self, name: str) -> str:
-        value = self.wire.get(name)
+        value = self._mapping().get(name)
         return value if isinstance(value, str) else ""
 
     @property
@@ -100,15 +100,6 @@ class Request:
     @property
     def resource_type(self) -> str:
         return self._str("ResourceType")
-
-    @property
-    def response_url(self) -> str:
-        return self._str("ResponseURL")
-
-    @property
-    def intranet_response_url(self) -> str:
-        """ROS's IntranetResponseURL ('' when absent or not a string)."""
-        return self._str("IntranetResponseURL")
 
     @property
     def stack_id(self) -> str:
@@ -121,6 +112,37 @@ class Request:
     @property
     def logical_id(self) -> str:
         return self._str("LogicalResourceId")
+
+    @property
+    def stack_name(self) -> str:
+        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
+        parts = self.stack_id.split("/")
+        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
+
+
+@dataclass(frozen=True)
+class Request(RequestFields):
+    wire: FrozenDict  # exactly what a Lambda custom resource receives
+    problems: tuple[str, ...] = ()
+    dialect: Dialect = CLOUDFORMATION
+
+    def _mapping(self) -> Mapping[str, Any]:
+        return self.wire
+
+    @property
+    def stack_name(self) -> str:
+        """A ROS request names its stack in StackName; otherwise the name inside the StackId ARN."""
+        named = self._str(self.dialect.stack_name_field) if self.dialect.stack_name_field else ""
+        return named or super().stack_name
+
+    @property
+    def response_url(self) -> str:
+        return self._str("ResponseURL")
+
+    @property
+    def intranet_response_url(self) -> str:
+        """ROS's IntranetResponseURL ('' when absent or not a string)."""
+        return self._str("IntranetResponseURL")
 
     @property
     def physical_id(self) -> str:
@@ -137,16 +159,6 @@ class Request:
     def key(self) -> str:
         """Idempotency key: StackId + RequestId."""
         return json.dumps([self.stack_id, self.request_id])  # unambiguous, whatever the ids contain
-
-    @property
-    def stack_name(self) -> str:
-        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself);
-        a ROS request names its stack in StackName."""
-        named = self._str(self.dialect.stack_name_field) if self.dialect.stack_name_field else ""
-        if named:
-            return named
-        parts = self.stack_id.split("/")
-        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
 
     @property
     def service_timeout(self) -> int:

@@ -58,7 +58,10 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 import structlog
+
 from jsonschema import validators
+
+from .request import RequestFields
 from jsonschema.exceptions import SchemaError
 
 __all__ = ["Call", "Handler", "PropertyError", "Resource", "coerce", "validate"]
@@ -231,7 +234,7 @@ def check_schema(schema: Mapping[str, Any], owner: str) -> None:
 
 # ---------------------------------------------------------------------------------- the call
 
-class Call:
+class Call(RequestFields):
     """What an SDK action gets besides the properties: the request, the daemon's context, helpers."""
 
     def __init__(self, event: Mapping[str, Any], context: Any = None, *, replacing: bool = False):
@@ -239,39 +242,13 @@ class Call:
         self.context = context  # daemon.runner.Context, or None when called without one
         self.replacing = replacing  # True while `create` runs for an Update that replaces
 
-    def _str(self, name: str) -> str:
-        value = self.event.get(name)
-        return value if isinstance(value, str) else ""
-
-    @property
-    def request_type(self) -> str:
-        return self._str("RequestType")
-
-    @property
-    def resource_type(self) -> str:
-        return self._str("ResourceType")
-
-    @property
-    def stack_id(self) -> str:
-        return self._str("StackId")
-
-    @property
-    def request_id(self) -> str:
-        return self._str("RequestId")
-
-    @property
-    def logical_id(self) -> str:
-        return self._str("LogicalResourceId")
+    def _mapping(self) -> Mapping[str, Any]:
+        return self.event
 
     @property
     def physical_id(self) -> str | None:
         """The existing resource's id (Update, Delete); None on Create."""
         return self._str("PhysicalResourceId") or None
-
-    @property
-    def stack_name(self) -> str:
-        parts = self.stack_id.split("/")
-        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
 
     @property
     def region(self) -> str | None:
