@@ -36,7 +36,7 @@ import pytest
 from daemon.emulator import Emulator, Provider, Stack
 from tests.chaos.conftest import Figures, scale
 from tests.support.aws import queue_counts
-from tests.support.daemons import SubprocessDaemon
+from tests.support.daemons import wait_until, SubprocessDaemon
 from tests.support.stub_s3 import StubS3
 from tests.support.tcp_proxy import TcpProxy
 
@@ -81,17 +81,6 @@ def responder_attempts(plan: tuple[str, ...]) -> int:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` (all its threads), from /proc/<pid>/stat."""

@@ -35,7 +35,7 @@ import pytest
 from daemon.bootstrap import Bootstrap
 from daemon.emulator import REGION, Emulator, Provider, Stack, key_of
 from tests.support.aws import queue_counts
-from tests.support.daemons import SubprocessDaemon, fleet_member, recorded_calls, wait_for_event
+from tests.support.daemons import wait_until, SubprocessDaemon, fleet_member, recorded_calls, wait_for_event
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
 pytestmark = pytest.mark.slow
@@ -83,17 +83,6 @@ def spawn(emulator: Emulator, fleet_provider: tuple[Provider, str], tmp_path: Pa
     finally:
         for daemon in started:
             daemon.stop()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def versions_by_key(s3: Any, bucket: str) -> Counter:

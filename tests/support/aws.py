@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections import defaultdict
 from typing import Any
 
 from daemon.emulator import Provider, Stack
@@ -55,3 +57,30 @@ async def wait_until_queue_empty(provider: Provider, timeout: float = 15.0) -> N
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"queue not empty: {queue_counts(sqs, provider.queue_url)}")
+
+
+def publish_all(stack: Stack, requests: list[dict[str, Any]]) -> None:
+    """Publish the whole burst before any daemon runs: moto's SQS DeleteMessage rebuilds the
+    queue's message list without a lock, so a message arriving during a delete can be dropped (and
+    a deleted one can come back: a delete lost that way shows as a later `duplicate`)."""
+    sns = stack.provider.emulator.client("sns")
+    for i in range(0, len(requests), 10):
+        sns.publish_batch(TopicArn=stack.provider.topic_arn, PublishBatchRequestEntries=[
+            {"Id": str(n), "Message": json.dumps(r)} for n, r in enumerate(requests[i:i + 10])])
+
+
+def answered_keys(s3: Any, bucket: str, prefix: str) -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.update(o["Key"] for o in page.get("Contents", []))
+    return keys
+
+
+def bodies_by_key(s3: Any, bucket: str, prefix: str) -> dict[str, list[bytes]]:
+    """Every version of every response object, the latest last."""
+    versions: dict[str, list[tuple[Any, str]]] = defaultdict(list)
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for v in page.get("Versions", []):
+            versions[v["Key"]].append((v["IsLatest"], v["LastModified"], v["VersionId"]))
+    return {key: [s3.get_object(Bucket=bucket, Key=key, VersionId=vid)["Body"].read() for _, _, vid in sorted(vs)]
+            for key, vs in versions.items()}
