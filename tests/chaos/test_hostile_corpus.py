@@ -66,6 +66,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from daemon.emulator import Provider, Stack, key_of
+from daemon.request import MAX_DEPTH
 from tests.chaos.conftest import Figures, scale
 from tests.support import handlers
 from tests.support.listener import ConnectionCounter
@@ -449,9 +450,13 @@ def corpus(ctx: Ctx) -> list[Item]:
         add(f"message-256KiB-{rtype.split('::')[1]}", body, expect, reason, req)
 
     # -- deeply nested properties ------------------------------------------------------------
+    # within the daemon's documented nesting limit: served; just beyond it: FAILED saying why
     req = ctx.request(logical="Nested")
-    req["ResourceProperties"] = json.loads(_nested(u([20, 50, 100])))
+    req["ResourceProperties"] = json.loads(_nested(u([20, 40, MAX_DEPTH - 4])))
     add("properties-nested", ctx.signed(req), "SUCCESS", "", req)
+    req = ctx.request(logical="NestedPastLimit")
+    req["ResourceProperties"] = json.loads(_nested(MAX_DEPTH + u([1, 10, 100])))
+    add("properties-nested-past-limit", ctx.signed(req), "FAILED", "nests deeper", req)
     # Deep enough for json.loads (limit ~1000) but deeper than any CloudFormation template: an
     # answerable request (ids and ResponseURL are all there), so SUCCESS or FAILED, never a crash.
     req = ctx.request(logical="NestedDeep")
