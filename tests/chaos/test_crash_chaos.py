@@ -29,13 +29,12 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from daemon.emulator import Emulator, Provider, Stack, key_of
 from tests.chaos.conftest import scale
-from tests.support import handlers
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls
 
@@ -48,22 +47,7 @@ CONCURRENCY = str(scale(4, 8))  # few enough that the burst outlasts the kills, 
 VISIBILITY = "5"  # seconds (the minimum): a killed daemon's messages and leases come back quickly
 LIFETIME = (0.4, 2.0)  # seconds a daemon serves before its SIGKILL (uniform, seeded)
 RESOURCE_TYPE = "Custom::Chaos"
-HANDLER = f"{RESOURCE_TYPE}=tests.chaos.test_crash_chaos:stamped"
-
-
-# ------------------------------------------------------------------------- the handler
-class _Stamped:
-    """`Custom::Test`'s behaviour (sleep SleepSeconds, then append "RequestId RequestType" to
-    $CFN_TEST_CALLS_FILE) with a fresh nonce in Data on every run: two runs' answers differ."""
-
-    def _run(self, event: Mapping[str, Any], context: Any = None) -> Any:
-        handlers._run(event)
-        return {"PhysicalResourceId": f"chaos-{event['RequestId'][:8]}", "Data": {"Run": uuid.uuid4().hex}}
-
-    create = update = delete = _run
-
-
-stamped = _Stamped()  # loaded by the daemon subprocesses through --handler
+HANDLER = f"{RESOURCE_TYPE}=tests.support.handlers:stamped"
 
 
 # ------------------------------------------------------------------------- fixtures

@@ -25,13 +25,12 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from daemon.emulator import Emulator, Provider, Stack, key_of
 from tests.chaos.conftest import scale
-from tests.support import handlers
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls
 
@@ -45,23 +44,8 @@ VISIBLE_AGAIN_WITHIN = 3.0  # generous bound for "visible again at once" (vs the
 SECOND_VISIBILITY = 5  # the second daemon: what moto brings back (below) returns quickly
 EXIT_MARGIN = 20.0  # on top of the grace period: settling cancelled work (<= 15 s) and shutting down
 RESOURCE_TYPE = "Custom::Chaos"
-HANDLER = f"{RESOURCE_TYPE}=tests.chaos.test_stop_under_load:stamped"
+HANDLER = f"{RESOURCE_TYPE}=tests.support.handlers:stamped"
 VARIANTS = {"drain": 10.0, "cutoff": 0.2}  # grace period, seconds
-
-
-# ------------------------------------------------------------------------- the handler
-class _Stamped:
-    """`Custom::Test`'s behaviour (sleep SleepSeconds, then append "RequestId RequestType" to
-    $CFN_TEST_CALLS_FILE) with a fresh nonce in Data on every run: two runs' answers differ."""
-
-    def _run(self, event: Mapping[str, Any], context: Any = None) -> Any:
-        handlers._run(event)
-        return {"PhysicalResourceId": f"stop-{event['RequestId'][:8]}", "Data": {"Run": uuid.uuid4().hex}}
-
-    create = update = delete = _run
-
-
-stamped = _Stamped()  # loaded by the daemon subprocesses through --handler
 
 
 # ------------------------------------------------------------------------- fixtures

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import time
+import uuid
 from typing import Any, Mapping
 
 calls: list[tuple[str, str]] = []  # completed calls
@@ -66,3 +67,18 @@ async_handler = AsyncHandler()
 
 def count(request_id: str) -> int:
     return sum(1 for rid, _ in calls if rid == request_id)
+
+
+class _Stamped:
+    """`Custom::Test`'s behaviour (sleep SleepSeconds, then append "RequestId RequestType" to
+    $CFN_TEST_CALLS_FILE) with a fresh nonce in Data on every run: two runs' answers differ, so a
+    handler that ran twice for one request shows as two different bodies."""
+
+    def _run(self, event: Mapping[str, Any], context: Any = None) -> Any:
+        _run(event)
+        return {"PhysicalResourceId": f"stamped-{event['RequestId'][:8]}", "Data": {"Run": uuid.uuid4().hex}}
+
+    create = update = delete = _run
+
+
+stamped = _Stamped()  # `tests.support.handlers:stamped`, for daemon subprocesses
