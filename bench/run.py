@@ -132,8 +132,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
         d, lim = b["daemon"], b["limit"]
         cost = (f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
                 f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
-                f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request: the daemon deletes each message "
-                "on its own and receives in smaller batches)")
+                f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)")
         starved = d.get("cpu_pressure") or 0.0
         if max(d["emulator_busy"], lim["emulator_busy"]) >= 0.8:
             notes.append(f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "

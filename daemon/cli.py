@@ -66,7 +66,7 @@ def main() -> None:
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
-              help="Requests handled at once; no more messages than this are ever held.")
+              help="Requests worked on at once; a receive never asks for more messages than there are free slots.")
 @click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
               envvar=ENV + "VISIBILITY_TIMEOUT",
               help="Seconds a received message stays hidden; renewed every third of it while in flight.")

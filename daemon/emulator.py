@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,8 +22,58 @@ ACCOUNT = "123456789012"
 TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret-key-not-real"}
 
 
+def _close_sqs_races() -> None:
+    """Real SQS has neither of these races in moto's SQS, and either one turns a run into a wait
+    for a visibility timeout (or a duplicate delivery):
+    - `Queue.delete_message` rebuilds the queue's message list without the lock `add_message`
+      takes, so two deletes at once, or a delete racing an SNS delivery, can bring a deleted
+      message back or drop a new one;
+    - `receive_message` checks that a message is visible and then marks it received, unlocked,
+      so two concurrent receives (the daemon runs several while the queue is busy) can both be
+      handed the same message.
+    Deletes take the queue's lock; receives take one lock and let go of it while they long-poll."""
+    global _races_closed
+    if _races_closed:
+        return
+    _races_closed = True
+    from moto.sqs.models import Queue, SQSBackend
+
+    unlocked_delete = Queue.delete_message
+
+    def delete_message(self: Queue, receipt_handle: str) -> None:
+        with self._messages_lock:
+            unlocked_delete(self, receipt_handle)
+
+    gate, holding = threading.Lock(), threading.local()
+    unlocked_receive, unlocked_wait = SQSBackend.receive_message, Queue.wait_for_messages
+
+    def receive_message(self: SQSBackend, *args: object, **kwargs: object) -> object:
+        with gate:
+            holding.gate = True
+            try:
+                return unlocked_receive(self, *args, **kwargs)
+            finally:
+                holding.gate = False
+
+    def wait_for_messages(self: Queue, timeout: int) -> None:
+        if not getattr(holding, "gate", False):
+            return unlocked_wait(self, timeout)
+        gate.release()  # other receives may run while this one long-polls
+        try:
+            unlocked_wait(self, timeout)
+        finally:
+            gate.acquire()
+
+    Queue.delete_message = delete_message  # type: ignore[method-assign]
+    SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+
+
+_races_closed = False
+
+
 class Emulator:
-    """moto's server on 127.0.0.1 with an OS-chosen port."""
+    """moto's server on 127.0.0.1 with an OS-chosen port (moto's SQS races closed: `_close_sqs_races`)."""
 
     def __init__(self) -> None:
         import logging
@@ -30,6 +81,7 @@ class Emulator:
         from moto.server import ThreadedMotoServer  # an optional dependency: the [demo] / [test] extra
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per emulated AWS call otherwise
+        _close_sqs_races()
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()

@@ -160,7 +160,7 @@ def parse_messages(text: str) -> list[Message]:
 class MnsQueue:
     """daemon.queue.Queue over MNS's REST API."""
 
-    max_batch = MAX_BATCH
+    max_batch = max_delete_batch = MAX_BATCH
 
     def __init__(self, session: aiohttp.ClientSession, endpoint: str, queue: str, credentials: Credentials,
                  connect_timeout: float = 10, read_timeout: float = 30):
@@ -199,6 +199,15 @@ class MnsQueue:
         await self._settled(message)
         status, text = await self._call("DELETE", f"/queues/{self.name}/messages?ReceiptHandle={_q(message.receipt)}")
         _check(status, text)
+
+    async def delete_batch(self, messages: list[Message]) -> dict[int, str]:
+        """One DELETE per message, side by side: each must wait for its own visibility change
+        still in flight (its new receipt handle), and MNS's calls are cheap raw aiohttp requests."""
+        results = await asyncio.gather(*(self.delete(m) for m in messages), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+        return {i: f"{type(r).__name__}: {r}" for i, r in enumerate(results) if isinstance(r, Exception)}
 
     async def set_visibility(self, message: Message, seconds: int) -> None:
         """Change it and keep the new receipt handle, even if the caller is cancelled meanwhile."""

@@ -1,26 +1,37 @@
 """Long-poll the queue and run each message as its own task.
 
 Backpressure: a slot of the semaphore is taken before a message is received, so the
-daemon never holds more messages than `concurrency`. Stopping has two phases (arq's
-pattern): stop receiving and let in-flight work finish within the grace period; then
-cancel what is left, which the worker turns into a FAILED answer (deadline too close to
-hand off) or a release back to the queue.
+daemon never works on more than `concurrency` messages. A slot frees when its message's
+work is done; the queue bookkeeping after it (a delete, batched by `DeleteBatcher`) does
+not hold one. While the queue is busy (the last receive came back full) up to `receivers`
+receives run side by side, so freed slots refill in one round trip rather than one per
+batch of ten; otherwise there is one receive at a time (one long poll while idle), and
+after a receive that brought some messages but not a full batch the next waits
+`RECEIVE_PAUSE` (50 ms) so that a trickle gathers into fuller, fewer receives (SQS calls
+cost CPU here and money at AWS; a request arriving in that pause waits for it).
+
+Stopping has two phases (arq's pattern): stop receiving and let in-flight work finish
+within the grace period; then cancel what is left, which the worker turns into a FAILED
+answer (deadline too close to hand off) or a release back to the queue.
 """
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Awaitable, Callable
 
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
 
+from .deletes import DeleteBatcher
 from .heartbeat import Heartbeat
 from .queue import Message, Queue
 from .worker import Disposition, Worker
 
 log = structlog.get_logger("poller")
-MAX_BATCH = 10  # SQS's limit per receive (a queue may say its own: `max_batch`, MNS 16)
+MAX_RECEIVERS = 4  # receives in flight at once while the queue is busy
+RECEIVE_PAUSE = 0.05  # after a part-full receive, before the next: fuller batches, fewer calls
 SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answer or release
 
 
@@ -32,8 +43,11 @@ class Poller:
         self.concurrency, self.visibility_timeout = concurrency, visibility_timeout
         self.wait_seconds, self.grace_period, self.max_backoff = wait_seconds, grace_period, max_backoff
         self.on_ready, self.on_receive_error = on_ready, on_receive_error
+        self.receivers = max(1, min(MAX_RECEIVERS, math.ceil(concurrency / queue.max_batch)))
+        self.deletes = DeleteBatcher(queue)
         self.started_at: dict[asyncio.Task, float] = {}  # in-flight task -> when it was received (monotonic)
-        self.slots = asyncio.Semaphore(concurrency)
+        self.free = concurrency  # slots: a message takes one from before its receive until its work is done
+        self._slot_freed = asyncio.Event()
         self.tasks: set[asyncio.Task] = set()
         self.has_dlq: bool | None = None
         self.handled = 0
@@ -42,7 +56,9 @@ class Poller:
         self.last_error: str | None = None
         self._stop = asyncio.Event()
         self._ready = False
-        self._receiving: asyncio.Future | None = None
+        self._busy = False  # the last receive came back full
+        self._receive_after = 0.0  # monotonic time before which no new receive starts
+        self._receiving: set[asyncio.Task] = set()
 
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
@@ -56,23 +72,45 @@ class Poller:
         self.has_dlq = await self.queue.has_dead_letter_queue()
         if self.has_dlq is None:
             log.warning("queue.redrive_unknown", detail="cannot read RedrivePolicy; bad messages will be left on the queue")
-        while not self.stopping:
-            taken = await self._take_slots()
-            if not taken:
-                break
-            self._receiving = asyncio.ensure_future(self._receive(taken))
-            messages = await self._until_stopped(self._receiving, cancel=False)
-            if messages is None or self.stopping:  # stop came mid-poll: hand back what SQS gave us
-                await self._release_late(self._receiving)
-                messages = []
-            for _ in range(taken - len(messages)):
-                self.slots.release()
-            for message in messages:
-                task = asyncio.create_task(self._handle(message), name=f"message-{message.id}")
-                self.tasks.add(task)
-                self.started_at[task] = time.monotonic()
-                task.add_done_callback(self._forget)
-        await self._drain()
+        try:
+            while not self.stopping:
+                pause = self._receive_after - time.monotonic()
+                if pause > 0:
+                    await self._until_stopped(asyncio.sleep(pause))
+                elif self._may_receive():
+                    taken = min(self.free, self.queue.max_batch)
+                    self.free -= taken
+                    receiving = asyncio.create_task(self._receive_into(taken), name="receive")
+                    self._receiving.add(receiving)
+                    receiving.add_done_callback(self._receiving.discard)
+                else:
+                    await self._something_changes()
+            await self._release_late()
+            await self._drain()
+        finally:
+            await self.deletes.close()
+
+    def _may_receive(self) -> bool:
+        """One receive for whatever slots are free; side by side with others only while the queue
+        is busy, up to `receivers`, and for a whole batch of free slots (small receives cost as
+        much as full ones)."""
+        if not self._receiving:
+            return self.free > 0
+        return self._busy and len(self._receiving) < self.receivers and self.free >= self.queue.max_batch
+
+    async def _something_changes(self) -> None:
+        """Until a receive ends, a slot frees or stop is asked."""
+        self._slot_freed.clear()
+        waiters = {asyncio.ensure_future(self._slot_freed.wait()), asyncio.ensure_future(self._stop.wait())}
+        try:
+            await asyncio.wait({*waiters, *self._receiving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    def _release(self, slots: int = 1) -> None:
+        self.free += slots
+        self._slot_freed.set()
 
     def _forget(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
@@ -83,16 +121,6 @@ class Poller:
         return time.monotonic() - min(self.started_at.values()) if self.started_at else 0.0
 
     # ------------------------------------------------------------------ receiving
-    async def _take_slots(self) -> int:
-        """Wait for one free slot, then take up to a batch of those free now."""
-        if await self._until_stopped(self.slots.acquire()) is None:
-            return 0
-        taken = 1
-        while taken < getattr(self.queue, "max_batch", MAX_BATCH) and not self.slots.locked():
-            await self.slots.acquire()  # free: returns at once
-            taken += 1
-        return taken
-
     async def _until_stopped(self, aw: Awaitable, cancel: bool = True) -> object | None:
         """Await `aw` unless stop is requested first; then return None (cancelling `aw` if asked)."""
         task = asyncio.ensure_future(aw)
@@ -108,22 +136,42 @@ class Poller:
             result = await task
         except asyncio.CancelledError:
             return None
-        return result  # finished just as it was cancelled (e.g. a semaphore slot): keep it
+        return result  # finished just as it was cancelled: keep it
 
-    async def _release_late(self, receiving: asyncio.Future) -> None:
-        """Cancelling a long poll could strand messages SQS already handed over (hidden for a whole
-        visibility timeout); let it finish within the grace period and hand them back at once."""
-        # cancelling our side does not end the poll at SQS: whatever arrives until it ends would be
-        # handed to nobody, so outlast it (a second signal cancels it at once via abort())
-        done, _ = await asyncio.wait({receiving}, timeout=max(self.grace_period, self.wait_seconds + 5))
-        if not done:
-            receiving.cancel()
-            return
-        if receiving.cancelled() or receiving.exception():
-            return
-        for message in receiving.result():
+    async def _receive_into(self, taken: int) -> None:
+        """One receive for `taken` slots; a task per message, unless stop came meanwhile."""
+        messages: list[Message] = []
+        try:
+            messages = await self._receive(taken)
+            self._busy = len(messages) == taken  # as many as asked for: likely more waiting
+            if 0 < len(messages) < taken:  # messages trickling in: let a few gather for the next receive
+                self._receive_after = time.monotonic() + RECEIVE_PAUSE
+            if not self.stopping:
+                for message in messages:
+                    task = asyncio.create_task(self._handle(message), name=f"message-{message.id}")
+                    self.tasks.add(task)
+                    self.started_at[task] = time.monotonic()
+                    task.add_done_callback(self._forget)
+                return
+        finally:
+            self._release(taken - (0 if self.stopping else len(messages)))
+        for message in messages:  # stop came mid-poll: hand back what SQS gave us, at once
             await self._dispose(message, Disposition.RELEASE)
             log.info("message.released", message_id=message.id, detail="received as the daemon was stopping")
+
+    async def _release_late(self) -> None:
+        """Cancelling a long poll could strand messages SQS already handed over (hidden for a whole
+        visibility timeout); let the polls in flight finish within the grace period (they hand back
+        what they get)."""
+        # cancelling our side does not end the poll at SQS: whatever arrives until it ends would be
+        # handed to nobody, so outlast it (a second signal cancels it at once via abort())
+        if not self._receiving:
+            return
+        _, late = await asyncio.wait(set(self._receiving), timeout=max(self.grace_period, self.wait_seconds + 5))
+        for receiving in late:
+            receiving.cancel()
+        if late:
+            await asyncio.wait(late)
 
     async def _receive(self, count: int) -> list[Message]:
         def before_sleep(state: RetryCallState) -> None:
@@ -149,6 +197,7 @@ class Poller:
 
     # ------------------------------------------------------------------ one message
     async def _handle(self, message: Message) -> None:
+        holding = True
         try:
             heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
             beating = asyncio.create_task(heartbeat.run())
@@ -160,6 +209,8 @@ class Poller:
                 disposition = Disposition.RELEASE  # cut off by the grace period: hand it back
             finally:
                 beating.cancel()
+            holding = False
+            self._release()  # the work is done: the bookkeeping below need not hold a slot
             await self._finish(self._dispose(message, disposition))
             self.handled += 1
         except asyncio.CancelledError:
@@ -167,7 +218,8 @@ class Poller:
         except Exception:  # noqa: BLE001 - one message must never take the daemon down
             log.exception("message.crashed")
         finally:
-            self.slots.release()
+            if holding:
+                self._release()
 
     async def _finish(self, aw: Awaitable) -> None:
         """Let queue bookkeeping complete even when the grace period's cancel lands meanwhile."""
@@ -182,7 +234,7 @@ class Poller:
     async def _dispose(self, message: Message, disposition: Disposition) -> None:
         try:
             if disposition is Disposition.DELETE:
-                await self.queue.delete(message)
+                await self.deletes.delete(message)
             elif disposition is Disposition.RELEASE:
                 await self.queue.set_visibility(message, 0)
             elif disposition is Disposition.DEFER:
@@ -191,7 +243,7 @@ class Poller:
                 if self.has_dlq is False:
                     log.warning("message.deleted", message_id=message.id,
                                 detail="no dead-letter queue is configured, so the rejected message is deleted")
-                    await self.queue.delete(message)
+                    await self.deletes.delete(message)
         except Exception as exc:  # noqa: BLE001 - the message simply comes back later
             log.warning("message.dispose_failed", message_id=message.id, disposition=disposition.value,
                         error=f"{type(exc).__name__}: {exc}"[:300])
@@ -218,7 +270,7 @@ class Poller:
         """Second signal: stop now, whatever is in flight."""
         self.stop()
         self.worker.stopping = False  # no more answering or releasing: just go
-        if self._receiving is not None:
-            self._receiving.cancel()
+        for receiving in list(self._receiving):
+            receiving.cancel()
         for task in list(self.tasks):
             task.cancel()

@@ -21,9 +21,13 @@ class Message:
 class Queue(Protocol):
     url: str
     max_batch: int  # messages one receive may return
+    max_delete_batch: int  # messages one delete_batch may take
 
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]: ...
     async def delete(self, message: Message) -> None: ...
+    async def delete_batch(self, messages: list[Message]) -> dict[int, str]:
+        """Delete them in one call; the entries that failed, by index, with the queue's reason.
+        Raises when the call as a whole failed."""
     async def set_visibility(self, message: Message, seconds: int) -> None: ...
     async def has_dead_letter_queue(self) -> bool | None: ...
 
@@ -31,7 +35,7 @@ class Queue(Protocol):
 class SqsQueue:
     """An SQS queue through aiobotocore; endpoints follow AWS_ENDPOINT_URL[_SQS]."""
 
-    max_batch = 10
+    max_batch = max_delete_batch = 10
 
     def __init__(self, client: Any, url: str):
         self.client, self.url = client, url
@@ -54,6 +58,11 @@ class SqsQueue:
 
     async def delete(self, message: Message) -> None:
         await self.client.delete_message(QueueUrl=self.url, ReceiptHandle=message.receipt)
+
+    async def delete_batch(self, messages: list[Message]) -> dict[int, str]:
+        resp = await self.client.delete_message_batch(QueueUrl=self.url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m.receipt} for i, m in enumerate(messages)])
+        return {int(f["Id"]): f"{f.get('Code', '?')}: {f.get('Message', '')}".strip() for f in resp.get("Failed", [])}
 
     async def set_visibility(self, message: Message, seconds: int) -> None:
         await self.client.change_message_visibility(

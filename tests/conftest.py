@@ -41,6 +41,7 @@ def stack(provider: Provider) -> Stack:
 def _clear_calls() -> None:
     handlers.calls.clear()
     handlers.started.clear()
+    handlers.running.update(now=0, peak=0)
 
 
 @pytest.fixture

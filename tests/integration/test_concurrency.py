@@ -1,4 +1,5 @@
-"""Concurrency: never hold more messages than `concurrency`; sync handlers really run in parallel."""
+"""Concurrency: never work on more than `concurrency` messages, never receive more than there are
+free slots; sync handlers really run in parallel."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,7 @@ def sample_in_flight(sqs: Any, queue_url: str, stop: threading.Event, samples: l
         time.sleep(0.05)
 
 
-async def test_never_holds_more_messages_than_concurrency(run_daemon, stack: Stack, provider: Provider) -> None:
+async def test_never_works_on_more_messages_than_concurrency(run_daemon, stack: Stack, provider: Provider) -> None:
     requests = [stack.request("Create", f"R{i}", resource_type="Custom::Test", properties={"SleepSeconds": "2"})
                 for i in range(6)]
     for request in requests:
@@ -34,9 +35,11 @@ async def test_never_holds_more_messages_than_concurrency(run_daemon, stack: Sta
 
     assert all(a is not None and a["Status"] == "SUCCESS" for a in answers)
     assert all(handlers.count(r["RequestId"]) == 1 for r in requests)
+    assert handlers.running["peak"] == 2, "--concurrency 2: two handlers at once, never more"
+    # SQS's in-flight count is the messages worked on (<= 2) plus answered ones whose batched
+    # delete is still on its way (<= 2 here: each slot's handler takes 2 s, the batch waits 50 ms)
     assert len(samples) >= 20
-    assert max(samples) <= 2, f"more messages in flight than --concurrency 2: {max(samples)}"
-    assert max(samples) == 2  # and the two slots were used
+    assert max(samples) <= 4, f"received more messages than there were free slots: {max(samples)} in flight"
     assert await daemon.stop() == 0
     sqs = provider.emulator.client("sqs")
     assert await asyncio.to_thread(queue_counts, sqs, provider.queue_url) == (0, 0)

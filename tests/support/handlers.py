@@ -8,12 +8,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 import uuid
 from typing import Any, Mapping
 
 calls: list[tuple[str, str]] = []  # completed calls
 started: list[tuple[str, str]] = []  # every call, including ones that raise
+running = {"now": 0, "peak": 0}  # calls in progress (sync and async), and the most at once
+_running_lock = threading.Lock()
+
+
+def _enter() -> None:
+    with _running_lock:
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+
+
+def _leave() -> None:
+    with _running_lock:
+        running["now"] -= 1
 
 
 def _record(event: Mapping[str, Any]) -> None:
@@ -37,10 +51,14 @@ def _result(event: Mapping[str, Any]) -> Any:
 
 
 def _run(event: Mapping[str, Any], context: Any = None) -> Any:
-    delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
-    if delay:
-        time.sleep(delay)
-    result = _result(event)
+    _enter()
+    try:
+        delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
+        if delay:
+            time.sleep(delay)
+        result = _result(event)
+    finally:
+        _leave()
     _record(event)
     return result
 
@@ -52,10 +70,14 @@ class AsyncHandler:
     """The same behaviour, as async actions on an object (`tests.support.handlers:async_handler`)."""
 
     async def _run(self, event: Mapping[str, Any], context: Any) -> Any:
-        delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
-        if delay:
-            await asyncio.sleep(delay)
-        result = _result(event)
+        _enter()
+        try:
+            delay = float(event["ResourceProperties"].get("SleepSeconds", 0))
+            if delay:
+                await asyncio.sleep(delay)
+            result = _result(event)
+        finally:
+            _leave()
         _record(event)
         return result
 
