@@ -48,13 +48,15 @@ class DeleteBatcher:
     async def _delete(self, batch: list[tuple[Message, asyncio.Future[None]]]) -> None:
         try:
             failed = await self.queue.delete_batch([message for message, _ in batch])
-        except BaseException as exc:  # the whole call failed (or was cancelled): every entry failed
+        except Exception as exc:  # the whole call failed: every entry failed
             for _, done in batch:
                 if not done.done():
-                    done.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
-            if not isinstance(exc, Exception):
-                raise
+                    done.set_exception(exc)
             return
+        except BaseException:  # cancelled (abandon): so are its callers' outcomes
+            for _, done in batch:
+                done.cancel()
+            raise
         for index, (_, done) in enumerate(batch):
             if done.done():
                 continue
@@ -63,6 +65,18 @@ class DeleteBatcher:
                 done.set_result(None)
             else:
                 done.set_exception(DeleteFailed(error))
+
+    def abandon(self) -> None:
+        """Stop now (a second stop signal): drop what waits, cancel what is being sent. Those
+        messages come back after their visibility timeout, and their stored answers are replayed."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for _, done in self._waiting:
+            done.cancel()
+        self._waiting.clear()
+        for task in list(self._sending):
+            task.cancel()
 
     async def close(self) -> None:
         """Send what is waiting and wait for every batch in flight."""

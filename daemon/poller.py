@@ -272,5 +272,6 @@ class Poller:
         self.worker.stopping = False  # no more answering or releasing: just go
         for receiving in list(self._receiving):
             receiving.cancel()
+        self.deletes.abandon()
         for task in list(self.tasks):
             task.cancel()

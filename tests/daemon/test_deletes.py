@@ -106,3 +106,17 @@ async def test_close_sends_what_is_waiting_at_once(emulator: Emulator, queue: Sq
     await asyncio.wait_for(batcher.close(), 5)
     assert queue_counts(emulator, queue.url) == (0, 0)  # close waited for the batch it sent
     await asyncio.wait_for(asyncio.gather(*waiting), 1)  # and the callers have their answers
+
+
+async def test_abandon_drops_waiting_deletes_at_once(emulator: Emulator, client: Any, queue: SqsQueue):
+    """A second stop signal: nothing waits for a delete; the messages come back later instead."""
+    messages = await received(emulator, queue, 3)
+    calls = Calls(client)
+    batcher = DeleteBatcher(queue, linger=30)
+    waiting = [asyncio.create_task(batcher.delete(m)) for m in messages]
+    await asyncio.sleep(0.2)
+    batcher.abandon()
+    outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 5)
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
+    await asyncio.wait_for(batcher.close(), 5)  # nothing left to send
+    assert calls.batches == [] and queue_counts(emulator, queue.url) == (0, 3)
