@@ -47,7 +47,7 @@ class Poller:
         self.deletes = DeleteBatcher(queue)
         self.started_at: dict[asyncio.Task, float] = {}  # in-flight task -> when it was received (monotonic)
         self.free = concurrency  # slots: a message takes one from before its receive until its work is done
-        self._slot_freed = asyncio.Event()
+        self._wakeup: asyncio.Future[None] | None = None  # the run loop waits on it (see _changes)
         self.tasks: set[asyncio.Task] = set()
         self.has_dlq: bool | None = None
         self.handled = 0
@@ -63,6 +63,7 @@ class Poller:
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
         self._stop.set()
+        self._wake()
 
     @property
     def stopping(self) -> bool:
@@ -76,15 +77,15 @@ class Poller:
             while not self.stopping:
                 pause = self._receive_after - time.monotonic()
                 if pause > 0:
-                    await self._until_stopped(asyncio.sleep(pause))
+                    await self._changes(timeout=pause)
                 elif self._may_receive():
                     taken = min(self.free, self.queue.max_batch)
                     self.free -= taken
                     receiving = asyncio.create_task(self._receive_into(taken), name="receive")
                     self._receiving.add(receiving)
-                    receiving.add_done_callback(self._receiving.discard)
+                    receiving.add_done_callback(self._received)
                 else:
-                    await self._something_changes()
+                    await self._changes()
             await self._release_late()
             await self._drain()
         finally:
@@ -98,19 +99,31 @@ class Poller:
             return self.free > 0
         return self._busy and len(self._receiving) < self.receivers and self.free >= self.queue.max_batch
 
-    async def _something_changes(self) -> None:
-        """Until a receive ends, a slot frees or stop is asked."""
-        self._slot_freed.clear()
-        waiters = {asyncio.ensure_future(self._slot_freed.wait()), asyncio.ensure_future(self._stop.wait())}
+    async def _changes(self, timeout: float | None = None) -> None:
+        """Until a receive ends, a slot frees that allows a receive, stop is asked, or `timeout`.
+        (One plain future, woken by those: the run loop waits here once per message.)"""
+        loop = asyncio.get_running_loop()
+        self._wakeup = loop.create_future()
+        timer = loop.call_later(timeout, self._wake) if timeout is not None else None
         try:
-            await asyncio.wait({*waiters, *self._receiving}, return_when=asyncio.FIRST_COMPLETED)
+            await self._wakeup
         finally:
-            for waiter in waiters:
-                waiter.cancel()
+            self._wakeup = None
+            if timer is not None:
+                timer.cancel()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _received(self, task: asyncio.Task) -> None:
+        self._receiving.discard(task)
+        self._wake()
 
     def _release(self, slots: int = 1) -> None:
         self.free += slots
-        self._slot_freed.set()
+        if self._may_receive():
+            self._wake()
 
     def _forget(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
@@ -121,23 +134,6 @@ class Poller:
         return time.monotonic() - min(self.started_at.values()) if self.started_at else 0.0
 
     # ------------------------------------------------------------------ receiving
-    async def _until_stopped(self, aw: Awaitable, cancel: bool = True) -> object | None:
-        """Await `aw` unless stop is requested first; then return None (cancelling `aw` if asked)."""
-        task = asyncio.ensure_future(aw)
-        stopper = asyncio.create_task(self._stop.wait())
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if task.done():
-            return task.result()
-        if not cancel:
-            return None
-        task.cancel()
-        try:
-            result = await task
-        except asyncio.CancelledError:
-            return None
-        return result  # finished just as it was cancelled: keep it
-
     async def _receive_into(self, taken: int) -> None:
         """One receive for `taken` slots; a task per message, unless stop came meanwhile."""
         messages: list[Message] = []

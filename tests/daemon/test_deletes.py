@@ -72,8 +72,20 @@ async def test_concurrent_deletes_go_in_full_batches(emulator: Emulator, client:
 async def test_a_lone_delete_does_not_wait_for_company(emulator: Emulator, client: Any, queue: SqsQueue):
     [message] = await received(emulator, queue, 1)
     calls = Calls(client)
-    await asyncio.wait_for(DeleteBatcher(queue).delete(message), 5)
+    await asyncio.wait_for(DeleteBatcher(queue, linger=30).delete(message), 5)  # not after the 30 s linger
     assert calls.batches == [1]
+    assert queue_counts(emulator, queue.url) == (0, 0)
+
+
+async def test_deletes_gather_while_a_batch_is_on_its_way(emulator: Emulator, client: Any, queue: SqsQueue):
+    first, *rest = await received(emulator, queue, 6)
+    calls = Calls(client)
+    batcher = DeleteBatcher(queue, linger=30)
+    sending = asyncio.create_task(batcher.delete(first))
+    await asyncio.sleep(0)  # the first batch (of one) is on its way
+    gathered = [asyncio.create_task(batcher.delete(m)) for m in rest]
+    await asyncio.wait_for(asyncio.gather(sending, *gathered), 5)  # sent when the first returned, not at 30 s
+    assert calls.batches == [1, 5]
     assert queue_counts(emulator, queue.url) == (0, 0)
 
 
@@ -99,7 +111,7 @@ async def test_a_failed_call_reaches_every_waiting_caller(emulator: Emulator, cl
 
 async def test_close_sends_what_is_waiting_at_once(emulator: Emulator, queue: SqsQueue):
     messages = await received(emulator, queue, 3)
-    batcher = DeleteBatcher(queue, linger=30)
+    batcher = DeleteBatcher(queue, linger=30, eager=False)
     waiting = [asyncio.create_task(batcher.delete(m)) for m in messages]
     await asyncio.sleep(0.2)
     assert not any(t.done() for t in waiting)  # lingering for company
@@ -112,7 +124,7 @@ async def test_abandon_drops_waiting_deletes_at_once(emulator: Emulator, client:
     """A second stop signal: nothing waits for a delete; the messages come back later instead."""
     messages = await received(emulator, queue, 3)
     calls = Calls(client)
-    batcher = DeleteBatcher(queue, linger=30)
+    batcher = DeleteBatcher(queue, linger=30, eager=False)
     waiting = [asyncio.create_task(batcher.delete(m)) for m in messages]
     await asyncio.sleep(0.2)
     batcher.abandon()

@@ -84,3 +84,41 @@ def test_open_store_refuses_relative_paths(url):
 def test_open_store_refuses_unknown_schemes(url):
     with pytest.raises(StoreConfigError, match="sqlite:///PATH or dynamodb://TABLE"):
         open_store(url)
+
+
+async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_path):
+    """Another process holding the write lock: claim and SENT wait on the store's thread (up to its
+    30 s busy timeout), not on the event loop, and go through once the lock is let go."""
+    import asyncio
+    import sqlite3
+    import threading
+
+    await store.claim("first-key", "owner-a", URL_A, LEASE)  # the first claim also purges, on the thread
+    other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a second daemon mid-write would
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    threading.Timer(0.6, lambda: other.execute("COMMIT")).start()
+    try:
+        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE), 10)
+    finally:
+        ticker.cancel()
+    assert claim.acquired
+    assert ticks >= 10, f"the event loop stalled while the database was locked ({ticks} ticks in 0.6 s)"
+
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    assert await asyncio.wait_for(store.save_response(KEY, "owner-a", "SUCCESS", b"{}"), 10)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    await asyncio.wait_for(store.mark_sent(KEY, URL_A), 10)
+    other.close()
+    record = await store.get(KEY)
+    assert record is not None and record.state == "SENT" and record.answered(URL_A)
