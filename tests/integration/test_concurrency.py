@@ -37,7 +37,7 @@ async def test_never_works_on_more_messages_than_concurrency(run_daemon, stack: 
     assert all(handlers.count(r["RequestId"]) == 1 for r in requests)
     assert handlers.running["peak"] == 2, "--concurrency 2: two handlers at once, never more"
     # SQS's in-flight count is the messages worked on (<= 2) plus answered ones whose batched
-    # delete is still on its way (<= 2 here: each slot's handler takes 2 s, the batch waits 50 ms)
+    # delete is still on its way (<= 2 here: each slot's handler takes 2 s, a delete waits at most 50 ms)
     assert len(samples) >= 20
     assert max(samples) <= 4, f"received more messages than there were free slots: {max(samples)} in flight"
     assert await daemon.stop() == 0
