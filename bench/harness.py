@@ -354,3 +354,30 @@ def queue_depth(sqs: Any, queue_url: str) -> int:
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
         "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
     return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+class InFlightSampler:
+    """Samples the queue's in-flight count (ApproximateNumberOfMessagesNotVisible) every `every`
+    seconds on a thread of its own, for the mean over a run (received, not yet deleted)."""
+
+    def __init__(self, sqs: Any, queue_url: str, every: float = 0.25):
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(sqs, queue_url, every), daemon=True)
+        self._thread.start()
+
+    def _run(self, sqs: Any, queue_url: str, every: float) -> None:
+        while not self._stop.wait(every):
+            try:
+                attrs = sqs.get_queue_attributes(QueueUrl=queue_url,
+                                                 AttributeNames=["ApproximateNumberOfMessagesNotVisible"])
+                self.samples.append(int(attrs["Attributes"]["ApproximateNumberOfMessagesNotVisible"]))
+            except Exception:  # noqa: BLE001 - a missed sample is only a missed sample
+                pass
+
+    def stop(self) -> float:
+        """Stop; the mean in-flight count (nan without samples)."""
+        self._stop.set()
+        self._thread.join(5)
+        return sum(self.samples) / len(self.samples) if self.samples else float("nan")
+

@@ -47,6 +47,8 @@ def rows(results: dict[str, Any]) -> list[Row]:
                        " / ".join(_f(b[k]["emulator_cpu_ms_per_request"], 1) for k in ("daemon", "limit", "naive")) + " ms"))
         out.append(Row(s, "SQS calls per request: same order",
                        " / ".join(_f(b[k].get("sqs_calls_per_request", float("nan")), 2) for k in ("daemon", "limit", "naive"))))
+        out.append(Row(s, "messages in flight at SQS (mean): same order",
+                       " / ".join(_f(b[k].get("in_flight_mean", float("nan")), 1) for k in ("daemon", "limit", "naive"))))
         s = "2 CPU per request"
         for kind, label in (("daemon", "daemon"), ("limit", "limit loop"), ("naive", "naive loop")):
             out.append(Row(s, f"{label} (user+sys)", f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"))

@@ -21,8 +21,8 @@ from urllib.parse import unquote, urlsplit
 from daemon.emulator import Provider
 
 from .harness import (
-    REPO, Consumer, EmulatorProcess, build_requests, child_env, cpu_pressure_s, feed, pressure_share, queue_depth,
-    responses_in_bucket,
+    REPO, Consumer, EmulatorProcess, InFlightSampler, build_requests, child_env, cpu_pressure_s, feed, pressure_share,
+    queue_depth, responses_in_bucket,
 )
 from .profile import Spy, top_frames
 from .proxy import RecordingProxy
@@ -93,6 +93,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
 
             calls0 = em.calls()
             cpu0, emu0, psi0, t0 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            sampler = InFlightSampler(em.client("sqs"), provider.queue_url)
             fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
                        backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
             bound = time.monotonic() + max(60.0, n / 5)
@@ -100,6 +101,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
                 time.sleep(0.05)  # the reader threads note when each answer came
             end = max(c.last_answer_at for c in consumers) if answered() else time.monotonic()
             cpu1, emu1, psi1, t1 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            in_flight = sampler.stop()
             calls = em.calls() - calls0
             memory = consumers[0].memory()
             for spy in spies:
@@ -125,6 +127,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
         "emulator_busy": (emu1 - emu0) / elapsed,  # cores; its GIL keeps it near one at most
         "cpu_pressure": pressure_share(psi0, psi1, t1 - t0),
         "emulator_calls": dict(calls), "sqs_calls_per_request": sum(calls[op] for op in SQS_OPERATIONS) / max(done, 1),
+        "in_flight_mean": in_flight,  # messages received and not yet deleted, sampled every 0.25 s
         "published_per_s": fed.published / max(fed.last_at - fed.first_at, 1e-6),
         "publisher_paused_s": round(fed.paused_s, 2),
         "state": (state_url or "sqlite").split(":")[0], "responses_in_bucket": in_bucket, "queue_left": depth, "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
@@ -157,6 +160,7 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "emulator_cpu_ms_per_request": sum(r["emulator_cpu_ms_per_request"] * r["answered"] for r in runs) / max(n, 1),
         "emulator_busy": sum(r["emulator_busy"] * r["seconds"] for r in runs) / seconds,
         "sqs_calls_per_request": sum(r["sqs_calls_per_request"] * r["answered"] for r in runs) / max(n, 1),
+        "in_flight_mean": sum(r["in_flight_mean"] * r["seconds"] for r in runs) / seconds,
         "cpu_pressure": (sum(r["cpu_pressure"] * r["seconds"] for r in runs) / seconds
                          if all(r["cpu_pressure"] is not None for r in runs) else None),
         "emulator_calls": dict(sum((Counter(r["emulator_calls"]) for r in runs), Counter())),

@@ -77,6 +77,10 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, _Redactor()],
     )
+    # logging's documented optimisations: no caller lookup, thread or process fields per record
+    # (the lines carry none of them); the caller lookup alone walked the stack on every line
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = _QuietStreamHandler(stream)
     handler.setFormatter(formatter)
     root = logging.getLogger()
