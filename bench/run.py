@@ -1,6 +1,6 @@
 """`python -m bench` (`make bench`): every scenario in one run, one table, the same figures as JSON.
 
-    python -m bench                         # all six scenarios (about 6 minutes on 2 vCPUs)
+    python -m bench                         # all six scenarios (about 4-5 minutes on 2 vCPUs)
     python -m bench --only burst,idle       # some of them: burst slow latency idle scale
     python -m bench --quick                 # small sizes, for trying the bench itself (~2 min)
     python -m bench --profile               # also py-spy the consumers of the burst scenario
@@ -133,11 +133,6 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
         cost = (f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
                 f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
                 f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)")
-        if d.get("in_flight_mean", 0) > 1.3 * lim.get("in_flight_mean", float("inf")):
-            cost += (f"; the daemon keeps more messages in flight ({d['in_flight_mean']:.0f} against "
-                     f"{lim['in_flight_mean']:.0f} on average: up to --concurrency requests at once, where each "
-                     "limit-loop poller finishes its batch before taking the next), and moto's ReceiveMessage "
-                     "walks the whole queue, in-flight messages included, for every message it returns")
         starved = d.get("cpu_pressure") or 0.0
         if max(d["emulator_busy"], lim["emulator_busy"]) >= 0.8:
             notes.append(f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "
