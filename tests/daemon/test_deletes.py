@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, AsyncIterator
+from typing import Any
 
-import aiobotocore.session
-import pytest
 
 from daemon.deletes import DeleteBatcher, DeleteFailed
-from daemon.emulator import Emulator, Provider
+from daemon.emulator import Emulator
 from daemon.queue import Message, SqsQueue
+from tests.support.aws import queue_counts
 
 
 class Calls:
@@ -29,17 +28,6 @@ class Calls:
         self.singles += 1
 
 
-@pytest.fixture
-async def client(emulator: Emulator) -> AsyncIterator[Any]:
-    async with aiobotocore.session.get_session().create_client("sqs", region_name="us-east-1") as sqs:
-        yield sqs
-
-
-@pytest.fixture
-def queue(client: Any, provider: Provider) -> SqsQueue:
-    return SqsQueue(client, provider.queue_url)
-
-
 async def received(emulator: Emulator, queue: SqsQueue, count: int) -> list[Message]:
     """Send `count` messages and receive them all (in flight for 30 s)."""
     sqs = emulator.client("sqs")
@@ -54,19 +42,13 @@ async def received(emulator: Emulator, queue: SqsQueue, count: int) -> list[Mess
     return messages
 
 
-def queue_counts(emulator: Emulator, url: str) -> tuple[int, int]:
-    attrs = emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
-
-
 async def test_concurrent_deletes_go_in_full_batches(emulator: Emulator, client: Any, queue: SqsQueue):
     messages = await received(emulator, queue, 25)
     calls = Calls(client)
     batcher = DeleteBatcher(queue)
     await asyncio.wait_for(asyncio.gather(*(batcher.delete(m) for m in messages)), 10)
     assert calls.batches == [10, 10, 5] and calls.singles == 0
-    assert queue_counts(emulator, queue.url) == (0, 0)
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 0)
 
 
 async def test_a_lone_delete_does_not_wait_for_company(emulator: Emulator, client: Any, queue: SqsQueue):
@@ -74,7 +56,7 @@ async def test_a_lone_delete_does_not_wait_for_company(emulator: Emulator, clien
     calls = Calls(client)
     await asyncio.wait_for(DeleteBatcher(queue, linger=30).delete(message), 5)  # not after the 30 s linger
     assert calls.batches == [1]
-    assert queue_counts(emulator, queue.url) == (0, 0)
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 0)
 
 
 async def test_deletes_gather_while_a_batch_is_on_its_way(emulator: Emulator, client: Any, queue: SqsQueue):
@@ -86,7 +68,7 @@ async def test_deletes_gather_while_a_batch_is_on_its_way(emulator: Emulator, cl
     gathered = [asyncio.create_task(batcher.delete(m)) for m in rest]
     await asyncio.wait_for(asyncio.gather(sending, *gathered), 5)  # sent when the first returned, not at 30 s
     assert calls.batches == [1, 5]
-    assert queue_counts(emulator, queue.url) == (0, 0)
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 0)
 
 
 async def test_a_refused_entry_fails_only_its_own_caller(emulator: Emulator, queue: SqsQueue):
@@ -97,7 +79,7 @@ async def test_a_refused_entry_fails_only_its_own_caller(emulator: Emulator, que
         *(batcher.delete(bad if i == 2 else m) for i, m in enumerate(messages)), return_exceptions=True), 10)
     assert [o is None for o in outcomes] == [True, True, False, True]
     assert isinstance(outcomes[2], DeleteFailed) and "ReceiptHandleIsInvalid" in str(outcomes[2])
-    assert queue_counts(emulator, queue.url) == (0, 1)  # only the refused one is still in flight
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 1)  # only the refused one is still in flight
 
 
 async def test_a_failed_call_reaches_every_waiting_caller(emulator: Emulator, client: Any, queue: SqsQueue):
@@ -106,7 +88,7 @@ async def test_a_failed_call_reaches_every_waiting_caller(emulator: Emulator, cl
     outcomes = await asyncio.wait_for(asyncio.gather(
         *(batcher.delete(m) for m in messages), return_exceptions=True), 10)
     assert all(isinstance(o, client.exceptions.QueueDoesNotExist) for o in outcomes)
-    assert queue_counts(emulator, queue.url) == (0, 3)
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 3)
 
 
 async def test_close_sends_what_is_waiting_at_once(emulator: Emulator, queue: SqsQueue):
@@ -116,7 +98,7 @@ async def test_close_sends_what_is_waiting_at_once(emulator: Emulator, queue: Sq
     await asyncio.sleep(0.2)
     assert not any(t.done() for t in waiting)  # lingering for company
     await asyncio.wait_for(batcher.close(), 5)
-    assert queue_counts(emulator, queue.url) == (0, 0)  # close waited for the batch it sent
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 0)  # close waited for the batch it sent
     await asyncio.wait_for(asyncio.gather(*waiting), 1)  # and the callers have their answers
 
 
@@ -131,4 +113,4 @@ async def test_abandon_drops_waiting_deletes_at_once(emulator: Emulator, client:
     outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 5)
     assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
     await asyncio.wait_for(batcher.close(), 5)  # nothing left to send
-    assert calls.batches == [] and queue_counts(emulator, queue.url) == (0, 3)
+    assert calls.batches == [] and queue_counts(emulator.client("sqs"), queue.url) == (0, 3)

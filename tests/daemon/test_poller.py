@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from typing import Any
 
-import aiobotocore.session
-import pytest
 
 from daemon import poller as poller_module
-from daemon.emulator import Emulator, Provider
+from daemon.emulator import Provider
 from daemon.heartbeat import Heartbeat
 from daemon.poller import Poller
 from daemon.queue import Message, SqsQueue
 from daemon.worker import Disposition
+from tests.support.aws import queue_counts
 
 
 class FakeWorker:
@@ -98,17 +97,6 @@ class Calls:
         self.delete_singles += 1
 
 
-@pytest.fixture
-async def client(emulator: Emulator) -> AsyncIterator[Any]:
-    async with aiobotocore.session.get_session().create_client("sqs", region_name="us-east-1") as sqs:
-        yield sqs
-
-
-@pytest.fixture
-def queue(client: Any, provider: Provider) -> SqsQueue:
-    return SqsQueue(client, provider.queue_url)
-
-
 def send(provider: Provider, count: int) -> list[str]:
     """Put `count` messages on the queue; their ids."""
     sqs = provider.emulator.client("sqs")
@@ -121,12 +109,6 @@ def send(provider: Provider, count: int) -> list[str]:
     return ids
 
 
-def queue_counts(provider: Provider) -> tuple[int, int]:
-    attrs = provider.emulator.client("sqs").get_queue_attributes(QueueUrl=provider.queue_url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
-
-
 def make_poller(queue: SqsQueue, worker: FakeWorker, concurrency: int, wait_seconds: int = 1) -> Poller:
     return Poller(queue, worker, concurrency=concurrency, visibility_timeout=30, wait_seconds=wait_seconds,
                   grace_period=5)
@@ -137,19 +119,24 @@ async def stop(poller: Poller, task: asyncio.Task) -> None:
     await asyncio.wait_for(task, 30)
 
 
-async def test_a_busy_queue_is_received_side_by_side_up_to_the_concurrency(provider: Provider, client: Any,
-                                                                           queue: SqsQueue):
-    ids = send(provider, 60)
-    worker = FakeWorker(seconds=0.8)
-    worker.expect = len(ids)
-    calls = Calls(client, worker, concurrency=32)
-    poller = make_poller(queue, worker, concurrency=32)
-    assert poller.receivers == 4
+async def run_until_seen(poller: Poller, worker: FakeWorker, count: int) -> None:
+    """Run the poller until the worker has seen `count` messages, then stop it."""
+    worker.expect = count
     task = asyncio.create_task(poller.run())
     try:
         await asyncio.wait_for(worker.seen_all.wait(), 30)
     finally:
         await stop(poller, task)
+
+
+async def test_a_busy_queue_is_received_side_by_side_up_to_the_concurrency(provider: Provider, client: Any,
+                                                                           queue: SqsQueue):
+    ids = send(provider, 60)
+    worker = FakeWorker(seconds=0.8)
+    calls = Calls(client, worker, concurrency=32)
+    poller = make_poller(queue, worker, concurrency=32)
+    assert poller.receivers == 4
+    await run_until_seen(poller, worker, len(ids))
 
     assert sorted(worker.seen) == sorted(ids)  # every message, each exactly once
     assert poller.handled == len(ids)
@@ -158,27 +145,22 @@ async def test_a_busy_queue_is_received_side_by_side_up_to_the_concurrency(provi
     assert 2 <= calls.peak_in_flight <= poller.receivers  # receives side by side, within the limit
     assert max(calls.asked) <= 10
     assert calls.delete_singles == 0 and calls.delete_batches >= 1
-    assert queue_counts(provider) == (0, 0)
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
 async def test_receives_side_by_side_are_capped_at_max_receivers(provider: Provider, client: Any, queue: SqsQueue):
     ids = send(provider, 100)
     worker = FakeWorker(seconds=0.5)
-    worker.expect = len(ids)
     calls = Calls(client, worker, concurrency=100)
     poller = make_poller(queue, worker, concurrency=100)
     assert poller.receivers == poller_module.MAX_RECEIVERS == 4  # slots for ten receives, but four at most
-    task = asyncio.create_task(poller.run())
-    try:
-        await asyncio.wait_for(worker.seen_all.wait(), 30)
-    finally:
-        await stop(poller, task)
+    await run_until_seen(poller, worker, len(ids))
 
     assert sorted(worker.seen) == sorted(ids)
     assert 2 <= calls.peak_in_flight <= poller.receivers
     assert calls.overbooked == []
     assert max(calls.asked) <= 10
-    assert queue_counts(provider) == (0, 0)
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
 async def test_an_idle_queue_gets_one_long_poll_at_a_time(provider: Provider, client: Any, queue: SqsQueue):
@@ -199,29 +181,23 @@ async def test_an_idle_queue_gets_one_long_poll_at_a_time(provider: Provider, cl
 async def test_receives_never_ask_for_more_than_the_free_slots(provider: Provider, client: Any, queue: SqsQueue):
     ids = send(provider, 12)
     worker = FakeWorker(seconds=0.3)
-    worker.expect = len(ids)
     calls = Calls(client, worker, concurrency=3)
     poller = make_poller(queue, worker, concurrency=3)
     assert poller.receivers == 1
-    task = asyncio.create_task(poller.run())
-    try:
-        await asyncio.wait_for(worker.seen_all.wait(), 30)
-    finally:
-        await stop(poller, task)
+    await run_until_seen(poller, worker, len(ids))
 
     assert sorted(worker.seen) == sorted(ids)
     assert worker.peak == 3
     assert max(calls.asked) <= 3
     assert calls.overbooked == []
     assert calls.peak_in_flight == 1
-    assert queue_counts(provider) == (0, 0)
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
 async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(provider: Provider, client: Any,
                                                                        queue: SqsQueue):
     ids = send(provider, 5)
     worker = FakeWorker()
-    worker.expect = len(ids)
     calls = Calls(client, worker, concurrency=1)
     held: list[bool] = []  # per DeleteMessageBatch: did the worker see every message while it was held?
 
@@ -235,11 +211,7 @@ async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(provider:
 
     client.meta.events.register("before-call.sqs.DeleteMessageBatch", hold_deletes)
     poller = make_poller(queue, worker, concurrency=1)
-    task = asyncio.create_task(poller.run())
-    try:
-        await asyncio.wait_for(worker.seen_all.wait(), 30)
-    finally:
-        await stop(poller, task)
+    await run_until_seen(poller, worker, len(ids))
 
     assert sorted(worker.seen) == sorted(ids)
     assert worker.peak == 1
@@ -247,7 +219,7 @@ async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(provider:
     # the first message's delete was still held back when the last message was worked on
     assert held and all(held)
     assert calls.delete_batches >= 1 and calls.delete_singles == 0  # through poller.deletes
-    assert queue_counts(provider) == (0, 0)
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
 async def test_a_part_full_receive_pauses_the_next(provider: Provider, client: Any, queue: SqsQueue):
@@ -291,4 +263,4 @@ async def test_stop_lets_the_long_poll_finish_and_hands_back_what_it_brings(prov
     assert len(calls.started) == 1  # no receive after stop
     assert calls.got == [1]  # the poll was let finish and brought the message...
     assert worker.seen == []  # ...which was not worked on...
-    assert queue_counts(provider) == (1, 0)  # ...but handed back, visible at once
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (1, 0)  # ...but handed back, visible at once
