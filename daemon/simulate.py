@@ -834,16 +834,10 @@ class Engine:
         except TemplateError as exc:
             self.emit(logical_id, existing.physical_id, rtype, "UPDATE_FAILED", str(exc))
             return False
-        answer = self._send(request, timeout)
-        if not answer.ok:
-            self.emit(logical_id, existing.physical_id, rtype, "UPDATE_FAILED", answer.reason())
-            existing.status = "UPDATE_FAILED"
-            self.save(self.state)
+        answer = self._send_update(logical_id, rtype, request, timeout, existing.physical_id)
+        if answer is None:
             return False
         new_id = answer.physical_id or existing.physical_id
-        if new_id != existing.physical_id:
-            self.emit(logical_id, new_id, rtype, "UPDATE_IN_PROGRESS",
-                      "Requested update required the provider to create a new physical resource")
         updated = Resource(rtype, new_id, props, answer.data, answer.no_echo, "UPDATE_COMPLETE")
         self.state.resources[logical_id] = updated
         op.current_id = new_id
@@ -856,6 +850,21 @@ class Engine:
         self.emit(logical_id, new_id, rtype, "UPDATE_COMPLETE")
         self.save(self.state)
         return True
+
+    def _send_update(self, logical_id: str, rtype: str, request: dict[str, Any], timeout: int,
+                     current_id: str) -> Answer | None:
+        """Send an Update. FAILED: the resource is marked UPDATE_FAILED and None comes back;
+        otherwise the answer, a new physical id noted as CloudFormation's events note a replacement."""
+        answer = self._send(request, timeout)
+        if not answer.ok:
+            self.emit(logical_id, current_id, rtype, "UPDATE_FAILED", answer.reason())
+            self.state.resources[logical_id].status = "UPDATE_FAILED"
+            self.save(self.state)
+            return None
+        if (answer.physical_id or current_id) != current_id:
+            self.emit(logical_id, answer.physical_id, rtype, "UPDATE_IN_PROGRESS",
+                      "Requested update required the provider to create a new physical resource")
+        return answer
 
     def _rollback_update(self, old: Template, new: Template, ops: list[_Op], failed: list[tuple[str, str]]) -> str:
         parts = []
@@ -899,17 +908,10 @@ class Engine:
         request, timeout = self.stack.request("Update", logical_id, rtype, properties=before.properties,
                                               old_properties=op.attempted, physical_id=op.current_id), \
             service_timeout(before.properties, strict=False)
-        answer = self._send(request, timeout)
-        if not answer.ok:
-            self.emit(logical_id, op.current_id, rtype, "UPDATE_FAILED", answer.reason())
-            resource = self.state.resources[logical_id]
-            resource.status = "UPDATE_FAILED"
-            self.save(self.state)
+        answer = self._send_update(logical_id, rtype, request, timeout, op.current_id)
+        if answer is None:
             return False
         final_id = answer.physical_id or op.current_id
-        if final_id != op.current_id:
-            self.emit(logical_id, final_id, rtype, "UPDATE_IN_PROGRESS",
-                      "Requested update required the provider to create a new physical resource")
         self.state.resources[logical_id] = Resource(rtype, final_id, before.properties, answer.data, answer.no_echo,
                                                     "UPDATE_COMPLETE")
         self.emit(logical_id, final_id, rtype, "UPDATE_COMPLETE")
