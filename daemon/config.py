@@ -71,18 +71,23 @@ class TransportConfigError(ValueError):
     """The queue transport cannot be set up (e.g. MNS without credentials)."""
 
 
+def read_toml(path: str | Path, what: str, error: type[Exception] = ConfigError) -> dict[str, Any]:
+    """A TOML file as a dict; `error` saying which file (`what`) and why when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{what} {path} is not valid TOML: {exc}") from None
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML config file into click's default_map (option names, dashes or underscores).
 
     A `[handlers]` table maps ResourceType to MODULE[:ATTR] and is merged into `handler`.
     """
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    doc = read_toml(path, "config file")
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
     for key in _REPEATABLE:  # `topic-arn = "arn:..."` means a list of one
         if isinstance(doc.get(key), str):

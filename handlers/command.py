@@ -54,10 +54,10 @@ import os
 import re
 import shlex
 import signal
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from daemon.config import read_toml
 from daemon.sdk import Call, Resource
 
 CONFIG_ENV = "CFN_PROVIDER_COMMAND_CONFIG"
@@ -104,13 +104,7 @@ def load_config(path: str | None = None) -> Config:
     if not path:
         raise ConfigError(f"Custom::Command is not configured on this provider: set {CONFIG_ENV} "
                           "to a TOML file of [commands.NAME] entries")
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read the command configuration {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"the command configuration {path} is not valid TOML: {exc}") from None
+    doc = read_toml(path, "the command configuration", ConfigError)
     unknown = sorted(set(doc) - {"commands", "types"})
     if unknown:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown)}; expected [commands.NAME] or [types.\"TYPE\"]")
