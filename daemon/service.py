@@ -67,7 +67,7 @@ class Service:
 
     async def run(self) -> int:
         s = self.settings
-        store: Store = open_store(s.state)
+        store: Store = open_store(s.state, region=s.region)
         executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
         try:
             async with AsyncExitStack() as stack:

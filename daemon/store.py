@@ -65,7 +65,7 @@ class StoreConfigError(ValueError):
     pass
 
 
-def open_store(url: str, ttl: float = DEFAULT_TTL) -> Store:
+def open_store(url: str, ttl: float = DEFAULT_TTL, region: str | None = None) -> Store:
     """`sqlite:///abs/path.db` (the default) or, with fleet mode, `dynamodb://TABLE`."""
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
@@ -75,7 +75,7 @@ def open_store(url: str, ttl: float = DEFAULT_TTL) -> Store:
     if url.startswith("dynamodb://"):
         from .dynamodb import DynamoDBStore, table_from_url  # aiobotocore is loaded only for fleet mode
 
-        return DynamoDBStore(table_from_url(url), ttl=ttl)
+        return DynamoDBStore(table_from_url(url), ttl=ttl, region=region)  # region: `run --region`, else botocore's
     raise StoreConfigError(f"{url!r}: state must be sqlite:///PATH or dynamodb://TABLE")
 
 

@@ -107,6 +107,18 @@ def test_no_region_anywhere_is_a_config_error(monkeypatch, tmp_path):
         DynamoDBStore("cfn-state")
 
 
+
+def test_open_store_gives_the_dynamodb_store_its_region(monkeypatch, tmp_path):
+    """The service passes `run --region` here, so it is the store's region too, not only the queue's."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    assert open_store("dynamodb://cfn-state", region="eu-west-3").region == "eu-west-3"
+    monkeypatch.setenv("AWS_REGION", "us-east-2")
+    assert open_store("dynamodb://cfn-state", region="eu-west-3").region == "eu-west-3"  # the flag wins
+    assert open_store("dynamodb://cfn-state").region == "us-east-2"
+
+
 # --- open_store -------------------------------------------------------------------------
 
 async def test_open_store_dynamodb_table(table):
