@@ -1,7 +1,7 @@
 """Long-poll the queue and run each message as its own task.
 
-Backpressure: a slot of the semaphore is taken before a message is received, so the
-daemon never works on more than `concurrency` messages. A slot frees when its message's
+Backpressure: a slot is taken for each message a receive may bring, before it is sent, so
+the daemon never works on more than `concurrency` messages. A slot frees when its message's
 work is done; the queue bookkeeping after it (a delete, batched by `DeleteBatcher`) does
 not hold one. While the queue is busy (the last receive came back full) up to `receivers`
 receives run side by side, so freed slots refill in one round trip rather than one per
@@ -173,6 +173,7 @@ class Poller:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             self.last_receive_ok, self.last_error = False, f"{type(exc).__name__}: {exc}"[:300]
+            self._busy = False  # no more receives side by side while the queue cannot be reached
             if self.on_receive_error:
                 self.on_receive_error()
             log.warning("queue.receive_failed", error=f"{type(exc).__name__}: {exc}"[:300],

@@ -45,14 +45,6 @@ class Context:
 @functools.lru_cache(maxsize=256)
 def _wants_context(fn: Callable[..., Any]) -> bool:
     try:
-        return _takes_two(fn)  # bound methods hash by (object, function): one look per handler action
-    except TypeError:  # unhashable callable: look every time
-        return _takes_two.__wrapped__(fn)
-
-
-@functools.lru_cache(maxsize=1024)
-def _takes_two(fn: Callable[..., Any]) -> bool:
-    try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
