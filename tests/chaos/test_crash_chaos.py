@@ -29,11 +29,11 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack, key_of
+from daemon.emulator import Provider, Stack, key_of
 from tests.chaos.conftest import scale
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls
@@ -52,30 +52,9 @@ HANDLER = f"{RESOURCE_TYPE}=tests.support.handlers:stamped"
 
 # ------------------------------------------------------------------------- fixtures
 @pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    return tmp_path / "calls.txt"
-
-
-@pytest.fixture
-def spawn(emulator: Emulator, provider: Provider, tmp_path: Path,
-          calls_file: Path) -> Iterator[Callable[[str], SubprocessDaemon]]:
-    """Start subprocess daemons sharing one state file; every one is killed at teardown."""
-    started: list[SubprocessDaemon] = []
-
-    def start(name: str) -> SubprocessDaemon:
-        daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, tmp_path / f"{name}.log",
-            extra_args=["--handler", HANDLER, "--visibility-timeout", VISIBILITY, "--concurrency", CONCURRENCY],
-            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
-        )
-        started.append(daemon)
-        return daemon.start()
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
+def daemon_args() -> tuple[str, ...]:
+    """Every daemon the shared `spawn` fixture starts here: the stamped handler, a short visibility timeout."""
+    return ("--handler", HANDLER, "--visibility-timeout", VISIBILITY, "--concurrency", CONCURRENCY)
 
 
 # ------------------------------------------------------------------------- helpers

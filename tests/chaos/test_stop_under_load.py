@@ -25,11 +25,11 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack, key_of
+from daemon.emulator import Provider, Stack, key_of
 from tests.chaos.conftest import scale
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls
@@ -50,31 +50,9 @@ VARIANTS = {"drain": 10.0, "cutoff": 0.2}  # grace period, seconds
 
 # ------------------------------------------------------------------------- fixtures
 @pytest.fixture
-def calls_file(tmp_path: Path) -> Path:
-    return tmp_path / "calls.txt"
-
-
-@pytest.fixture
-def spawn(emulator: Emulator, provider: Provider, tmp_path: Path,
-          calls_file: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
-    """Start subprocess daemons sharing one state file; every one is killed at teardown."""
-    started: list[SubprocessDaemon] = []
-
-    def start(name: str, *extra_args: str, visibility: int = VISIBILITY) -> SubprocessDaemon:
-        daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, tmp_path / f"{name}.log",
-            extra_args=["--handler", HANDLER, "--visibility-timeout", str(visibility),
-                        "--concurrency", CONCURRENCY, *extra_args],
-            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
-        )
-        started.append(daemon)
-        return daemon.start()
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
+def daemon_args() -> tuple[str, ...]:
+    """Every daemon the shared `spawn` fixture starts here (a later --visibility-timeout overrides this one)."""
+    return ("--handler", HANDLER, "--visibility-timeout", str(VISIBILITY), "--concurrency", CONCURRENCY)
 
 
 # ------------------------------------------------------------------------- helpers
@@ -171,7 +149,7 @@ def test_sigterm_mid_burst_answers_or_hands_back_everything(
     fig("visible_again_seconds", round(visible_again_seconds, 2))
 
     # ---- a second daemon answers the rest
-    second = spawn("second", visibility=SECOND_VISIBILITY)
+    second = spawn("second", "--visibility-timeout", str(SECOND_VISIBILITY))
     wait_until(lambda: len(answered_keys(s3, provider.bucket, prefix)) >= REQUESTS, scale(60, 120), 0.25)
     drained = wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, 0), SECOND_VISIBILITY + 25, 0.25)
     second.signal(signal.SIGTERM)
