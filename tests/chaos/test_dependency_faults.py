@@ -36,7 +36,7 @@ import pytest
 from daemon.emulator import Emulator, Provider, Stack
 from tests.chaos.conftest import Figures, scale
 from tests.support.aws import queue_counts
-from tests.support.daemons import wait_until, SubprocessDaemon
+from tests.support.daemons import DaemonSpawner, SubprocessDaemon, wait_until
 from tests.support.stub_s3 import StubS3
 from tests.support.tcp_proxy import TcpProxy
 
@@ -116,30 +116,10 @@ def calls(path: Path) -> list[str]:
 
 
 @pytest.fixture
-def calls_path(tmp_path: Path) -> Path:
-    return tmp_path / "calls.txt"
-
-
-@pytest.fixture
-def start_daemon(emulator: Emulator, provider: Provider, tmp_path: Path,
-                 calls_path: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
-    """`start_daemon(*extra_args, env={...})`: a SubprocessDaemon on this test's provider,
-    killed at teardown."""
-    started: list[SubprocessDaemon] = []
-
-    def start(*extra_args: str, env: dict[str, str] | None = None) -> SubprocessDaemon:
-        daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, tmp_path / f"daemon-{len(started)}.log", extra_args=list(extra_args),
-            env={"CFN_TEST_CALLS_FILE": str(calls_path), **(env or {})},
-        )
-        started.append(daemon)
-        return daemon.start()
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
+def start_daemon(spawn: DaemonSpawner) -> Callable[..., SubprocessDaemon]:
+    """`start_daemon(*extra_args, env={...})`: a daemon from the shared `spawn` fixture (killed at
+    teardown), named daemon-0, daemon-1 ..."""
+    return lambda *extra_args, env=None: spawn(f"daemon-{len(spawn.started)}", *extra_args, env=env)
 
 
 @pytest.fixture
@@ -151,7 +131,7 @@ def stub() -> Iterator[StubS3]:
 # ---------------------------------------------------------------------------- S3 faults
 
 def test_s3_faults_are_retried_until_delivered_and_403_is_final(
-        start_daemon, stub: StubS3, stack: Stack, provider: Provider, calls_path: Path, figures: Figures) -> None:
+        start_daemon, stub: StubS3, stack: Stack, provider: Provider, calls_file: Path, figures: Figures) -> None:
     started = time.monotonic()
     daemon = start_daemon("--allow-response-url", stub.base_url, "--visibility-timeout", "60")
 
@@ -246,14 +226,14 @@ def test_s3_faults_are_retried_until_delivered_and_403_is_final(
     assert not events_of(daemon, "response.retry", request_id=expired["RequestId"])
 
     # ---- each handler ran once; nothing crashed
-    assert sorted(calls(calls_path)) == sorted(f"{r['RequestId']} Create" for r in requests.values())
+    assert sorted(calls(calls_file)) == sorted(f"{r['RequestId']} Create" for r in requests.values())
     assert not events_of(daemon, "message.crashed")
 
 
 # ---------------------------------------------------------------------------- SQS outage
 
 def test_sqs_outage_daemon_backs_off_and_recovers(
-        start_daemon, emulator: Emulator, stack: Stack, provider: Provider, calls_path: Path,
+        start_daemon, emulator: Emulator, stack: Stack, provider: Provider, calls_file: Path,
         figures: Figures) -> None:
     sqs = provider.emulator.client("sqs")
     moto = urlsplit(emulator.endpoint)
@@ -327,7 +307,7 @@ def test_sqs_outage_daemon_backs_off_and_recovers(
         assert all(a["Status"] == "SUCCESS" for a in answered.values()), answered
         # each handler ran exactly once, including those whose messages came back after the outage
         expected = sorted(f"{r['RequestId']} Create" for r in [warm, *everything])
-        assert sorted(calls(calls_path)) == expected
+        assert sorted(calls(calls_file)) == expected
 
         # ---- it backed off rather than spinning
         assert attempts_down >= 1, "the daemon never tried SQS while it was down"

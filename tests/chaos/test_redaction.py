@@ -32,7 +32,7 @@ import secrets
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
@@ -40,7 +40,7 @@ from botocore.config import Config
 
 from daemon.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack
 from tests.chaos.conftest import Figures, scale
-from tests.support.daemons import SubprocessDaemon
+from tests.support.daemons import SubprocessDaemon, wait_until
 from tests.support.listener import ConnectionCounter
 from tests.support.noecho_handler import DATA_KEYS, secret
 
@@ -71,16 +71,6 @@ def signatures_in(url: str) -> list[str]:
     found += [v for k, v in parse_qsl(query) if k.lower() in ("x-amz-signature", "signature")]
     assert found, f"no signature in {url}"
     return found
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path,

@@ -186,10 +186,11 @@ class DaemonSpawner:
         self.calls_file, self.base_args = calls_file, tuple(base_args)
         self.started: list[SubprocessDaemon] = []
 
-    def __call__(self, name: str, *extra_args: str) -> SubprocessDaemon:
+    def __call__(self, name: str, *extra_args: str, env: dict[str, str] | None = None) -> SubprocessDaemon:
         daemon = SubprocessDaemon.for_provider(
             self.emulator, self.provider, self.state_dir, self.state_dir / f"{name}.log",
-            extra_args=[*self.base_args, *extra_args], env={"CFN_TEST_CALLS_FILE": str(self.calls_file)},
+            extra_args=[*self.base_args, *extra_args],
+            env={"CFN_TEST_CALLS_FILE": str(self.calls_file), **(env or {})},
         )
         self.started.append(daemon)
         return daemon.start()
