@@ -112,6 +112,7 @@ class _OwnerThread:
     Condition, a work item, the thread-count check) as the daemon's busiest frame of its own."""
 
     def __init__(self, name: str):
+        self.stopped = False
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
@@ -123,14 +124,18 @@ class _OwnerThread:
         return done.result()
 
     def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        if self.stopped:
+            raise RuntimeError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((future, loop, fn, args))
         return future
 
     def stop(self) -> None:
-        self._jobs.put(None)
-        self._thread.join()
+        if not self.stopped:
+            self.stopped = True
+            self._jobs.put(None)
+            self._thread.join()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -301,6 +306,8 @@ class SQLiteStore:
         return await self._run(self._threads, self._record, key)
 
     async def close(self) -> None:
+        if self._thread.stopped:
+            return
         await self._run(self._close)
         self._thread.stop()
 

@@ -122,3 +122,16 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     other.close()
     record = await store.get(KEY)
     assert record is not None and record.state == "SENT" and record.answered(URL_A)
+
+
+async def test_a_closed_store_refuses_work_instead_of_hanging(db_path, clock):
+    import asyncio
+
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    await store.claim("first-key", "owner-a", URL_A, LEASE)  # past the purge: the next claim would go on the loop
+    await store.close()
+    await store.close()  # twice is fine
+    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
+                    store.mark_sent(KEY, URL_A), store.get(KEY)):
+        with pytest.raises(RuntimeError, match="closed"):
+            await asyncio.wait_for(attempt, 5)
