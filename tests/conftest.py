@@ -9,7 +9,7 @@ import pytest
 
 from daemon.emulator import Emulator, Provider, Stack
 from tests.support import handlers
-from tests.support.daemons import DaemonSpawner, InProcessDaemon, settings_for
+from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
 from tests.support.stub_s3 import StubS3
 
 
@@ -47,18 +47,13 @@ def _clear_calls() -> None:
 @pytest.fixture
 async def run_daemon(provider: Provider, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start in-process daemons on the test's provider: `d = await run_daemon(concurrency=4)`."""
-    started: list[InProcessDaemon] = []
+    async with in_process_daemons() as start_daemon:
 
-    async def start(**overrides: Any) -> InProcessDaemon:
-        overrides.setdefault("state", f"sqlite://{tmp_path}/state.db")
-        daemon = await InProcessDaemon.start(settings_for(provider, tmp_path, **overrides))
-        started.append(daemon)
-        return daemon
+        async def start(**overrides: Any) -> InProcessDaemon:
+            overrides.setdefault("state", f"sqlite://{tmp_path}/state.db")
+            return await start_daemon(settings_for(provider, tmp_path, **overrides))
 
-    yield start
-    for daemon in started:
-        if not daemon.task.done():
-            await daemon.stop()
+        yield start
 
 
 

@@ -15,7 +15,7 @@ import structlog
 
 from daemon import logs
 from daemon.config import Settings
-from tests.support.daemons import TEST_HANDLERS, InProcessDaemon
+from tests.support.daemons import TEST_HANDLERS, InProcessDaemon, in_process_daemons
 from tests.support.mns_server import MnsServer
 from tests.support.stub_s3 import StubS3
 
@@ -70,17 +70,12 @@ def mns_settings(mns: MnsServer, tmp_path: Path, s3: StubS3, **overrides: Any) -
 @pytest.fixture
 async def ros_daemon(mns_env: MnsServer, stub_s3: StubS3, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """`d = await ros_daemon(**settings_overrides)`: an in-process daemon on the MNS queue."""
-    started: list[InProcessDaemon] = []
+    async with in_process_daemons() as start_daemon:
 
-    async def start(**overrides: Any) -> InProcessDaemon:
-        daemon = await InProcessDaemon.start(mns_settings(mns_env, tmp_path, stub_s3, **overrides))
-        started.append(daemon)
-        return daemon
+        async def start(**overrides: Any) -> InProcessDaemon:
+            return await start_daemon(mns_settings(mns_env, tmp_path, stub_s3, **overrides))
 
-    yield start
-    for daemon in started:
-        if not daemon.task.done():
-            await daemon.stop()
+        yield start
 
 
 class JsonLog:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from daemon.config import Settings
 from daemon.emulator import Emulator, Provider
@@ -51,6 +52,25 @@ class InProcessDaemon:
         if not self.task.done():
             self.service.stop()
         return await asyncio.wait_for(self.task, timeout)
+
+
+@contextlib.asynccontextmanager
+async def in_process_daemons() -> AsyncIterator[Callable[[Settings], Awaitable[InProcessDaemon]]]:
+    """`start(settings)` starts an in-process daemon; every one still running is stopped when the
+    block ends (a fixture's teardown)."""
+    started: list[InProcessDaemon] = []
+
+    async def start(settings: Settings) -> InProcessDaemon:
+        daemon = await InProcessDaemon.start(settings)
+        started.append(daemon)
+        return daemon
+
+    try:
+        yield start
+    finally:
+        for daemon in started:
+            if not daemon.task.done():
+                await daemon.stop()
 
 
 @dataclass
