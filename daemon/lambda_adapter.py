@@ -217,7 +217,11 @@ class LambdaFunction:
         handler result; raise FunctionFailed for FAILED or no answer."""
         remaining = getattr(context, "remaining", None)
         wait = max(0.0, remaining()) if callable(remaining) else DEFAULT_REMAINING_MS / 1000
-        if not self._busy.acquire(timeout=wait):
+        acquired = self._busy.acquire(blocking=False)
+        if not acquired:
+            log.info("lambda.queued", function=self.name, detail="an earlier request to this module still runs")
+            acquired = self._busy.acquire(timeout=wait)
+        if not acquired:
             raise FunctionBusy(f"timed out waiting for an earlier request to {self.name} to finish "
                                "(a lambda: function serves one request at a time)")
         try:
@@ -274,8 +278,7 @@ def _result(answer: Answer, request_id: str) -> Any:
             result["NoEcho"] = True
         return result
     if answer.status == FAILED:
-        reason = answer.reason if isinstance(answer.reason, str) and answer.reason else log_hint(request_id)
-        raise FunctionFailed(reason)
+        raise FunctionFailed(str(answer.reason) if answer.reason not in (None, "") else log_hint(request_id))
     raise FunctionFailed(f"the function sent Status {str(answer.status)[:40]!r}; CloudFormation accepts SUCCESS or FAILED")
 
 

@@ -445,3 +445,14 @@ async def test_a_crhelper_timeout_sent_from_its_timer_thread_is_captured(tmp_pat
     # called directly (no runner timeout): the answer is what crhelper's Timer thread sent
     with pytest.raises(lambda_adapter.FunctionFailed, match="Execution timed out"):
         handler.create(request.wire, Context(request, time.monotonic() + 0.6))
+
+
+async def test_a_non_string_reason_is_sent_as_text(tmp_path, monkeypatch, executor):
+    """AWS's module would fail to encode it and leave the stack waiting; here it becomes the Reason."""
+    name = function_module(tmp_path, monkeypatch, """
+        import cfnresponse
+        def handler(event, context):
+            cfnresponse.send(event, context, cfnresponse.FAILED, None, reason=ValueError("no such zone"))
+    """)
+    body = await answer(load(f"{name}.handler"), event_for(), executor)
+    assert body["Status"] == "FAILED" and body["Reason"] == "no such zone"
