@@ -46,6 +46,7 @@ def executor():
 @pytest.fixture(autouse=True)
 def _region(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # crhelper makes boto3 clients at import
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # and the adapter would set it once, for good
 
 
 def event_for(kind: str = "Create", **props: Any) -> dict[str, Any]:
@@ -456,3 +457,35 @@ async def test_a_non_string_reason_is_sent_as_text(tmp_path, monkeypatch, execut
     """)
     body = await answer(load(f"{name}.handler"), event_for(), executor)
     assert body["Status"] == "FAILED" and body["Reason"] == "no such zone"
+
+
+def test_a_crhelper_without_the_known_send_path_stops_the_start(tmp_path):
+    """A crhelper whose internals moved would PUT answers itself (and retry for ever): refuse it."""
+    fake = tmp_path / "crhelper"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("from crhelper.resource_helper import CfnResource\n")
+    (fake / "utils.py").write_text("def _send_response(url, body, ssl_verify=None):\n    raise AssertionError('PUT')\n")
+    (fake / "log_helper.py").write_text("def setup(*a, **k):\n    pass\n")
+    (fake / "resource_helper.py").write_text(textwrap.dedent("""
+        from crhelper import log_helper
+        def put(url, body, ssl_verify=None):
+            pass
+        class CfnResource:
+            def _send(self, status=None, reason="", send_response=put):   # not utils._send_response
+                pass
+            def _crhelper_init(self, event, context):
+                pass
+            def _wait_for_cwlogs(self, sleep=None):
+                pass
+    """))
+    code = f"""
+from daemon.router import Router, HandlerError
+try:
+    Router([("Custom::X", "lambda:{FUNCTIONS}.cfnresponse_function.handler")], use_entry_points=False)
+except HandlerError as exc:
+    print(exc)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}, cwd=REPO)
+    assert "its send path is not the one cfn-provider intercepts" in out.stdout, out.stderr
+    assert "crhelper==2.0.12" in out.stdout

@@ -27,6 +27,11 @@ LAMBDA_HANDLERS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _region(monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "us-east-1")  # as Lambda has it; the adapter would set it for good
+
+
 @pytest.fixture
 async def daemon(run_daemon):
     return await run_daemon(handlers=TEST_HANDLERS + LAMBDA_HANDLERS, concurrency=4)
