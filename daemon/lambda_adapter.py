@@ -74,7 +74,8 @@ class Answer:
 
 def log_hint(request_id: str) -> str:
     """Where to look, in place of AWS's "See the details in CloudWatch Log Stream: ..."."""
-    return f"See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), lines with request_id={request_id}"
+    return ("See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), "
+            f"lines with request_id={request_id}")
 
 
 # ---------------------------------------------------------------------------------- invocations
@@ -279,7 +280,8 @@ def _result(answer: Answer, request_id: str) -> Any:
         return result
     if answer.status == FAILED:
         raise FunctionFailed(str(answer.reason) if answer.reason not in (None, "") else log_hint(request_id))
-    raise FunctionFailed(f"the function sent Status {str(answer.status)[:40]!r}; CloudFormation accepts SUCCESS or FAILED")
+    raise FunctionFailed(f"the function sent Status {str(answer.status)[:40]!r}; "
+                         "CloudFormation accepts SUCCESS or FAILED")
 
 
 # ---------------------------------------------------------------------------------- loading
@@ -293,7 +295,8 @@ def parse_target(spec: str) -> tuple[str, str]:
         module_name, _, attr = target.replace("/", ".").rpartition(".")
     module_name = module_name.replace("/", ".").strip(".")
     if not module_name or not attr or not all(p.isidentifier() for p in (*module_name.split("."), *attr.split("."))):
-        raise ValueError(f"{spec!r} is not lambda:MODULE.FUNCTION (Lambda's Handler setting, e.g. lambda:index.handler)")
+        raise ValueError(f"{spec!r} is not lambda:MODULE.FUNCTION "
+                         "(Lambda's Handler setting, e.g. lambda:index.handler)")
     return module_name, attr
 
 

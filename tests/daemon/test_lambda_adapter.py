@@ -6,6 +6,7 @@ The end-to-end runs through the real queue are in tests/integration/test_lambda_
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
 from daemon import lambda_adapter, response as responses
@@ -269,7 +269,8 @@ async def test_an_unknown_status_is_failed(tmp_path, monkeypatch, executor):
 
 async def test_noecho_and_the_size_guard_apply(executor):
     secret = await answer(load(f"{FUNCTIONS}.cfnresponse_function.secret_handler"), event_for(), executor)
-    assert secret["Status"] == "SUCCESS" and secret["NoEcho"] is True and secret["Data"]["Password"].startswith("s3cr3t-")
+    assert secret["Status"] == "SUCCESS" and secret["NoEcho"] is True
+    assert secret["Data"]["Password"].startswith("s3cr3t-")
     big = await answer(load(f"{FUNCTIONS}.cfnresponse_function.big_handler"), event_for(), executor)
     assert big["Status"] == "FAILED" and "4096" in big["Reason"]
     assert big["PhysicalResourceId"] == "big-1"  # what it created still gets its Delete
@@ -282,7 +283,8 @@ def test_a_send_from_the_functions_own_timer_thread_is_captured(tmp_path, monkey
         def timeout(event, context):
             cfnresponse.send(event, context, cfnresponse.FAILED, {}, reason="about to time out")
         def handler(event, context):
-            timer = threading.Timer(context.get_remaining_time_in_millis() / 1000.0 - 0.5, timeout, args=[event, context])
+            seconds = context.get_remaining_time_in_millis() / 1000.0 - 0.5
+            timer = threading.Timer(seconds, timeout, args=[event, context])
             timer.start()
             try:
                 time.sleep(1.0)   # past the timer
@@ -322,8 +324,6 @@ async def test_one_request_of_a_module_runs_at_a_time(tmp_path, monkeypatch, exe
     """)
     handler = load(f"{name}.handler")
     docs = [event_for() for _ in range(3)]
-    import asyncio
-
     bodies = await asyncio.gather(*(answer(handler, d, executor) for d in docs))
     assert [b["PhysicalResourceId"] for b in bodies] == [d["RequestId"] for d in docs]
     assert max(b["Data"]["Peak"] for b in bodies) == 1
@@ -339,8 +339,6 @@ async def test_waiting_for_a_busy_function_respects_the_deadline(tmp_path, monke
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {})
     """)
     handler = load(f"{name}.handler")
-    import asyncio
-
     holder = asyncio.ensure_future(answer(handler, event_for(Hold="1"), executor))
     await asyncio.sleep(0.2)
     waiting = await answer(handler, event_for(), executor, budget=0.5)

@@ -114,7 +114,8 @@ async def test_common_mistakes_get_clear_answers(daemon, stack: Stack) -> None:
     resp = await response_of(stack, silent)
     assert resp["Status"] == "FAILED" and "returned without sending a response" in resp["Reason"]
     resp = await response_of(stack, twice)
-    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "first-id" and resp["Data"] == {"Which": "first"}
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "first-id"
+    assert resp["Data"] == {"Which": "first"}
     resp = await response_of(stack, big)
     assert resp["Status"] == "FAILED" and "4096" in resp["Reason"] and resp["PhysicalResourceId"] == "big-1"
     resp = await response_of(stack, polling)
