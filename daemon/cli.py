@@ -106,6 +106,9 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         --topic-arn arn:aws:sns:eu-west-1:123456789012:cfn-provider \\
         --handler 'Custom::Thing=mypkg.thing'
 
+    A Lambda custom-resource function (cfnresponse or crhelper) runs unchanged with
+    --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:).
+
     Every option can also come from a CFN_PROVIDER_<OPTION> environment variable (e.g.
     CFN_PROVIDER_QUEUE_URL) or the --config file. AWS endpoints follow botocore's own
     AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SQS variables.

@@ -4,7 +4,8 @@ Sources, highest precedence first: `--handler TYPE=MODULE[:ATTR]` / config, then
 point group `cfn_provider.handlers` (entry point name = ResourceType). Exact types win over
 glob patterns (`Custom::Acme*`); among patterns the longest wins, ties broken by name, so
 routing is deterministic. Configured handlers load at start-up (a typo fails fast);
-entry points load on first use and fail with the plugin's name.
+entry points load on first use and fail with the plugin's name. A configured target
+`lambda:MODULE.FUNCTION` is a Lambda custom-resource function run unchanged (daemon.lambda_adapter).
 """
 from __future__ import annotations
 
@@ -52,11 +53,27 @@ def import_spec(spec: str) -> Any:
     return obj
 
 
+LAMBDA_PREFIX = "lambda:"
+
+
+def load_spec(spec: str) -> Any:
+    """A configured target: 'module[:attr]', or 'lambda:module.function' (a Lambda function)."""
+    if spec.startswith(LAMBDA_PREFIX):
+        from .lambda_adapter import load
+
+        return load(spec)
+    return import_spec(spec)
+
+
 def parse_handler_option(value: str) -> tuple[str, str]:
     """'Custom::Thing=mypkg.thing' -> ('Custom::Thing', 'mypkg.thing')."""
     rtype, sep, spec = value.partition("=")
     if not sep or not rtype.strip() or not spec.strip():
         raise ValueError(f"{value!r} is not TYPE=MODULE[:ATTR]")
+    if spec.strip().startswith(LAMBDA_PREFIX):
+        from .lambda_adapter import parse_target
+
+        parse_target(spec.strip())  # ValueError naming the expected form
     return rtype.strip(), spec.strip()
 
 
@@ -69,7 +86,7 @@ class Router:
                 routes[ep.name] = Route(ep.name, ep.value, f"entry point of {dist}", ep.load)
         for rtype, target in configured:  # configured handlers override entry points
             if isinstance(target, str):
-                route = Route(rtype, target, "config", lambda s=target: import_spec(s))
+                route = Route(rtype, target, "config", lambda s=target: load_spec(s))
             else:
                 route = Route(rtype, repr(target), "config", lambda o=target: o)
             route.handler()  # fail fast on a configuration mistake

@@ -1,0 +1,143 @@
+"""Lambda custom-resource functions run unchanged through the real path:
+SNS -> SQS -> daemon (`lambda:` handler) -> presigned S3 PUT.
+
+The functions (tests/support/lambda_functions) are written as AWS documents cfnresponse and as
+crhelper's README shows; they import `cfnresponse` / `crhelper` and know nothing of the daemon.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from daemon.emulator import Stack
+from daemon.response import is_failed_create_marker
+from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
+
+FN = "lambda:tests.support.lambda_functions"
+LAMBDA_HANDLERS = (
+    ("Custom::Greeting", f"{FN}.cfnresponse_function.handler"),
+    ("Custom::Secret", f"{FN}.cfnresponse_function.secret_handler"),
+    ("Custom::Big", f"{FN}.cfnresponse_function.big_handler"),
+    ("Custom::Silent", f"{FN}.cfnresponse_function.silent_handler"),
+    ("Custom::Twice", f"{FN}.cfnresponse_function.twice_handler"),
+    ("Custom::Crh", f"{FN}.crhelper_function.handler"),
+    ("Custom::CrhPoll", f"{FN}.crhelper_polling.handler"),
+)
+
+
+@pytest.fixture(autouse=True)
+def _region(monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "us-east-1")  # as Lambda has it; the adapter would set it for good
+
+
+@pytest.fixture
+async def daemon(run_daemon):
+    return await run_daemon(handlers=TEST_HANDLERS + LAMBDA_HANDLERS, concurrency=4)
+
+
+async def round_trip(stack: Stack, resource_type: str, logical_id: str, name: str) -> list[dict]:
+    """Create, Update (new Name), Delete; returns the three responses."""
+    out = []
+    create = stack.request("Create", logical_id, resource_type=resource_type, properties={"Name": name})
+    stack.publish(create)
+    out.append(await response_of(stack, create))
+    physical_id = out[-1]["PhysicalResourceId"]
+    update = stack.request("Update", logical_id, resource_type=resource_type, properties={"Name": name + "2"},
+                           old_properties={"Name": name}, physical_id=physical_id)
+    stack.publish(update)
+    out.append(await response_of(stack, update))
+    delete = stack.request("Delete", logical_id, resource_type=resource_type, properties={"Name": name + "2"},
+                           physical_id=out[-1]["PhysicalResourceId"])
+    stack.publish(delete)
+    out.append(await response_of(stack, delete))
+    for resp, req in zip(out, (create, update, delete)):
+        assert resp is not None, f"no answer to {req['RequestType']}"
+        assert (resp["StackId"], resp["RequestId"], resp["LogicalResourceId"]) == (
+            req["StackId"], req["RequestId"], req["LogicalResourceId"])
+    return out
+
+
+async def test_a_cfnresponse_function_serves_a_stack_lifecycle(daemon, stack: Stack) -> None:
+    create, update, delete = await round_trip(stack, "Custom::Greeting", "Hello", "ann")
+    assert create["Status"] == "SUCCESS" and create["PhysicalResourceId"] == "greeting-ann"
+    assert create["Data"]["Greeting"] == "hello ann"
+    assert create["Data"]["FunctionArn"].startswith("arn:aws:lambda:us-east-1:123456789012:function:")
+    assert 0 < create["Data"]["RemainingMs"] <= 3600 * 1000
+    assert "?" not in create["Data"]["ResponseURL"].replace("?<redacted>", "")  # no signature handed out
+    assert update["Status"] == "SUCCESS" and update["PhysicalResourceId"] == "greeting-ann2"  # a replacement
+    assert delete["Status"] == "SUCCESS" and delete["PhysicalResourceId"] == "greeting-ann2"
+    assert "Data" not in delete
+
+
+async def test_a_crhelper_function_serves_a_stack_lifecycle(daemon, stack: Stack) -> None:
+    create, update, delete = await round_trip(stack, "Custom::Crh", "Helped", "bob")
+    assert create["Status"] == "SUCCESS" and create["PhysicalResourceId"] == "crh-bob"
+    assert create["Data"] == {"Greeting": "hello bob", "RequestId": create["RequestId"]}
+    assert update["Status"] == "SUCCESS" and update["PhysicalResourceId"] == "crh-bob"  # crhelper kept the id
+    assert update["Data"]["Greeting"] == "hello again bob2"
+    assert delete["Status"] == "SUCCESS" and delete["PhysicalResourceId"] == "crh-bob"
+
+
+async def test_a_failed_crhelper_create_is_rolled_back_without_calling_it(daemon, stack: Stack) -> None:
+    create = stack.request("Create", "Helped", resource_type="Custom::Crh", properties={"Name": "x", "Fail": "true"})
+    stack.publish(create)
+    resp = await response_of(stack, create)
+    assert resp["Status"] == "FAILED" and resp["Reason"] == "asked to fail by the template"
+    assert is_failed_create_marker(resp["PhysicalResourceId"])
+    rollback = stack.request("Delete", "Helped", resource_type="Custom::Crh", physical_id=resp["PhysicalResourceId"])
+    stack.publish(rollback)
+    assert (await response_of(stack, rollback))["Status"] == "SUCCESS"
+
+
+async def test_concurrent_requests_to_one_crhelper_function_get_their_own_answers(daemon, stack: Stack) -> None:
+    """crhelper keeps the request it serves on its module-level helper: the adapter runs one at a time."""
+    requests = [stack.request("Create", f"R{i}", resource_type="Custom::Crh", properties={"Name": f"n{i}"})
+                for i in range(4)]
+    for req in requests:
+        stack.publish(req)
+    responses = await asyncio.gather(*(response_of(stack, req, timeout=40) for req in requests))
+    for i, (req, resp) in enumerate(zip(requests, responses)):
+        assert resp["Status"] == "SUCCESS"
+        assert resp["RequestId"] == req["RequestId"] and resp["Data"]["RequestId"] == req["RequestId"]
+        assert resp["PhysicalResourceId"] == f"crh-n{i}"
+
+
+async def test_common_mistakes_get_clear_answers(daemon, stack: Stack) -> None:
+    silent = stack.request("Create", "Silent", resource_type="Custom::Silent")
+    twice = stack.request("Create", "Twice", resource_type="Custom::Twice")
+    big = stack.request("Create", "Big", resource_type="Custom::Big")
+    polling = stack.request("Create", "Poll", resource_type="Custom::CrhPoll")
+    for req in (silent, twice, big, polling):
+        stack.publish(req)
+    resp = await response_of(stack, silent)
+    assert resp["Status"] == "FAILED" and "returned without sending a response" in resp["Reason"]
+    resp = await response_of(stack, twice)
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "first-id"
+    assert resp["Data"] == {"Which": "first"}
+    resp = await response_of(stack, big)
+    assert resp["Status"] == "FAILED" and "4096" in resp["Reason"] and resp["PhysicalResourceId"] == "big-1"
+    resp = await response_of(stack, polling)
+    assert resp["Status"] == "FAILED" and "polling" in resp["Reason"] and "not supported" in resp["Reason"]
+    from tests.support.lambda_functions import crhelper_polling
+
+    assert [r for r in crhelper_polling.ran if r[1] == polling["RequestId"]] == []
+
+
+async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secret(spawn, stack: Stack) -> None:
+    daemon = spawn("lambda", "--handler", f"Custom::Secret={FN}.cfnresponse_function.secret_handler",
+                   "--handler", f"Custom::Greeting={FN}.cfnresponse_function.handler", "--log-level", "debug")
+    secret = stack.request("Create", "Password", resource_type="Custom::Secret")
+    greeting = stack.request("Create", "Hello", resource_type="Custom::Greeting", properties={"Name": "cy"})
+    stack.publish(secret)
+    stack.publish(greeting)
+    resp = await response_of(stack, secret)
+    assert resp["Status"] == "SUCCESS" and resp["NoEcho"] is True
+    password = resp["Data"]["Password"]
+    assert (await response_of(stack, greeting))["Data"]["Greeting"] == "hello cy"
+    daemon.stop()
+    log = daemon.log_path.read_text()
+    assert '"event": "lambda.sent"' in log
+    assert password not in log
+    assert "X-Amz-Signature" not in log and "Signature=" not in log
