@@ -152,7 +152,8 @@ class Service:
         s = self.settings
         log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
                  concurrency=s.concurrency, state=s.state.split("?")[0],
-                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()])
+                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
+                 not_served=[r.pattern for r in self.router.available])
         if s.transport == "mns":
             log.info("mns_trust", ros_response_url=s.ros_response_url,
                      detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")

@@ -9,8 +9,10 @@ from daemon.request import parse
 from handlers import elastic_ip_pool as eip
 from handlers.elastic_ip_pool import ElasticIpPool, handler
 from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
 
 T = "Custom::ElasticIpPool"
+NAMED = (*TEST_HANDLERS, (T, None))  # the built-in, named as an operator would
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def assert_data_matches(data: dict, members: dict[int, dict]) -> None:
 
 
 async def test_create_grow_shrink_retag_replace_delete(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Size": "3", "Tags": [{"Key": "team", "Value": "payments"}]}
     create = stack.request("Create", "Egress", T, props)
     resp = await answer(stack, create)
@@ -91,7 +93,7 @@ async def test_create_grow_shrink_retag_replace_delete(run_daemon, stack, ec2):
 
 
 async def test_addresses_released_elsewhere_are_tolerated(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Size": "3"}
     resp = await answer(stack, stack.request("Create", "Pool", T, props))
     pool = resp["PhysicalResourceId"]
@@ -136,7 +138,7 @@ async def test_a_repeated_create_adopts_what_an_earlier_attempt_allocated(stack,
 
 
 async def test_failure_modes(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     reqs = {
         "big": stack.request("Create", "A", T, {"Size": "21"}),
         "nan": stack.request("Create", "B", T, {"Size": "three"}),

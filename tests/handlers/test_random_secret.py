@@ -9,8 +9,10 @@ import pytest
 
 from handlers import random_secret as rs
 from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
 
 T = "Custom::RandomSecret"
+NAMED = (*TEST_HANDLERS, (T, None))  # the built-in, named as an operator would
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ async def answer(stack, req):
 # ---------------------------------------------------------------------------------- with a server key
 
 async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daemon, stack, key_file):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Length": "24", "Rotation": "1"}
     create = stack.request("Create", "Pw", T, props)
     resp = await answer(stack, create)
@@ -90,7 +92,7 @@ async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daem
 
 
 async def test_a_changed_server_key_fails_the_update_instead_of_changing_the_secret(run_daemon, stack, key_file):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     create = stack.request("Create", "Pw", T, {})
     pid = (await answer(stack, create))["PhysicalResourceId"]
     key_file.write_bytes(b"another key, at least thirty-two bytes long")
@@ -101,7 +103,7 @@ async def test_a_changed_server_key_fails_the_update_instead_of_changing_the_sec
 
 
 async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, stack, key_file, ssm, name):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"ParameterName": name}
     resp = await answer(stack, stack.request("Create", "Pw", T, props))
     secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
@@ -121,7 +123,7 @@ async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, 
 # ---------------------------------------------------------------------------------- SSM only
 
 async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm, name):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"ParameterName": name, "Length": "16"}
     resp = await answer(stack, stack.request("Create", "Pw", T, props))
     assert resp["Status"] == "SUCCESS", resp
@@ -158,7 +160,7 @@ async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm
 
 async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
     ssm.put_parameter(Name=name, Value="someone else's", Type="SecureString", Description="hand made")
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     reqs = {
         "nowhere": stack.request("Create", "A", T, {"Length": "8"}),
         "taken": stack.request("Create", "B", T, {"ParameterName": name}),
