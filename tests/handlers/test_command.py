@@ -214,8 +214,8 @@ async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured
     assert "progress line 6" in reason and "progress line 5" not in reason  # the last 10 lines
 
     assert got["unknown"]["Status"] == "FAILED"
-    assert got["unknown"]["Reason"] == ("no command '/bin/rm -rf /' is configured on this provider; "
-                                        "configured: dns, literal, noupdate, viashell")
+    assert got["unknown"]["Reason"] == ("the Command property names no command configured on this provider; "
+                                        "configured: dns, literal, noupdate, viashell")  # never the value
     assert got["missing"]["Reason"].startswith("Custom::Command needs a Command property")
     assert "is not JSON" in got["notjson"]["Reason"]
     assert "printed a JSON list" in got["array"]["Reason"]
@@ -261,6 +261,30 @@ env = {{ RECORD_DIR = "{records}" }}
             break
         time.sleep(0.1)
     assert not alive(grandchild)
+
+
+async def test_what_the_command_leaves_running_is_killed_when_it_exits(run_daemon, stack, configured, records):
+    await run_daemon(handlers=NAMED)
+    req = stack.request("Create", "Forgetful", "Custom::Command", {"Command": "dns", "Name": "f", "LeaveBehind": "1"})
+    resp = await answer(stack, req)
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "cmd-f"
+    grandchild = recorded(records, req, "create")["grandchild"]
+    for _ in range(50):
+        if not alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not alive(grandchild), "a background child of the command outlived its request"
+
+
+async def test_the_command_never_sees_a_response_url_ros_intranet_included(records):
+    entry = command.Entry("rec", {"create": [PY, SCRIPT, "create"]}, env={"RECORD_DIR": str(records)})
+    event = {"RequestType": "Create", "RequestId": "ros-1", "ResourceProperties": {"Name": "x"},
+             "ResponseURL": "https://ros.example/answer?sig=public", "IntranetResponseURL": "http://intranet/answer?sig=x"}
+    outcome = await command.run(entry, "create", event, timeout=30)
+    assert outcome.returncode == 0
+    seen = json.loads((records / "ros-1.create.json").read_text())
+    assert "ResponseURL" not in seen["stdin"] and "IntranetResponseURL" not in seen["stdin"]
+    assert not any("sig=" in value for value in seen["env"].values())
 
 
 async def test_cancelling_the_handler_kills_the_process_group(records, tmp_path):
