@@ -51,7 +51,7 @@ class Settings:
     max_backoff: float = 20.0  # longest wait between retries of SQS receives
     health_file: str | None = None  # default: beside the SQLite state file (see health_path)
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
-    metrics_address: str = "0.0.0.0"
+    metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
     transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com

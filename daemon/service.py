@@ -44,7 +44,7 @@ class Service:
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
         self.health_file = health_path(settings.state, settings.health_file)
-        self.metrics = Metrics()
+        self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
         self._early_stop = False
 
@@ -59,6 +59,11 @@ class Service:
         else:
             log.warning("stopping_now", detail="second stop request: abandoning in-flight requests")
             self.poller.abort()
+
+    def _resource_label(self, resource_type: str) -> str:
+        """A metric label: the route that serves it (its pattern for a glob), else `other`."""
+        route = self.router.route(resource_type)
+        return route.pattern if route is not None else "other"
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
