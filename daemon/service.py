@@ -159,6 +159,9 @@ class Service:
                  concurrency=s.concurrency, state=s.state.split("?")[0],
                  handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
                  not_served=[r.pattern for r in self.router.available])
+        if not self.router.routes():
+            log.warning("no_handlers", detail="no handler is named, so every request is answered FAILED "
+                                              "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]")
         if s.transport == "mns":
             log.info("mns_trust", ros_response_url=s.ros_response_url,
                      detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")
