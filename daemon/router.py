@@ -63,14 +63,12 @@ def parse_handler_option(value: str) -> tuple[str, str | None]:
     """'Custom::Thing=mypkg.thing' -> ('Custom::Thing', 'mypkg.thing'); a bare 'Custom::Thing'
     -> ('Custom::Thing', None): the built-in or entry point registered under that name."""
     rtype, sep, spec = value.partition("=")
+    if not sep and _is_pattern(rtype):
+        raise ValueError(f"{value!r}: a pattern needs a handler (TYPE=MODULE[:ATTR]); "
+                         "a bare TYPE names one built-in or entry point")
     if not rtype.strip() or (sep and not spec.strip()) or (not sep and not _BARE_TYPE.match(rtype.strip())):
         raise ValueError(f"{value!r} is not TYPE=MODULE[:ATTR] or TYPE (a built-in or entry point)")
-    if not sep:
-        if _is_pattern(rtype):
-            raise ValueError(f"{value!r}: a pattern needs a handler (TYPE=MODULE[:ATTR]); "
-                             "a bare TYPE names one built-in or entry point")
-        return rtype.strip(), None
-    return rtype.strip(), spec.strip()
+    return rtype.strip(), (spec.strip() if sep else None)
 
 
 _BARE_TYPE = re.compile(r"^[A-Za-z0-9_@:-]+$")  # a ResourceType, not something that looks like a module path
