@@ -5,8 +5,12 @@
 #     -e CFN_PROVIDER_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider \
 #     -e CFN_PROVIDER_REGION=eu-west-1 \
 #     -e CFN_PROVIDER_TOPIC_ARN=arn:aws:sns:eu-west-1:123456789012:cfn-provider \
+#     -e CFN_PROVIDER_HANDLER='Custom::Echo Custom::Thing=mypkg.thing' \
 #     -v cfn-provider-state:/var/lib/cfn-provider \
 #     cfn-provider
+#
+# Only the handlers named in CFN_PROVIDER_HANDLER are served (a bare TYPE names a built-in);
+# `docker run --rm cfn-provider handlers` lists what is installed.
 #
 # BASE is any Debian-like image with python3 >= 3.11 and its venv module: python:3.12-slim,
 # or Debian bookworm with python3-venv. Only the runtime dependencies are installed, at the
@@ -38,6 +42,15 @@ RUN /opt/cfn-provider/bin/pip install --quiet --no-deps --force-reinstall /src \
  && /opt/cfn-provider/bin/python -c 'import daemon.demo, moto.server'
 
 FROM ${BASE} AS image
+# tini (Debian's package) is PID 1 and the daemon its child. A command Custom::Command runs may
+# leave children behind; the daemon kills their process group, but the killed processes are
+# reparented to PID 1, and a Python daemon as PID 1 never reaps what it did not start (its own
+# children it waits for by pid; a waitpid(-1) reaper would steal those statuses from asyncio).
+# tini reaps every orphan and passes SIGTERM/SIGINT on to the daemon. `-s` makes it a
+# subreaper too when something else is PID 1 (podman run --init, a shared process namespace).
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends tini >/dev/null \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 # A user with no login and no home of its own: the state directory is the only place it
 # writes (the SQLite idempotency store and the health file that `check` reads).
 RUN useradd --uid 10001 --user-group --no-log-init --no-create-home --home-dir /var/lib/cfn-provider \
@@ -62,7 +75,7 @@ STOPSIGNAL SIGTERM
 # Healthy while the health file is fresh (the event loop rewrites it every 10 s) and the last
 # receive from the queue worked.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 CMD ["cfn-provider", "check"]
-ENTRYPOINT ["cfn-provider"]
+ENTRYPOINT ["tini", "-s", "--", "cfn-provider"]
 CMD ["run"]
 
 FROM image AS demo

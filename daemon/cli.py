@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from . import __version__
 from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
@@ -31,7 +32,7 @@ def _load_config(ctx: click.Context, _param: click.Parameter, path: str | None) 
     return path
 
 
-def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
     try:
         return tuple(parse_handler_option(v) for v in values)
     except ValueError as exc:
@@ -59,10 +60,13 @@ def main() -> None:
 @click.option("--region", envvar=ENV + "REGION", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
 @click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN",
               help="Accept notifications only from this topic (repeatable). Default: any topic, with a warning.")
-@click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER", metavar="TYPE=MODULE[:ATTR]",
+@click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
+              metavar="TYPE=MODULE[:ATTR]",
               help="Serve ResourceType TYPE (or a glob like 'Custom::Acme*') with a module or object "
-                   "having create/update/delete (repeatable). Entry points in the group "
-                   "cfn_provider.handlers are served too.")
+                   "having create/update/delete (repeatable). A bare TYPE serves the built-in or "
+                   "installed entry point (group cfn_provider.handlers) registered as TYPE, e.g. "
+                   "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
+                   "only available to name (see `cfn-provider handlers`).")
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
@@ -88,8 +92,9 @@ def main() -> None:
                    "(default: beside the SQLite state file, else in the state directory).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), envvar=ENV + "METRICS_PORT",
               help="Serve Prometheus metrics on this port (off by default).")
-@click.option("--metrics-address", default="0.0.0.0", show_default=True, envvar=ENV + "METRICS_ADDRESS",
-              help="Address the metrics endpoint listens on.")
+@click.option("--metrics-address", default="127.0.0.1", show_default=True, envvar=ENV + "METRICS_ADDRESS",
+              help="Address the metrics endpoint listens on (0.0.0.0: every interface; the endpoint has "
+                   "no authentication, so expose it only to the scraper).")
 @click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
 @click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
@@ -104,7 +109,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     Example:
       cfn-provider run --queue-url https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider \\
         --topic-arn arn:aws:sns:eu-west-1:123456789012:cfn-provider \\
-        --handler 'Custom::Thing=mypkg.thing'
+        --handler 'Custom::Thing=mypkg.thing' --handler Custom::RandomSecret
 
     A Lambda custom-resource function (cfnresponse or crhelper) runs unchanged with
     --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:).
@@ -290,6 +295,13 @@ def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | Non
     return path
 
 
+_WHY = {
+    ParameterSource.COMMANDLINE: "named with --handler",
+    ParameterSource.ENVIRONMENT: f"named in {ENV}HANDLER",
+    ParameterSource.DEFAULT_MAP: "named in the config file",
+}
+
+
 @main.command("handlers")
 @click.option("--config", type=click.Path(dir_okay=False), callback=_handler_config, is_eager=True,
               expose_value=False, envvar=ENV + "CONFIG",
@@ -297,61 +309,81 @@ def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | Non
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
 @click.option("--check", is_flag=True,
-              help="Also load every handler, entry points included; exit 1 if any fails to load.")
+              help="Also load every available handler (built-ins and entry points not served); "
+                   "exit 1 if any fails to load.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def handlers_command(handler: tuple[tuple[str, str], ...], check: bool, as_json: bool) -> None:
-    """List the handlers `run` would serve with these options: each ResourceType (or glob
-    pattern), the handler serving it, and where it comes from (config / --handler, or the entry
-    point of an installed distribution in the group cfn_provider.handlers). Exact types come
-    first, sorted, then patterns in the order they are tried.
+@click.pass_context
+def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], check: bool, as_json: bool) -> None:
+    """List what `run` would serve with these options, and why: each ResourceType (or glob
+    pattern), the handler serving it, where it comes from (a module, a built-in, or the entry
+    point of an installed distribution in the group cfn_provider.handlers) and where it was
+    named (--handler, CFN_PROVIDER_HANDLER, or the config file). Exact types come first,
+    sorted, then patterns in the order they are tried.
 
-    Configured handlers are imported (as `run` does at start-up: exit 2 if one fails); entry
-    points are only imported with --check.
+    Then the handlers that are installed but NOT served: nothing is served that the operator
+    did not name. Serve one with `--handler TYPE` (no module) or `"TYPE" = true` in the config
+    file's [handlers] table. Every other ResourceType is answered FAILED "no handler for TYPE".
+
+    Named handlers are imported (as `run` does at start-up: exit 2 if one fails); available
+    ones only with --check.
     """
     import json
-    from importlib.metadata import entry_points
 
-    from .router import ENTRY_POINT_GROUP, Router
+    from .router import Router
 
     try:
         router = Router(handler)
     except HandlerError as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         sys.exit(2)
-    plugins = {ep.name: getattr(ep.dist, "name", "?") for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    why = _WHY.get(ctx.get_parameter_source("handler"), "named")
     rows = []
     failed = 0
-    for route in router.routes():
-        row: dict[str, Any] = {"resource_type": route.pattern, "handler": route.spec, "source": route.source,
-                               "pattern": route.pattern not in router.exact}
-        if route.source == "config" and route.pattern in plugins:
-            row["overrides"] = f"entry point of {plugins[route.pattern]}"
-        if check:
+    for route in [*router.routes(), *router.available]:
+        served = route not in router.available
+        row: dict[str, Any] = {"resource_type": route.pattern, "handler": route.spec,
+                               "source": "module" if route.source == "config" else route.source,
+                               "pattern": route.pattern not in router.exact and served,
+                               "served": served, "why": why if served else "available, not named"}
+        if check and not served:
             try:
                 route.handler()
                 row["status"] = "ok"
             except HandlerError as exc:
                 row["status"] = f"error: {exc}"
                 failed += 1
+        elif check:
+            row["status"] = "ok"  # loaded when the router was made
         rows.append(row)
 
     if as_json:
         click.echo(json.dumps(rows, indent=2))
-    elif not rows:
-        click.echo("no handlers registered (add --handler TYPE=MODULE, a [handlers] table, or install a plugin)")
     else:
-        def source(row: dict[str, Any]) -> str:
-            return row["source"] + (f" (overrides the {row['overrides']})" if row.get("overrides") else "")
-
-        table = [("RESOURCE TYPE", "HANDLER", "SOURCE")]
-        table += [(r["resource_type"] + (" (pattern)" if r["pattern"] else ""), r["handler"], source(r)) for r in rows]
-        widths = [max(len(line[i]) for line in table) for i in range(2)]
-        for line in table:
-            click.echo(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}".rstrip())
+        served = [r for r in rows if r["served"]]
+        if not served:
+            click.echo("no handlers served: name one with --handler TYPE=MODULE[:ATTR], --handler TYPE "
+                       "(an available one below) or the config file's [handlers] table")
+        else:
+            table = [("RESOURCE TYPE", "HANDLER", "FROM", "SERVED BECAUSE")]
+            table += [(r["resource_type"] + (" (pattern)" if r["pattern"] else ""), r["handler"], r["source"],
+                       r["why"]) for r in served]
+            _echo_table(table)
+        available = [r for r in rows if not r["served"]]
+        if available:
+            click.echo("\navailable, NOT served (serve one with --handler TYPE):")
+            _echo_table([("RESOURCE TYPE", "HANDLER", "FROM")]
+                        + [(r["resource_type"], r["handler"], r["source"]) for r in available])
         for row in rows:
             if row.get("status", "ok") != "ok":
                 click.echo(f"{row['resource_type']}: {row['status']}", err=True)
     sys.exit(1 if failed else 0)
+
+
+def _echo_table(table: list[tuple[str, ...]]) -> None:
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
+    for line in table:
+        cells = [f"{cell:<{w}}" for cell, w in zip(line, widths)] + [line[-1]]
+        click.echo("  ".join(cells).rstrip())
 
 
 from .simulate import simulate  # noqa: E402 - the command group lives with its engine

@@ -38,7 +38,7 @@ class Settings:
     queue_url: str
     region: str | None = None
     topic_arns: tuple[str, ...] = ()
-    handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]" or object)
+    handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
     state: str = field(default_factory=default_state_url)
     concurrency: int = 32
     visibility_timeout: int = 60
@@ -51,7 +51,7 @@ class Settings:
     max_backoff: float = 20.0  # longest wait between retries of SQS receives
     health_file: str | None = None  # default: beside the SQLite state file (see health_path)
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
-    metrics_address: str = "0.0.0.0"
+    metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
     transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
@@ -85,7 +85,8 @@ def read_toml(path: str | Path, what: str, error: type[Exception] = ConfigError)
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML config file into click's default_map (option names, dashes or underscores).
 
-    A `[handlers]` table maps ResourceType to MODULE[:ATTR] and is merged into `handler`.
+    A `[handlers]` table maps ResourceType to MODULE[:ATTR], or to `true` to serve the built-in
+    or entry point registered under that name (`false`: not served), and is merged into `handler`.
     """
     doc = read_toml(path, "config file")
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
@@ -94,9 +95,16 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             doc[key] = [doc[key]]
     table = doc.pop("handlers", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"config file {path}: [handlers] must be a table of TYPE = \"MODULE[:ATTR]\"")
+        raise ConfigError(f"config file {path}: [handlers] must be a table of TYPE = \"MODULE[:ATTR]\" or true")
     handlers = list(doc.pop("handler", []))
-    handlers += [f"{rtype}={spec}" for rtype, spec in table.items()]
+    for rtype, spec in table.items():
+        if spec is True:  # the built-in / entry point registered as rtype
+            handlers.append(rtype)
+        elif isinstance(spec, str) and spec.strip():
+            handlers.append(f"{rtype}={spec}")
+        elif spec is not False:
+            raise ConfigError(f"config file {path}: [handlers] {rtype!r} must be \"MODULE[:ATTR]\", true "
+                              "(the built-in or entry point of that name) or false")
     if handlers:
         doc["handler"] = handlers
     return doc

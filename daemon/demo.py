@@ -16,6 +16,8 @@ from .emulator import Emulator, Provider, Stack, apply_env
 from .service import Service
 from .urls import redact
 
+DEMO_HANDLERS = (("Custom::Echo", None),)  # the built-in Custom::Echo: the only handler the demo serves
+
 
 @dataclass
 class Step:
@@ -101,6 +103,7 @@ def run_demo(show_logs: bool = False) -> int:
                 queue_url=provider.queue_url, topic_arns=(provider.topic_arn,),
                 state=f"sqlite://{state_dir}/state.db", verify_signatures=False,
                 allow_response_urls=(emulator.endpoint + "/",), wait_seconds=1,
+                handlers=DEMO_HANDLERS,
             )
             ok = asyncio.run(_demo(settings, Stack(provider, name="demo-stack")))
     finally:
@@ -112,8 +115,8 @@ def run_demo(show_logs: bool = False) -> int:
 
 async def _demo(settings: Settings, stack: Stack) -> bool:
     service = Service(settings)
-    click.secho("Starting the daemon (handlers: " + ", ".join(r.pattern for r in service.router.routes()) + ")",
-                bold=True)
+    click.secho("Starting the daemon (handlers: " + ", ".join(r.pattern for r in service.router.routes())
+                + ", named by the demo; `run` serves only the handlers you name)", bold=True)
     runner = asyncio.create_task(service.run())
     try:
         ok = await _script(stack)

@@ -2,18 +2,37 @@
 
 Each Service has its own registry, so several daemons in one process (tests) never mix.
 Nothing here carries a request's properties, Data or URL: only types, outcomes and timings.
+
+Label values are bounded: every one that comes from a message is mapped onto a fixed set first.
+A request type is Create, Update, Delete or `other`; a ResourceType is one the operator named
+(a glob route counts as its pattern) or `other`. Otherwise anyone who can publish to the topic
+could mint a new time series per message and grow the daemon's memory (and the scraper's)
+without end.
 """
 from __future__ import annotations
 
 from typing import Callable
 
+from .request import REQUEST_TYPES
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
+OTHER = "other"
+
+
+def request_type_label(request_type: str | None) -> str:
+    if not request_type:
+        return "-"
+    return request_type if request_type in REQUEST_TYPES else OTHER
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """`resource_label` maps a message's ResourceType onto a bounded set (the Service gives the
+    router's: the route's pattern, or `other`); without one every ResourceType counts as `other`."""
+
+    def __init__(self, resource_label: Callable[[str], str] | None = None) -> None:
+        self._resource_label = resource_label or (lambda _rtype: OTHER)
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("cfn_provider_requests", "Messages handled, by request type, outcome and status",
                                 ["request_type", "outcome", "status"], registry=self.registry)
@@ -39,7 +58,7 @@ class Metrics:
         self.oldest_in_flight.set_function(oldest_age)
 
     def request_done(self, request_type: str, outcome: str, status: str | None) -> None:
-        self.requests.labels(request_type or "-", outcome, status or "-").inc()
+        self.requests.labels(request_type_label(request_type), outcome, status or "-").inc()
         if outcome == "answered":
             self._since["answered" if status == "SUCCESS" else "failed"] += 1
 
@@ -48,7 +67,7 @@ class Metrics:
         self._since["rejected"] += 1
 
     def handler_ran(self, resource_type: str, request_type: str, seconds: float) -> None:
-        self.handler_seconds.labels(resource_type, request_type).observe(seconds)
+        self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(seconds)
 
     def receive_failed(self) -> None:
         self.receive_errors.inc()

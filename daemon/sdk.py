@@ -53,6 +53,7 @@ import asyncio
 import copy
 import functools
 import inspect
+import json
 import math
 import re
 from typing import Any, Callable, Mapping, Sequence
@@ -211,18 +212,76 @@ def _path(error: Any) -> str:
     return out
 
 
+def _join(where: str, name: str) -> str:
+    name = name if len(name) <= 64 else name[:61] + "..."
+    return f"{where}.{name}" if where else name
+
+
+def _bound(value: Any) -> str:
+    """A rule's parameter, from the handler's schema (never from the properties), kept short."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+_RULES: dict[str, Callable[[Any], str]] = {
+    "type": lambda v: "must be of type " + (" or ".join(v) if isinstance(v, list) else str(v)),
+    "minimum": lambda v: f"must be at least {_bound(v)}",
+    "maximum": lambda v: f"must be at most {_bound(v)}",
+    "exclusiveMinimum": lambda v: f"must be greater than {_bound(v)}",
+    "exclusiveMaximum": lambda v: f"must be less than {_bound(v)}",
+    "multipleOf": lambda v: f"must be a multiple of {_bound(v)}",
+    "minLength": lambda v: f"must be at least {_bound(v)} characters long",
+    "maxLength": lambda v: f"must be at most {_bound(v)} characters long",
+    "pattern": lambda v: f"must match the pattern {_bound(v)}",
+    "format": lambda v: f"must be a valid {_bound(v)}",
+    "enum": lambda v: f"must be one of {_bound(v)}",
+    "const": lambda v: "must be the one value the schema allows",
+    "minItems": lambda v: f"must have at least {_bound(v)} items",
+    "maxItems": lambda v: f"must have at most {_bound(v)} items",
+    "uniqueItems": lambda v: "must not repeat an item",
+    "minProperties": lambda v: f"must have at least {_bound(v)} properties",
+    "maxProperties": lambda v: f"must have at most {_bound(v)} properties",
+    "anyOf": lambda v: "must match at least one of the allowed forms",
+    "oneOf": lambda v: "must match exactly one of the allowed forms",
+    "not": lambda v: "must not match the form the schema excludes",
+}
+
+
+def describe(error: Any) -> list[str]:
+    """What is wrong, naming the property (its path) and the rule (the schema keyword), never the
+    value: jsonschema's own messages quote the rejected value (`'Hunter2' does not match ...`),
+    and a Reason lands in stack events and logs that more people read than the template's author."""
+    where, rule = _path(error), str(error.validator)
+    instance = error.instance
+    if rule == "required" and isinstance(instance, Mapping) and isinstance(error.validator_value, list):
+        return [f"{_join(where, str(n))}: is required (required)" for n in error.validator_value if n not in instance]
+    if rule in ("additionalProperties", "unevaluatedProperties") and isinstance(instance, Mapping):
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
+        known = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+        patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), Mapping) else {}
+
+        def matches(name: str) -> bool:
+            try:
+                return any(re.search(p, name) for p in patterns)
+            except re.error:
+                return False
+
+        extra = [str(n) for n in instance if n not in known and not matches(str(n))]
+        if extra:
+            return [f"{_join(where, n)}: is not a property this resource takes ({rule})" for n in extra]
+    text = _RULES[rule](error.validator_value) if rule in _RULES else "does not satisfy the schema"
+    return [f"{where or 'ResourceProperties'}: {text} ({rule})"]
+
+
 def validate(props: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
-    """Raise PropertyError naming each offending property (at most five)."""
+    """Raise PropertyError naming each offending property and rule (at most five), never a value."""
     cls = validators.validator_for(schema)
-    errors = sorted(cls(schema).iter_errors(props), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = sorted(cls(schema).iter_errors(props), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
     if not errors:
         return
-    parts = []
-    for error in errors[:_MAX_REPORTED]:
-        where = _path(error)
-        parts.append(f"{where}: {error.message}" if where else error.message)
-    more = f" (and {len(errors) - _MAX_REPORTED} more)" if len(errors) > _MAX_REPORTED else ""
-    raise PropertyError("invalid ResourceProperties: " + "; ".join(parts) + more)
+    parts = list(dict.fromkeys(part for error in errors for part in describe(error)))
+    more = f" (and {len(parts) - _MAX_REPORTED} more)" if len(parts) > _MAX_REPORTED else ""
+    raise PropertyError("invalid ResourceProperties: " + "; ".join(parts[:_MAX_REPORTED]) + more)
 
 
 def check_schema(schema: Mapping[str, Any], owner: str) -> None:

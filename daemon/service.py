@@ -44,7 +44,7 @@ class Service:
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
         self.health_file = health_path(settings.state, settings.health_file)
-        self.metrics = Metrics()
+        self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
         self._early_stop = False
 
@@ -59,6 +59,11 @@ class Service:
         else:
             log.warning("stopping_now", detail="second stop request: abandoning in-flight requests")
             self.poller.abort()
+
+    def _resource_label(self, resource_type: str) -> str:
+        """A metric label: the route that serves it (its pattern for a glob), else `other`."""
+        route = self.router.route(resource_type)
+        return route.pattern if route is not None else "other"
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -152,7 +157,11 @@ class Service:
         s = self.settings
         log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
                  concurrency=s.concurrency, state=s.state.split("?")[0],
-                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()])
+                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
+                 not_served=[r.pattern for r in self.router.available])
+        if not self.router.routes():
+            log.warning("no_handlers", detail="no handler is named, so every request is answered FAILED "
+                                              "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]")
         if s.transport == "mns":
             log.info("mns_trust", ros_response_url=s.ros_response_url,
                      detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")

@@ -422,7 +422,7 @@ def _environment(values: Mapping[str, str | None]) -> Iterator[None]:
 class Backend:
     """The AWS side of one invocation (topic -> queue, bucket) and the daemon serving the queue."""
 
-    def __init__(self, *, handlers: tuple[tuple[str, str], ...] = (), endpoint: str | None = None,
+    def __init__(self, *, handlers: tuple[tuple[str, str | None], ...] = (), endpoint: str | None = None,
                  region: str | None = None):
         self.handlers, self.endpoint_url, self.requested_region = handlers, endpoint, region
         self.emulator: Any = None
@@ -521,6 +521,11 @@ class Backend:
     def serves(self, resource_type: str) -> bool:
         assert self.daemon is not None
         return self.daemon.service.router.route(resource_type) is not None
+
+    def available(self, resource_type: str) -> bool:
+        """An installed handler registered as this type, not named (so not served)."""
+        assert self.daemon is not None
+        return any(r.pattern == resource_type for r in self.daemon.service.router.available)
 
     def handler_names(self) -> list[str]:
         assert self.daemon is not None
@@ -996,7 +1001,7 @@ def _state_path(stack_name: str | None, state_file: str | None, must_exist: bool
     raise AssertionError("unreachable")
 
 
-def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
     from .router import parse_handler_option
 
     try:
@@ -1020,7 +1025,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json)."),
         click.option("--handler", "handlers", multiple=True, callback=_handlers, metavar="TYPE=MODULE[:ATTR]",
                      help="Serve ResourceType TYPE with this handler, as for `run` (repeatable); the current "
-                          "directory is importable. Installed entry points (Custom::Echo ...) are served too."),
+                          "directory is importable. A bare TYPE serves the built-in or installed entry point "
+                          "of that name (e.g. --handler Custom::Echo); nothing else is served."),
         click.option("--endpoint", metavar="URL",
                      help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
                           "the embedded moto server."),
@@ -1203,8 +1209,8 @@ def _announce(console: Console, backend: Backend, template: Template | None, sta
         console.note(f"ServiceToken of {', '.join(custom)} replaced by the simulated topic {backend.topic_arn}")
     for rtype in sorted({template.resources[k]["Type"] for k in custom}):
         if not backend.serves(rtype):
-            console.warn(f"no handler serves {rtype}: its requests will be answered FAILED "
-                         f"(add --handler '{rtype}=MODULE[:ATTR]')")
+            hint = f"--handler '{rtype}'" if backend.available(rtype) else f"--handler '{rtype}=MODULE[:ATTR]'"
+            console.warn(f"no handler serves {rtype}: its requests will be answered FAILED (add {hint})")
     types = [template.resources[k]["Type"] for k in template.order] + [r.type for r in state.resources.values()]
     console.widths(list(template.resources) + list(state.resources) + [state.name], types + [STACK_TYPE])
 

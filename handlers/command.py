@@ -31,7 +31,8 @@ In the template:
     # !GetAtt Record.Fqdn  (from the command's Data)
 
 The command gets:
-- on stdin, the request as JSON (without ResponseURL: the daemon answers, not the command);
+- on stdin, the request as JSON (without ResponseURL or ROS's IntranetResponseURL: the daemon
+  answers, not the command);
 - flattened `CFN_*` environment variables: CFN_REQUEST_TYPE, CFN_RESOURCE_TYPE, CFN_STACK_ID,
   CFN_STACK_NAME, CFN_REQUEST_ID, CFN_LOGICAL_RESOURCE_ID, CFN_PHYSICAL_RESOURCE_ID,
   CFN_RESOURCE_PROPERTIES (JSON) and CFN_RESOURCE_PROPERTIES_<NAME> for each property, nested
@@ -42,9 +43,17 @@ The command gets:
 
 What it prints on stdout is the result: nothing (keep or derive the id), a JSON string (the
 PhysicalResourceId) or a JSON object with PhysicalResourceId, Data, NoEcho. A non-zero exit
-fails the request with the last lines of stderr as the Reason. On timeout (or when the daemon
-gives up on the request) the command's whole process group is killed: SIGTERM, then SIGKILL
-after `kill-grace` seconds (default 2).
+fails the request with the last lines of stderr as the Reason (so a command must not print
+secrets or property values on stderr). On timeout (or when the daemon gives up on the request)
+the command's whole process group is killed: SIGTERM, then SIGKILL after `kill-grace` seconds
+(default 2). When the command exits, anything it left running in its process group is killed
+(SIGKILL): a command must not outlive its request (start long-lived work elsewhere, e.g. with
+systemd-run).
+
+Everything the command gets from the request is the template author's to choose: properties,
+OldResourceProperties (a rollback swaps them) and the PhysicalResourceId. A command that acts on
+something named there must check that it made it (e.g. a tag or marker with the StackId and
+logical id), as the built-in handlers do.
 """
 from __future__ import annotations
 
@@ -196,7 +205,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
 
 
 def request_env(event: Mapping[str, Any]) -> dict[str, str]:
-    """The request as flattened CFN_* variables (never the ResponseURL)."""
+    """The request as flattened CFN_* variables (never a response URL)."""
     out: dict[str, str] = {}
     for key in ("RequestType", "ResourceType", "StackId", "RequestId", "LogicalResourceId", "PhysicalResourceId"):
         if isinstance(event.get(key), str):
@@ -210,8 +219,13 @@ def request_env(event: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+# Where the answer goes (CloudFormation's ResponseURL; ROS's, and its intranet twin): the daemon
+# answers, never the command, so it never sees a URL that could answer for the resource.
+RESPONSE_URL_FIELDS = ("ResponseURL", "IntranetResponseURL")
+
+
 def request_json(event: Mapping[str, Any]) -> bytes:
-    doc = {k: v for k, v in event.items() if k != "ResponseURL"}
+    doc = {k: v for k, v in event.items() if k not in RESPONSE_URL_FIELDS}
     return json.dumps(doc, ensure_ascii=False).encode("utf-8", "replace")
 
 
@@ -264,7 +278,11 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
 
 async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: float,
               extra_env: Mapping[str, str] | None = None) -> Outcome:
-    """Run one configured action; kill its process group on timeout or cancellation."""
+    """Run one configured action; kill its process group when it exits, times out or is cancelled.
+
+    The command runs in a session (process group) of its own. When the command exits, whatever it
+    left running in that group (a `cmd &` it forgot) is killed too: a request's command must not
+    outlive the request."""
     env = {k: os.environ[k] for k in entry.pass_env if k in os.environ}
     env.update(entry.env)
     env.update(request_env(event))
@@ -287,8 +305,10 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
     limit = asyncio.timeout(max(0.0, timeout))
     try:
         async with limit:
-            returncode = await proc.wait()
-            # Output still buffered in the pipes; a background child holding them open is not waited for.
+            returncode = await _exit_of(proc)
+            # What it left behind in its group goes too (and with it any pipe it held open), then the
+            # output still buffered in the pipes is read.
+            _kill_group(proc.pid, signal.SIGKILL)
             await asyncio.wait(tasks[1:], timeout=1.0)
     except TimeoutError:
         if not limit.expired():
@@ -307,6 +327,14 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
     stdout, overflow = tasks[1].result() if tasks[1].done() and not tasks[1].cancelled() else (b"", False)
     stderr = tasks[2].result() if tasks[2].done() and not tasks[2].cancelled() else b""
     return Outcome(returncode, stdout, overflow, stderr)
+
+
+async def _exit_of(proc: asyncio.subprocess.Process) -> int:
+    """The command's exit status as soon as it exits. Process.wait() also waits for the pipes to
+    close, which a background child holding them open would put off until the timeout."""
+    while proc.returncode is None:
+        await asyncio.sleep(0.05)
+    return proc.returncode
 
 
 async def _terminate(proc: asyncio.subprocess.Process, grace: float) -> None:
@@ -374,8 +402,8 @@ class Command(Resource):
         if not name:
             raise ConfigError(f"{call.resource_type} needs a Command property naming one of the commands "
                               f"configured on this provider: {', '.join(sorted(config.commands)) or 'none'}")
-        if not isinstance(name, str) or name not in config.commands:
-            raise ConfigError(f"no command {str(name)[:100]!r} is configured on this provider; "
+        if not isinstance(name, str) or name not in config.commands:  # the value is not echoed back
+            raise ConfigError("the Command property names no command configured on this provider; "
                               f"configured: {', '.join(sorted(config.commands)) or 'none'}")
         return config.commands[name]
 

@@ -28,6 +28,10 @@ index is allocated; indexes past Size are released (shrinking drops the last one
 first addresses never change); addresses released behind the provider's back are tolerated
 (Update allocates a replacement at that index, Delete has nothing to do for them). A Create
 that fails releases what it allocated, since CloudFormation will not send a Delete for it.
+
+Only addresses this resource made are ever read, retagged or released: members of a pool are
+the addresses whose tags name its id, its stack and its logical id (a template can send any
+PhysicalResourceId; it cannot send another stack's StackId).
 """
 from __future__ import annotations
 
@@ -123,20 +127,26 @@ class ElasticIpPool(Resource):
 
     # --------------------------------------------------------------------------------
     @staticmethod
-    async def _members(ec2: Any, pool: str) -> list[dict[str, Any]]:
+    async def _members(ec2: Any, pool: str, call: Call) -> list[dict[str, Any]]:
+        """The pool's addresses: tagged with its id *and* made for this stack and logical id. The id
+        alone is not proof: a template can hand this provider any PhysicalResourceId (e.g. one a
+        previous ServiceToken answered), and must not reach another stack's addresses with it."""
         found = await ec2.describe_addresses(Filters=[{"Name": f"tag:{POOL_TAG}", "Values": [pool]}])
-        return sorted(found.get("Addresses", []), key=lambda a: (_index(a) is None, _index(a) or 0, a["AllocationId"]))
+        mine = [a for a in found.get("Addresses", [])
+                if _tags(a).get(STACK_TAG) == call.stack_id[:256] and _tags(a).get(LOGICAL_TAG) == call.logical_id]
+        return sorted(mine, key=lambda a: (_index(a) is None, _index(a) or 0, a["AllocationId"]))
 
     async def _reconcile(self, ec2: Any, pool: str, props: dict[str, Any], call: Call) -> list[dict[str, Any]]:
         size = props["Size"]
-        wanted = {t["Key"]: t["Value"] for t in props.get("Tags") or []}
-        reserved = sorted(k for k in wanted if k.lower().startswith(RESERVED_PREFIXES))
+        tags = props.get("Tags") or []
+        wanted = {t["Key"]: t["Value"] for t in tags}
+        reserved = [f"Tags[{i}].Key" for i, t in enumerate(tags) if t["Key"].lower().startswith(RESERVED_PREFIXES)]
         if reserved:
             raise PoolError(f"Tags: keys starting with cfn-provider: or aws: are reserved ({', '.join(reserved)})")
 
         slots: dict[int, dict[str, Any]] = {}
         surplus: list[dict[str, Any]] = []
-        for address in await self._members(ec2, pool):
+        for address in await self._members(ec2, pool, call):
             index = _index(address)
             if index is not None and index < size and index not in slots:
                 slots[index] = address
@@ -165,8 +175,9 @@ class ElasticIpPool(Resource):
         try:
             allocated = await ec2.allocate_address(**args)
         except Exception as exc:
-            if _code(exc):
-                raise PoolError(f"could not allocate Elastic IP {index + 1} of {props['Size']}: {exc}") from None
+            if _code(exc):  # the code, not EC2's message: that may quote PublicIpv4Pool / NetworkBorderGroup
+                raise PoolError(f"could not allocate Elastic IP {index + 1} of {props['Size']}: EC2 said "
+                                f"{_code(exc)}") from None
             raise
         return {"PublicIp": allocated["PublicIp"], "AllocationId": allocated["AllocationId"],
                 "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
@@ -196,7 +207,7 @@ class ElasticIpPool(Resource):
             call.log.warning("elastic_ip_pool.release_failed", allocation_id=address["AllocationId"], error=code)
 
     async def _release_all(self, ec2: Any, pool: str, call: Call, strict: bool) -> None:
-        members = await self._members(ec2, pool)
+        members = await self._members(ec2, pool, call)
         for address in members:
             await self._release(ec2, address, call, strict)
         call.log.info("elastic_ip_pool.released", pool=pool, count=len(members))

@@ -29,9 +29,19 @@ keeps no state, so "the same secret on Update" has to come from somewhere. Two s
 
 With neither, Create fails saying so. Time is never an input.
 
-SSM: the parameter's Description marks which resource owns it. Create refuses to overwrite a
-parameter another resource owns; Delete removes the parameter only while it is still this
-resource's (a replacement that reused the name owns it now), and tolerates it being gone.
+SSM: the parameter's Description marks which resource owns it (PhysicalResourceId, logical id,
+StackId). Create and Update refuse to write a parameter another resource owns; a secret is read
+back only from a parameter whose marker names this very resource (its PhysicalResourceId in this
+stack and logical id); Delete removes the parameter only while it is still this resource's (a
+replacement that reused the name owns it now), and tolerates it being gone.
+
+Hostile templates. Properties, OldResourceProperties (a rollback swaps them: an Update that
+failed to claim `/prod/db/password` is rolled back with that name in OldResourceProperties) and
+even the PhysicalResourceId (a stack can move a resource to this ServiceToken from another
+provider that answered any id) are the template author's to choose. So nothing here trusts a
+name or an id alone: SSM parameters go by their owner marker, and a key-derived id carries a
+binding (an HMAC of the server key over StackId and logical id) that another stack cannot
+produce, so naming another resource's id derives nothing.
 """
 from __future__ import annotations
 
@@ -48,7 +58,7 @@ from daemon.sdk import Call, Resource
 KEY_ENV = "CFN_PROVIDER_SECRET_KEY_FILE"
 DEFAULT_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits
 MIN_KEY_BYTES = 32
-_ID = re.compile(r"-(?P<nonce>[0-9a-f]{16})(?:-k(?P<key>[0-9a-f]{8}))?$")
+_ID = re.compile(r"-(?P<nonce>[0-9a-f]{16})(?:-k(?P<key>[0-9a-f]{8})(?:-b(?P<bind>[0-9a-f]{8}))?)?$")
 _OWNER = re.compile(r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P<logical>\S+) stack=(?P<stack>\S+)$")
 
 
@@ -72,6 +82,16 @@ def load_key() -> bytes | None:
 
 def key_id(key: bytes) -> str:
     return hashlib.sha256(b"cfn-provider key id\0" + key).hexdigest()[:8]
+
+
+def binding(key: bytes, call: Call) -> str:
+    """Ties a key-derived id to the resource that made it: only the server key makes it."""
+    label = f"cfn-provider/random-secret/binding/v1\0{call.stack_id}\0{call.logical_id}".encode()
+    return hmac.new(key, label, hashlib.sha256).hexdigest()[:8]
+
+
+def stem_of(call: Call) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", f"{call.stack_name}-{call.logical_id}")[:200]
 
 
 def derive(key: bytes, physical_id: str, length: int, alphabet: str) -> str:
@@ -122,10 +142,10 @@ class RandomSecret(Resource):
         length, alphabet = props["Length"], alphabet_of(props)
         key = load_key()
         name = props.get("ParameterName")
-        stem = re.sub(r"[^A-Za-z0-9._-]", "-", f"{call.stack_name}-{call.logical_id}")[:200]
+        stem = stem_of(call)
         nonce = secrets.token_hex(8)
         if key is not None:
-            physical_id = f"{stem}-{nonce}-k{key_id(key)}"
+            physical_id = f"{stem}-{nonce}-k{key_id(key)}-b{binding(key, call)}"
             secret = derive(key, physical_id, length, alphabet)
         elif name:
             physical_id = f"{stem}-{nonce}"
@@ -146,20 +166,23 @@ class RandomSecret(Resource):
         physical_id = call.physical_id or ""
         name, old_name = props.get("ParameterName"), old.get("ParameterName")
         async with call.client("ssm") as ssm:
-            secret = await self._recover(ssm, physical_id, props, old_name)
-            if name and (name != old_name or props.get("KmsKeyId") != old.get("KmsKeyId")
-                         or await self._stored(ssm, name) != secret):
-                if name != old_name:
-                    await self._claim(ssm, name, physical_id, call)
-                await self._put(ssm, name, secret, physical_id, props.get("KmsKeyId"), call)
+            secret = await self._recover(ssm, physical_id, props, old_name, call)
+            if name:
+                await self._claim(ssm, name, physical_id, call)  # every time: a rollback may name anything
+                if (name != old_name or props.get("KmsKeyId") != old.get("KmsKeyId")
+                        or await self._stored(ssm, name) != secret):
+                    await self._put(ssm, name, secret, physical_id, props.get("KmsKeyId"), call)
             if old_name and old_name != name:
                 await self._remove(ssm, old_name, physical_id, call)
         return self._answer(physical_id, secret, name)
 
-    async def _recover(self, ssm: Any, physical_id: str, props: dict[str, Any], old_name: str | None) -> str:
+    async def _recover(self, ssm: Any, physical_id: str, props: dict[str, Any], old_name: str | None,
+                       call: Call) -> str:
+        """The secret of *this* resource, or an error: never another resource's."""
         match = _ID.search(physical_id)
-        if not match:
-            raise SecretError(f"{physical_id[:200]!r} is not an id this handler made; change Rotation to replace it")
+        if not match or not physical_id.startswith(stem_of(call) + "-"):
+            raise SecretError("the PhysicalResourceId is not one this handler made for this stack and logical id; "
+                              "change Rotation to replace the secret")
         if match["key"]:
             key = load_key()
             if key is None:
@@ -168,14 +191,22 @@ class RandomSecret(Resource):
             if key_id(key) != match["key"]:
                 raise SecretError(f"the server key changed since this secret was made (key {match['key']}, "
                                   f"now {key_id(key)}); restore it, or change Rotation to replace the secret")
+            if match["bind"] and not hmac.compare_digest(match["bind"], binding(key, call)):
+                raise SecretError("the PhysicalResourceId was not made for this stack and logical id; "
+                                  "change Rotation to replace the secret")
             return derive(key, physical_id, props["Length"], alphabet_of(props))
         if not props.get("ParameterName"):
             raise SecretError("without a server key this secret is kept only in SSM, so ParameterName cannot be "
                               "removed; change Rotation to replace the secret instead")
-        secret = await self._stored(ssm, old_name) if old_name else None
-        if secret is None:
-            raise SecretError(f"the secret is no longer in SSM parameter {old_name!r}; change Rotation to make a new one")
-        return secret
+        # The old name first (where the secret was), then the new one (a rollback after the move got
+        # that far); each only when its owner marker says this very resource put it there.
+        for candidate in dict.fromkeys(n for n in (old_name, props.get("ParameterName")) if n):
+            if self._owns(await self._owner(ssm, candidate), physical_id, call):
+                secret = await self._stored(ssm, candidate)
+                if secret is not None:
+                    return secret
+        raise SecretError("the secret is not in an SSM parameter this resource owns (ParameterName, old or new); "
+                          "change Rotation to make a new one")
 
     # --- delete
     async def delete(self, props: dict[str, Any], call: Call) -> None:
@@ -203,14 +234,20 @@ class RandomSecret(Resource):
                 return match.groupdict() if match else {}
         return None
 
+    @staticmethod
+    def _owns(owner: dict[str, str] | None, physical_id: str, call: Call) -> bool:
+        """The marker names this very resource: its id, in this stack, under this logical id."""
+        return bool(owner) and owner.get("id") == physical_id and owner.get("stack") == call.stack_id \
+            and owner.get("logical") == call.logical_id
+
     async def _claim(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
         """A parameter may be (over)written only when absent or already this logical resource's."""
         owner = await self._owner(ssm, name)
-        if owner is None or owner.get("id") == physical_id:
+        if owner is None:
             return
         if owner.get("stack") == call.stack_id and owner.get("logical") == call.logical_id:
-            return  # the resource this one replaces (or an earlier attempt at it)
-        raise SecretError(f"SSM parameter {name!r} already exists and is not this resource's; "
+            return  # this resource's, the one it replaces, or an earlier attempt at it
+        raise SecretError("the SSM parameter named by ParameterName already exists and is not this resource's; "
                           "choose another ParameterName")
 
     @staticmethod
@@ -234,9 +271,9 @@ class RandomSecret(Resource):
         owner = await self._owner(ssm, name)
         if owner is None:
             return  # already gone
-        if owner.get("id") != physical_id:
+        if not self._owns(owner, physical_id, call):
             call.log.info("random_secret.parameter_kept", parameter=name,
-                          detail="the parameter belongs to another resource now (a replacement)")
+                          detail="the parameter is not this resource's (a replacement's, or another stack's)")
             return
         try:
             await ssm.delete_parameter(Name=name)

@@ -41,6 +41,53 @@ def figures(request: pytest.FixtureRequest) -> Figures:
     return Figures(request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"))
 
 
+# ---------------------------------------------------------------------------------- hostile tenants
+
+HOSTILE_TENANT = "hostile_tenant"  # one table for every file that plays the hostile template author
+
+
+class Attacks:
+    """The figures of the hostile-tenant table, for any test file that tries an attack:
+
+        attacks.tried("rollback reads a foreign SSM parameter")
+        attacks.disclosed(response_body, log_text, secrets=[prod_secret])  # counts each secret found
+        attacks.touched(foreign_changed)        # foreign resources read, changed or deleted
+        attacks.stray(counter.connections)      # requests to hosts outside the allowlist
+
+    Each attack's test asserts its own zeros; the table adds them up across files."""
+
+    TRIED, DISCLOSED, TOUCHED, STRAY = ("attacks_tried", "secrets_disclosed", "foreign_resources_touched",
+                                        "requests_to_non_allowlisted_hosts")
+
+    def __init__(self) -> None:
+        self.figures = Figures(HOSTILE_TENANT)
+        for name in (self.TRIED, self.DISCLOSED, self.TOUCHED, self.STRAY):
+            self.figures.values.setdefault(name, 0)
+
+    def tried(self, what: str, count: int = 1) -> None:
+        self.figures.add(self.TRIED, count)
+
+    def disclosed(self, *texts: str | bytes, secrets: list[str]) -> int:
+        """How many of `secrets` appear in any of `texts` (each counted once); added to the table."""
+        blob = "\n".join(t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts)
+        found = sum(1 for secret in secrets if secret and secret in blob)
+        self.figures.add(self.DISCLOSED, found)
+        return found
+
+    def touched(self, count: int | bool) -> int:
+        self.figures.add(self.TOUCHED, int(count))
+        return int(count)
+
+    def stray(self, count: int) -> int:
+        self.figures.add(self.STRAY, count)
+        return count
+
+
+@pytest.fixture
+def attacks() -> Attacks:
+    return Attacks()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/chaos/" in str(item.fspath).replace(os.sep, "/"):

@@ -9,8 +9,10 @@ Dockerfile is built on it (`--build-arg BASE=...`) by podman's buildah, daemonle
   HEALTHCHECK, STOPSIGNAL, ENTRYPOINT and state settings the Dockerfile promises;
 - `cfn-provider demo` runs its whole scripted lifecycle inside the demo image;
 - `cfn-provider run` in the runtime image serves a Custom::Echo Create published to a moto
-  server on the host (`--network host`), passes `cfn-provider check` and the image's own
-  HEALTHCHECK, and stops on `podman stop` (SIGTERM) with exit code 0.
+  server on the host (`--network host`) and a Custom::Command whose command leaves a child
+  behind (killed and reaped by tini, PID 1: no zombie), refuses Custom::RandomSecret (not
+  named), passes `cfn-provider check` and the image's own HEALTHCHECK, and stops on
+  `podman stop` (SIGTERM) with exit code 0.
 
 It skips, saying why, only when the tools are missing (`.ci/container-tools` installs them
 from Debian's packages) or when podman cannot run even the plain base image here (a sandbox
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -186,7 +189,7 @@ def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
 def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman) -> None:
     config = json.loads(podman("image", "inspect", "--format", "{{json .Config}}", IMAGE).stdout)
     assert config["User"] == "10001:10001"
-    assert config["Entrypoint"] == ["cfn-provider"] and config["Cmd"] == ["run"]
+    assert config["Entrypoint"] == ["tini", "-s", "--", "cfn-provider"] and config["Cmd"] == ["run"]
     assert config["StopSignal"] == "SIGTERM"
     assert "CFN_PROVIDER_STATE=sqlite:///var/lib/cfn-provider/state.db" in config["Env"]
     health = json.loads(podman("image", "inspect", "--format", "{{json .HealthCheck}}", IMAGE).stdout)
@@ -233,13 +236,41 @@ def _events(podman: Podman, name: str) -> list[dict[str, Any]]:
     return out
 
 
+def _processes(podman: Podman, name: str) -> dict[int, tuple[str, str]]:
+    """pid -> (command line, state letter) of every process in the container, from /proc."""
+    probe = podman("exec", name, "python", "-c", """if True:
+        import json, os
+        out = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = open(f"/proc/{pid}/stat").read()
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode().strip()
+            except OSError:
+                continue
+            out[pid] = [cmd or stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]]
+        print(json.dumps(out))""")
+    assert probe.returncode == 0, probe.stderr
+    return {int(pid): (cmd, state) for pid, (cmd, state) in json.loads(probe.stdout).items()}
+
+
 def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
-        podman: Podman, emulator: Emulator, provider: Provider, stack: Stack) -> None:
+        podman: Podman, emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path) -> None:
     name = f"cfn-provider-test-{uuid.uuid4().hex[:8]}"
+    # Custom::Command with a command that forgets a background child: the daemon kills it when the
+    # command exits, and tini (PID 1) reaps it; under a bare Python PID 1 it would stay a zombie.
+    commands = tmp_path / "commands"
+    commands.mkdir(mode=0o755)
+    commands.chmod(0o755)
+    (commands / "commands.toml").write_text(
+        "[commands.forgetful]\nshell = true\ncreate = 'sleep 300 & printf \"\\\"forgot\\\"\"'\n")
+    (commands / "commands.toml").chmod(0o644)
     env = {**emulator.env(), "CFN_PROVIDER_QUEUE_URL": provider.queue_url,
-           "CFN_PROVIDER_TOPIC_ARN": provider.topic_arn, "CFN_PROVIDER_WAIT_SECONDS": "1"}
+           "CFN_PROVIDER_TOPIC_ARN": provider.topic_arn, "CFN_PROVIDER_WAIT_SECONDS": "1",
+           "CFN_PROVIDER_HANDLER": "Custom::Echo Custom::Command",  # only what is named is served
+           "CFN_PROVIDER_COMMAND_CONFIG": "/etc/cfn-provider/commands.toml"}
     env_args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
-    started = podman.run("--detach", "--name", name, "--network", "host", *env_args, IMAGE,
+    started = podman.run("--detach", "--name", name, "--network", "host", *env_args,
+                         "--volume", f"{commands}:/etc/cfn-provider:ro", IMAGE,
                          "run", "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/")
     try:
         assert started.returncode == 0, started.stderr
@@ -252,9 +283,28 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
         assert response["Status"] == "SUCCESS", response
         assert response["Data"] == {"Colour": "blue"}
 
+        forgetful = stack.request("Create", "Forgetful", "Custom::Command", {"Command": "forgetful"})
+        stack.publish(forgetful)
+        response = stack.response(forgetful, timeout=60)
+        assert response is not None and response["Status"] == "SUCCESS", response
+        assert response["PhysicalResourceId"] == "forgot"
+        unnamed = stack.request("Create", "Uninvited", "Custom::RandomSecret", {"ParameterName": "/x"})
+        stack.publish(unnamed)
+        response = stack.response(unnamed, timeout=60)
+        assert response is not None and response["Reason"] == "no handler for Custom::RandomSecret", response
+        processes = {}
+        for _ in range(50):  # the killed background child: gone, and not left a zombie
+            processes = _processes(podman, name)
+            if not any(state == "Z" or "sleep" in command for command, state in processes.values()):
+                break
+            time.sleep(0.2)
+        assert not any(state == "Z" for _, state in processes.values()), processes
+        assert not any("sleep" in command for command, _ in processes.values()), processes
+        assert processes[1][0].startswith("tini"), processes
+
         check = podman("exec", name, "cfn-provider", "check")
         assert check.returncode == 0, check.stderr
-        assert check.stdout.startswith("ok (pid 1)")
+        assert re.match(r"ok \(pid \d+\)", check.stdout), check.stdout
         health = podman("healthcheck", "run", name)  # the image's own HEALTHCHECK
         assert health.returncode == 0, health.stdout + health.stderr
         assert podman("inspect", "--format", "{{.State.Health.Status}}", name).stdout.strip() == "healthy"
@@ -271,6 +321,7 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
         assert {"started", "stopping", "stopped"} <= set(kinds), kinds
         answered = [e for e in events if e.get("event") == "request"]
         assert [(e["outcome"], e["status"], e["resource_type"]) for e in answered] == \
-            [("answered", "SUCCESS", "Custom::Echo")]
+            [("answered", "SUCCESS", "Custom::Echo"), ("answered", "SUCCESS", "Custom::Command"),
+             ("answered", "FAILED", "Custom::RandomSecret")]
     finally:
         podman("rm", "--force", "--time", "0", name)

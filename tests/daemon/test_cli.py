@@ -336,7 +336,7 @@ def test_precedence(captured, tmp_path, name, args, env, toml, field, from_cli, 
 
 # ---- errors ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["Custom::Thing", "Custom::Thing:handlers.echo", "=handlers.echo", "Custom::Thing="])
+@pytest.mark.parametrize("value", ["Custom::Thing:handlers.echo", "handlers.echo", "=handlers.echo", "Custom::Thing="])
 def test_bad_handler_value_is_a_usage_error(captured, value):
     result = invoke("run", "--queue-url", Q, "--handler", value)
     assert result.exit_code == 2, result.output
@@ -347,9 +347,9 @@ def test_bad_handler_value_is_a_usage_error(captured, value):
 
 
 def test_bad_handler_value_from_environment(captured):
-    result = invoke("run", "--queue-url", Q, env={"CFN_PROVIDER_HANDLER": "Custom::Thing"})
+    result = invoke("run", "--queue-url", Q, env={"CFN_PROVIDER_HANDLER": "Custom::Thing=handlers.echo Custom::Thing:x.y"})
     assert result.exit_code == 2
-    assert "TYPE=MODULE[:ATTR]" in result.output and "Custom::Thing" in result.output
+    assert "TYPE=MODULE[:ATTR]" in result.output and "Custom::Thing:x.y" in result.output
     assert captured.settings == []
 
 
@@ -469,6 +469,16 @@ def test_serve_returns_2_directly(capsys):
     assert "sqlite://relative/path" in capsys.readouterr().err
     assert cli._serve(Settings(queue_url=Q, handlers=(("Custom::Missing", "no_such_module_for_cfn_tests"),))) == 2
     assert "no_such_module_for_cfn_tests" in capsys.readouterr().err
+    assert cli._serve(Settings(queue_url=Q, handlers=(("Custom::Nope", None),))) == 2
+    assert "no built-in or installed entry point is registered as Custom::Nope" in capsys.readouterr().err
+
+
+def test_run_serves_a_built_in_named_by_its_bare_type_from_every_source(captured, tmp_path):
+    assert invoke("run", "--queue-url", Q, "--handler", "Custom::RandomSecret").exit_code == 0
+    assert captured.settings[-1].handlers == (("Custom::RandomSecret", None),)
+    config = write_config(tmp_path, f'queue-url = "{Q}"\n[handlers]\n"Custom::Echo" = true\n"Custom::Command" = false\n')
+    assert invoke("run", "--config", config).exit_code == 0
+    assert captured.settings[-1].handlers == (("Custom::Echo", None),)
 
 
 def test_config_file_single_strings_for_repeatable_options(tmp_path, monkeypatch):

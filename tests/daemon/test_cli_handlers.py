@@ -38,30 +38,35 @@ def rows(result: Result) -> list[dict]:
     return json.loads(result.stdout)
 
 
-def test_built_in_handlers_are_listed_from_their_entry_points():
+def test_built_ins_are_listed_as_available_and_not_served_by_default():
     got = {r["resource_type"]: r for r in rows(invoke("--json"))}
     for rtype, spec in BUILT_IN.items():
-        assert got[rtype]["handler"] == spec
-        assert got[rtype]["source"] == "entry point of cfn-sns-provider"
-        assert got[rtype]["pattern"] is False and "status" not in got[rtype]
+        assert got[rtype]["handler"] == spec and got[rtype]["source"] == "built-in"
+        assert got[rtype]["served"] is False and got[rtype]["why"] == "available, not named"
+    text = invoke().stdout
+    assert text.startswith("no handlers served")
+    assert "available, NOT served (serve one with --handler TYPE):" in text
+    assert any(line.split()[:2] == ["Custom::RandomSecret", "handlers.random_secret"] for line in text.splitlines())
 
 
 def test_table_is_sorted_exact_types_then_patterns_longest_first():
     result = invoke("--handler", f"Custom::*={FX}:short_glob", "--handler", f"Custom::Acme*={FX}:long_glob",
-                    "--handler", f"Custom::Aaa={FX}:exact")
+                    "--handler", f"Custom::Aaa={FX}:exact", "--handler", "Custom::Echo")
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert lines[0].split() == ["RESOURCE", "TYPE", "HANDLER", "SOURCE"]
+    served, _, available = result.stdout.partition("\n\n")
+    lines = served.splitlines()
+    assert lines[0].split() == ["RESOURCE", "TYPE", "HANDLER", "FROM", "SERVED", "BECAUSE"]
     types = [line.split()[0] for line in lines[1:]]
-    exact = [t for t in types if "*" not in t]
-    assert exact == sorted(exact) and "Custom::Aaa" in exact and "Custom::Echo" in exact
-    assert types[-2:] == ["Custom::Acme*", "Custom::*"]
+    assert types == ["Custom::Aaa", "Custom::Echo", "Custom::Acme*", "Custom::*"]
     acme = next(line for line in lines if line.startswith("Custom::Acme* (pattern) "))
-    assert acme.split()[2:] == [f"{FX}:long_glob", "config"]
+    assert acme.split()[2:] == [f"{FX}:long_glob", "module", "named", "with", "--handler"]
+    echo = next(line for line in lines if line.startswith("Custom::Echo "))
+    assert echo.split()[1:3] == ["handlers.echo", "built-in"]
+    assert "Custom::Echo" not in available and "Custom::RandomSecret" in available
     assert invoke("--handler", f"Custom::*={FX}:short_glob").stdout == invoke("--handler", f"Custom::*={FX}:short_glob").stdout
 
 
-def test_config_file_and_environment_handlers_are_listed_and_overrides_are_shown(tmp_path):
+def test_config_file_and_environment_handlers_are_listed_with_where_they_were_named(tmp_path):
     config = tmp_path / "provider.toml"
     config.write_text(textwrap.dedent(f"""
         queue-url = "https://sqs.eu-west-1.amazonaws.com/123456789012/q"   # settings of `run` are ignored here
@@ -69,19 +74,29 @@ def test_config_file_and_environment_handlers_are_listed_and_overrides_are_shown
         [handlers]
         "Custom::Echo" = "{FX}:exact"
         "Custom::Acme*" = "{FX}:long_glob"
+        "Custom::RandomSecret" = true
+        "Custom::Command" = false
     """))
     got = {r["resource_type"]: r for r in rows(invoke("--config", str(config), "--json"))}
-    assert got["Custom::Echo"] == {"resource_type": "Custom::Echo", "handler": f"{FX}:exact", "source": "config",
-                                   "pattern": False, "overrides": "entry point of cfn-sns-provider"}
+    assert got["Custom::Echo"] == {"resource_type": "Custom::Echo", "handler": f"{FX}:exact", "source": "module",
+                                   "pattern": False, "served": True, "why": "named in the config file"}
     assert got["Custom::Acme*"]["pattern"] is True
+    assert got["Custom::RandomSecret"]["served"] is True and got["Custom::RandomSecret"]["source"] == "built-in"
+    assert got["Custom::Command"]["served"] is False and got["Custom::ElasticIpPool"]["served"] is False
 
     via_env = {r["resource_type"]: r for r in rows(invoke("--json", env={
         "CFN_PROVIDER_CONFIG": str(config), "CFN_PROVIDER_HANDLER": f"Custom::Other={FX}:other"}))}
     assert via_env["Custom::Other"]["handler"] == f"{FX}:other"
+    assert via_env["Custom::Other"]["why"] == "named in CFN_PROVIDER_HANDLER"
     assert "Custom::Acme*" not in via_env  # like `run`: --handler (here from the environment) replaces the file's
+    assert via_env["Custom::RandomSecret"]["served"] is False
 
-    text = invoke("--config", str(config)).stdout
-    assert "config (overrides the entry point of cfn-sns-provider)" in text
+
+def test_naming_a_type_nothing_provides_exits_2_listing_what_is_available():
+    result = invoke("--handler", "Custom::Nope")
+    assert result.exit_code == 2
+    assert "no built-in or installed entry point is registered as Custom::Nope" in result.output
+    assert "Custom::RandomSecret" in result.output
 
 
 def test_a_configured_handler_that_does_not_load_exits_2_naming_it():
@@ -91,7 +106,7 @@ def test_a_configured_handler_that_does_not_load_exits_2_naming_it():
 
 
 def test_bad_option_values_are_usage_errors(tmp_path):
-    assert invoke("--handler", "nonsense").exit_code == 2
+    assert invoke("--handler", "Custom::X=").exit_code == 2
     broken = tmp_path / "broken.toml"
     broken.write_text("= nope")
     result = invoke("--config", str(broken))
@@ -108,7 +123,7 @@ def test_check_loads_entry_points_and_names_the_broken_plugin(monkeypatch):
     monkeypatch.setattr(router_module, "entry_points", with_broken)
     listed = invoke("--json")
     assert listed.exit_code == 0  # listing alone imports no entry point
-    assert "Custom::Broken" in {r["resource_type"] for r in json.loads(listed.stdout)}
+    assert "Custom::Broken" in {r["resource_type"] for r in json.loads(listed.stdout) if not r["served"]}
 
     checked = invoke("--check", "--json")
     assert checked.exit_code == 1

@@ -66,11 +66,43 @@ def test_configured_module_spec_without_attribute_is_the_module():
 
 # --- entry points -----------------------------------------------------------------------
 
-def test_installed_entry_point_for_custom_echo_is_found():
-    route = Router().route("Custom::Echo")
-    assert route is not None
-    assert route.handler() is handlers.echo
-    assert "entry point" in route.source
+BUILT_INS = ("Custom::Command", "Custom::Echo", "Custom::ElasticIpPool", "Custom::RandomSecret")
+
+
+def test_installed_entry_points_are_available_but_not_served_unless_named():
+    r = Router()
+    for rtype in BUILT_INS:
+        assert r.route(rtype) is None, rtype  # installing the package serves nothing
+    assert {route.pattern for route in r.available} >= set(BUILT_INS)
+    assert all(route.source == "built-in" for route in r.available if route.pattern in BUILT_INS)
+
+
+def test_a_bare_type_serves_the_entry_point_of_that_name_and_only_it():
+    r = Router([("Custom::Echo", None)])
+    route = r.route("Custom::Echo")
+    assert route is not None and route.handler() is handlers.echo and route.source == "built-in"
+    assert r.route("Custom::RandomSecret") is None and r.route("Custom::Command") is None
+    assert "Custom::Echo" not in {a.pattern for a in r.available}
+
+
+def test_naming_a_type_no_entry_point_has_fails_at_start_listing_what_is_available():
+    with pytest.raises(HandlerError, match="no built-in or installed entry point is registered as Custom::Nope") as info:
+        Router([("Custom::Nope", None)])
+    assert "Custom::RandomSecret" in str(info.value)
+    with pytest.raises(HandlerError, match="registered as Custom::Echo; available: none"):
+        Router([("Custom::Echo", None)], use_entry_points=False)
+
+
+@pytest.mark.parametrize("value, parsed", [("Custom::Echo", ("Custom::Echo", None)),
+                                           (" Custom::X = m.x ", ("Custom::X", "m.x"))])
+def test_handler_option_takes_a_bare_type_or_type_equals_module(value, parsed):
+    assert parse_handler_option(value) == parsed
+
+
+@pytest.mark.parametrize("value", ["", "=m", "Custom::X=", "Custom::*"])
+def test_handler_option_rejects_empty_parts_and_bare_patterns(value):
+    with pytest.raises(ValueError):
+        parse_handler_option(value)
 
 
 def test_configured_handler_overrides_the_entry_point():
@@ -79,13 +111,14 @@ def test_configured_handler_overrides_the_entry_point():
     assert r.route("Custom::Echo").source == "config"
 
 
-def test_entry_points_load_on_first_use_and_fail_naming_the_plugin(monkeypatch):
+def test_named_entry_points_load_at_start_and_fail_naming_the_plugin(monkeypatch):
     broken = importlib.metadata.EntryPoint(name="Custom::Broken", value="tests.support.no_such_module",
                                            group=ENTRY_POINT_GROUP)
     monkeypatch.setattr(router_module, "entry_points", lambda group: [broken] if group == ENTRY_POINT_GROUP else [])
-    r = Router()  # constructing does not load it
+    r = Router()  # available, not named: not loaded
+    assert r.route("Custom::Broken") is None
     with pytest.raises(HandlerError, match="tests.support.no_such_module") as info:
-        r.route("Custom::Broken").handler()
+        Router([("Custom::Broken", None)])
     assert "Custom::Broken" in str(info.value)
 
 
@@ -135,7 +168,7 @@ def test_parse_handler_option(value, expected):
     assert parse_handler_option(value) == expected
 
 
-@pytest.mark.parametrize("value", ["", "Custom::Thing", "=mypkg.thing", "Custom::Thing=", " = ", "Custom::Thing mypkg"])
+@pytest.mark.parametrize("value", ["", "=mypkg.thing", "Custom::Thing=", " = ", "Custom::Thing mypkg"])
 def test_parse_handler_option_errors_name_the_format(value):
     with pytest.raises(ValueError, match="TYPE=MODULE"):
         parse_handler_option(value)

@@ -333,7 +333,7 @@ def test_user_data_environment_file_points_the_daemon_at_this_stack(provider: di
     assert not unknown, f"not options of `cfn-provider run`: {unknown}"
     assert "CFN_PROVIDER_VERIFY_SIGNATURES" not in env and "CFN_PROVIDER_ALLOW_RESPONSE_URL" not in env
     default = provider["Parameters"]["HandlerSpec"]["Default"]
-    assert [parse_handler_option(v) for v in default.split()] == [("Custom::Echo", "handlers.echo")]
+    assert [parse_handler_option(v) for v in default.split()] == [("Custom::Echo", None)]
     # the systemd env file the unit reads: same path in the unit and in the user data
     unit = section(directives(heredocs(user_data(provider))["/etc/systemd/system/cfn-provider.service"]), "Service")
     assert unit["EnvironmentFile"] == "/etc/cfn-provider/cfn-provider.env"

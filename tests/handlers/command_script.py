@@ -4,6 +4,7 @@ Records what it was given (argv, stdin, environment) in $RECORD_DIR/<RequestId>.
 then behaves as the request's ResourceProperties say:
   Fail: "N"        print a few lines on stderr and exit N
   Sleep: "S"       start a grandchild that sleeps, record its pid, sleep S seconds
+  LeaveBehind: "1" start a grandchild that sleeps (a forgotten `cmd &`), record its pid, exit at once
   IgnoreTerm: "1"  ignore SIGTERM (the handler must follow up with SIGKILL)
   Print: "text"    print exactly this on stdout
   Spam: "N"        print N bytes on stdout
@@ -31,6 +32,9 @@ def save() -> None:
 
 if props.get("IgnoreTerm"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if props.get("LeaveBehind"):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    record["grandchild"] = child.pid
 if props.get("Sleep"):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     record["grandchild"] = child.pid

@@ -14,6 +14,9 @@ import pytest
 from handlers import command
 from handlers.command import CONFIG_ENV, ConfigError, env_name, load_config, request_env
 from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
+
+NAMED = (*TEST_HANDLERS, ("Custom::Command", None))  # the built-in, named as an operator would
 
 SCRIPT = str(Path(__file__).with_name("command_script.py"))
 PY = sys.executable
@@ -93,7 +96,7 @@ async def answer(stack, req: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- lifecycle
 
 async def test_create_update_replace_delete(run_daemon, stack, configured, records):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Command": "dns", "Name": "www", "Zone": "example.com", "RecordName": "www.example.com",
              "Tags": [{"Key": "a", "Value": "b"}], "Ttl": "300"}
     create = stack.request("Create", "Record", "Custom::Command", props)
@@ -144,7 +147,7 @@ async def test_create_update_replace_delete(run_daemon, stack, configured, recor
 
 
 async def test_changing_command_or_having_no_update_replaces(run_daemon, stack, configured, records):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     other = stack.request("Update", "R", "Custom::Command", {"Command": "noupdate", "Name": "n"},
                           old_properties={"Command": "dns", "Name": "n"}, physical_id="cmd-n")
     no_update = stack.request("Update", "S", "Custom::Command", {"Command": "noupdate", "Name": "m2"},
@@ -174,7 +177,7 @@ async def test_a_type_with_its_own_entry_runs_it(run_daemon, stack, configured, 
 
 
 async def test_arguments_are_never_shell_expanded_unless_configured(run_daemon, stack, configured, records):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     literal = stack.request("Create", "L", "Custom::Command", {"Command": "literal"})
     shelled = stack.request("Create", "S", "Custom::Command", {"Command": "viashell", "Name": "a b; touch /tmp/x"})
     stack.publish(literal)
@@ -189,7 +192,7 @@ async def test_arguments_are_never_shell_expanded_unless_configured(run_daemon, 
 # ---------------------------------------------------------------------------------- failures
 
 async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured, records):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     reqs = {
         "exit": stack.request("Create", "A", "Custom::Command", {"Command": "dns", "Fail": "3"}),
         "unknown": stack.request("Create", "B", "Custom::Command", {"Command": "/bin/rm -rf /"}),
@@ -211,8 +214,8 @@ async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured
     assert "progress line 6" in reason and "progress line 5" not in reason  # the last 10 lines
 
     assert got["unknown"]["Status"] == "FAILED"
-    assert got["unknown"]["Reason"] == ("no command '/bin/rm -rf /' is configured on this provider; "
-                                        "configured: dns, literal, noupdate, viashell")
+    assert got["unknown"]["Reason"] == ("the Command property names no command configured on this provider; "
+                                        "configured: dns, literal, noupdate, viashell")  # never the value
     assert got["missing"]["Reason"].startswith("Custom::Command needs a Command property")
     assert "is not JSON" in got["notjson"]["Reason"]
     assert "printed a JSON list" in got["array"]["Reason"]
@@ -223,7 +226,7 @@ async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured
 
 
 async def test_timeout_kills_the_whole_process_group(run_daemon, stack, configured, records):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     req = stack.request("Create", "Slow", "Custom::Command", {"Command": "dns", "Sleep": "30", "IgnoreTerm": "1"})
     started = time.monotonic()
     resp = await answer(stack, req)
@@ -247,7 +250,7 @@ kill-grace = 0.5
 env = {{ RECORD_DIR = "{records}" }}
 """)
     monkeypatch.setenv(CONFIG_ENV, str(slow))
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     req = stack.request("Create", "Late", "Custom::Command", {"Command": "slow", "Sleep": "60", "ServiceTimeout": "8"})
     resp = await answer(stack, req)
     assert resp["Status"] == "FAILED"
@@ -258,6 +261,30 @@ env = {{ RECORD_DIR = "{records}" }}
             break
         time.sleep(0.1)
     assert not alive(grandchild)
+
+
+async def test_what_the_command_leaves_running_is_killed_when_it_exits(run_daemon, stack, configured, records):
+    await run_daemon(handlers=NAMED)
+    req = stack.request("Create", "Forgetful", "Custom::Command", {"Command": "dns", "Name": "f", "LeaveBehind": "1"})
+    resp = await answer(stack, req)
+    assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "cmd-f"
+    grandchild = recorded(records, req, "create")["grandchild"]
+    for _ in range(50):
+        if not alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not alive(grandchild), "a background child of the command outlived its request"
+
+
+async def test_the_command_never_sees_a_response_url_ros_intranet_included(records):
+    entry = command.Entry("rec", {"create": [PY, SCRIPT, "create"]}, env={"RECORD_DIR": str(records)})
+    event = {"RequestType": "Create", "RequestId": "ros-1", "ResourceProperties": {"Name": "x"},
+             "ResponseURL": "https://ros.example/answer?sig=public", "IntranetResponseURL": "http://intranet/answer?sig=x"}
+    outcome = await command.run(entry, "create", event, timeout=30)
+    assert outcome.returncode == 0
+    seen = json.loads((records / "ros-1.create.json").read_text())
+    assert "ResponseURL" not in seen["stdin"] and "IntranetResponseURL" not in seen["stdin"]
+    assert not any("sig=" in value for value in seen["env"].values())
 
 
 async def test_cancelling_the_handler_kills_the_process_group(records, tmp_path):
@@ -283,7 +310,7 @@ async def test_cancelling_the_handler_kills_the_process_group(records, tmp_path)
 
 async def test_without_configuration_every_request_fails_saying_so(run_daemon, stack, monkeypatch):
     monkeypatch.delenv(CONFIG_ENV, raising=False)
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     req = stack.request("Create", "X", "Custom::Command", {"Command": "dns"})
     resp = await answer(stack, req)
     assert resp["Status"] == "FAILED"

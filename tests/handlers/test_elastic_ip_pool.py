@@ -5,12 +5,15 @@ import json
 
 import pytest
 
+from daemon.emulator import Stack
 from daemon.request import parse
 from handlers import elastic_ip_pool as eip
 from handlers.elastic_ip_pool import ElasticIpPool, handler
 from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
 
 T = "Custom::ElasticIpPool"
+NAMED = (*TEST_HANDLERS, (T, None))  # the built-in, named as an operator would
 
 
 @pytest.fixture
@@ -45,7 +48,7 @@ def assert_data_matches(data: dict, members: dict[int, dict]) -> None:
 
 
 async def test_create_grow_shrink_retag_replace_delete(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Size": "3", "Tags": [{"Key": "team", "Value": "payments"}]}
     create = stack.request("Create", "Egress", T, props)
     resp = await answer(stack, create)
@@ -91,7 +94,7 @@ async def test_create_grow_shrink_retag_replace_delete(run_daemon, stack, ec2):
 
 
 async def test_addresses_released_elsewhere_are_tolerated(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Size": "3"}
     resp = await answer(stack, stack.request("Create", "Pool", T, props))
     pool = resp["PhysicalResourceId"]
@@ -136,7 +139,7 @@ async def test_a_repeated_create_adopts_what_an_earlier_attempt_allocated(stack,
 
 
 async def test_failure_modes(run_daemon, stack, ec2):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     reqs = {
         "big": stack.request("Create", "A", T, {"Size": "21"}),
         "nan": stack.request("Create", "B", T, {"Size": "three"}),
@@ -148,11 +151,11 @@ async def test_failure_modes(run_daemon, stack, ec2):
         stack.publish(req)
     got = {k: await response_of(stack, r) for k, r in reqs.items()}
     assert all(r["Status"] == "FAILED" for r in got.values()), got
-    assert got["big"]["Reason"] == "invalid ResourceProperties: Size: 21 is greater than the maximum of 20"
-    assert got["nan"]["Reason"] == "invalid ResourceProperties: Size: 'three' is not of type 'integer'"
-    assert got["missing"]["Reason"] == "invalid ResourceProperties: 'Size' is a required property"
-    assert "reserved (cfn-provider:pool)" in got["reserved"]["Reason"]
-    assert got["badtag"]["Reason"] == "invalid ResourceProperties: Tags[0]: 'Value' is a required property"
+    assert got["big"]["Reason"] == "invalid ResourceProperties: Size: must be at most 20 (maximum)"
+    assert got["nan"]["Reason"] == "invalid ResourceProperties: Size: must be of type integer (type)"
+    assert got["missing"]["Reason"] == "invalid ResourceProperties: Size: is required (required)"
+    assert "are reserved (Tags[0].Key)" in got["reserved"]["Reason"]
+    assert got["badtag"]["Reason"] == "invalid ResourceProperties: Tags[0].Value: is required (required)"
     tagged = ec2.describe_addresses(Filters=[{"Name": f"tag:{eip.STACK_TAG}", "Values": [stack.stack_id]}])["Addresses"]
     assert tagged == []  # nothing allocated, nothing left behind
 
@@ -180,3 +183,22 @@ async def test_a_failed_create_releases_what_it_allocated(stack, ec2, monkeypatc
 def test_data_stays_well_inside_the_response_limit():
     addresses = [{"PublicIp": "203.0.113.255", "AllocationId": "eipalloc-0123456789abcdef0"}] * eip.MAX_SIZE
     assert len(json.dumps(eip.data_of(addresses))) < 3000
+
+
+async def test_another_stacks_pool_id_reaches_none_of_its_addresses(run_daemon, provider, ec2):
+    """A template can hand the provider any PhysicalResourceId (e.g. one another ServiceToken
+    answered): naming the victim's pool must not read, retag, shrink or release it."""
+    victim, attacker = Stack(provider, name="prod"), Stack(provider, name="tenant")
+    await run_daemon(handlers=NAMED)
+    made = await answer(victim, victim.request("Create", "Egress", T, {"Size": "2"}))
+    pool = made["PhysicalResourceId"]
+    before = {i: (a["PublicIp"], a["TagMap"]) for i, a in pool_addresses(ec2, pool).items()}
+
+    shrink = attacker.request("Update", "Egress", T, {"Size": "0", "Tags": [{"Key": "owner", "Value": "me"}]},
+                              old_properties={"Size": "2"}, physical_id=pool)
+    resp = await answer(attacker, shrink)
+    assert made["Data"]["Address0"] not in json.dumps(resp)  # nothing of the victim's comes back
+    resp = await answer(attacker, attacker.request("Delete", "Egress", T, {"Size": "2"}, physical_id=pool))
+    assert resp["Status"] == "SUCCESS"
+    after = {i: (a["PublicIp"], a["TagMap"]) for i, a in pool_addresses(ec2, pool).items()}
+    assert after == before  # all there, tags untouched

@@ -1,16 +1,21 @@
 """handlers.random_secret (Custom::RandomSecret) through the real queue, SSM on the moto server."""
 from __future__ import annotations
 
+import json
+import re
 import string
 import uuid
 from pathlib import Path
 
 import pytest
 
+from daemon.emulator import Stack
 from handlers import random_secret as rs
 from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
 
 T = "Custom::RandomSecret"
+NAMED = (*TEST_HANDLERS, (T, None))  # the built-in, named as an operator would
 
 
 @pytest.fixture
@@ -55,7 +60,7 @@ async def answer(stack, req):
 # ---------------------------------------------------------------------------------- with a server key
 
 async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daemon, stack, key_file):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"Length": "24", "Rotation": "1"}
     create = stack.request("Create", "Pw", T, props)
     resp = await answer(stack, create)
@@ -63,7 +68,8 @@ async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daem
     assert resp["NoEcho"] is True
     secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
     assert len(secret) == 24 and set(secret) <= set(rs.DEFAULT_ALPHABET)
-    assert pid.startswith(f"{stack.name}-Pw-") and pid.endswith(f"-k{rs.key_id(key_file.read_bytes())}")
+    assert pid.startswith(f"{stack.name}-Pw-")
+    assert re.search(f"-k{rs.key_id(key_file.read_bytes())}-b[0-9a-f]{{8}}$", pid)  # key id, then the binding
     assert secret not in pid
 
     # An Update that changes nothing the secret depends on (here only ServiceTimeout): same secret.
@@ -90,7 +96,7 @@ async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daem
 
 
 async def test_a_changed_server_key_fails_the_update_instead_of_changing_the_secret(run_daemon, stack, key_file):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     create = stack.request("Create", "Pw", T, {})
     pid = (await answer(stack, create))["PhysicalResourceId"]
     key_file.write_bytes(b"another key, at least thirty-two bytes long")
@@ -101,7 +107,7 @@ async def test_a_changed_server_key_fails_the_update_instead_of_changing_the_sec
 
 
 async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, stack, key_file, ssm, name):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"ParameterName": name}
     resp = await answer(stack, stack.request("Create", "Pw", T, props))
     secret, pid = resp["Data"]["Secret"], resp["PhysicalResourceId"]
@@ -121,7 +127,7 @@ async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, 
 # ---------------------------------------------------------------------------------- SSM only
 
 async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm, name):
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     props = {"ParameterName": name, "Length": "16"}
     resp = await answer(stack, stack.request("Create", "Pw", T, props))
     assert resp["Status"] == "SUCCESS", resp
@@ -158,7 +164,7 @@ async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm
 
 async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
     ssm.put_parameter(Name=name, Value="someone else's", Type="SecureString", Description="hand made")
-    await run_daemon()
+    await run_daemon(handlers=NAMED)
     reqs = {
         "nowhere": stack.request("Create", "A", T, {"Length": "8"}),
         "taken": stack.request("Create", "B", T, {"ParameterName": name}),
@@ -166,9 +172,9 @@ async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
         "typo": stack.request("Create", "D", T, {"Lenght": "8", "ParameterName": name + "d"}),
         "one_char": stack.request("Create", "E", T, {"Alphabet": "aaaa", "ParameterName": name + "e"}),
         "gone": stack.request("Update", "F", T, {"ParameterName": name + "f", "ServiceTimeout": "9"},
-                              old_properties={"ParameterName": name + "f"}, physical_id="s-F-0123456789abcdef"),
+                              old_properties={"ParameterName": name + "f"}, physical_id=f"{stack.name}-F-0123456789abcdef"),
         "drop": stack.request("Update", "G", T, {}, old_properties={"ParameterName": name + "g"},
-                              physical_id="s-G-0123456789abcdef"),
+                              physical_id=f"{stack.name}-G-0123456789abcdef"),
         "foreign_id": stack.request("Update", "H", T, {"ServiceTimeout": "9"}, old_properties={},
                                     physical_id="made-elsewhere"),
     }
@@ -179,12 +185,13 @@ async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
     assert "give it a ParameterName (SSM), or configure a server key" in got["nowhere"]["Reason"]
     assert "already exists and is not this resource's" in got["taken"]["Reason"]
     assert stored(ssm, name) == "someone else's"
-    assert got["zero"]["Reason"] == "invalid ResourceProperties: Length: 0 is less than the minimum of 1"
-    assert "'Lenght' was unexpected" in got["typo"]["Reason"]
+    assert got["zero"]["Reason"] == "invalid ResourceProperties: Length: must be at least 1 (minimum)"
+    assert "Lenght: is not a property this resource takes" in got["typo"]["Reason"]
     assert got["one_char"]["Reason"] == "Alphabet needs at least two distinct characters"
-    assert "no longer in SSM" in got["gone"]["Reason"]
+    assert "not in an SSM parameter this resource owns" in got["gone"]["Reason"]
     assert "ParameterName cannot be removed" in got["drop"]["Reason"]
-    assert "is not an id this handler made" in got["foreign_id"]["Reason"]
+    assert "not one this handler made for this stack and logical id" in got["foreign_id"]["Reason"]
+    assert not any(name in r["Reason"] for r in got.values())  # Reasons never echo a property's value
     assert not any(stored(ssm, name + s) for s in "cde")
 
 
@@ -219,3 +226,63 @@ def test_short_or_unreadable_keys_are_refused(tmp_path, monkeypatch):
 
 def test_random_generation_uses_the_alphabet():
     assert set(rs.generate(500, "xyz")) == {"x", "y", "z"}
+
+
+# ---------------------------------------------------------------------------------- hostile templates
+
+async def test_a_rollback_never_hands_out_another_resources_parameter(run_daemon, provider, no_key, ssm):
+    """The attack of issue 12: create with your own ParameterName, update to the victim's (the
+    claim fails, so the update fails), and CloudFormation's rollback Update arrives with the
+    victim's name in OldResourceProperties."""
+    victim_name, own_name = f"/prod/{uuid.uuid4().hex[:8]}/db/password", f"/attacker/{uuid.uuid4().hex[:8]}/x"
+    victim, attacker = Stack(provider, name="prod"), Stack(provider, name="tenant")
+    await run_daemon(handlers=NAMED)
+    made = await answer(victim, victim.request("Create", "DbPassword", T, {"ParameterName": victim_name}))
+    victim_secret, victim_id = made["Data"]["Secret"], made["PhysicalResourceId"]
+
+    own = {"ParameterName": own_name}
+    made = await answer(attacker, attacker.request("Create", "Pw", T, own))
+    own_secret, own_id = made["Data"]["Secret"], made["PhysicalResourceId"]
+    grab = {"ParameterName": victim_name}
+    failed = await answer(attacker, attacker.request("Update", "Pw", T, grab, old_properties=own, physical_id=own_id))
+    assert failed["Status"] == "FAILED" and "not this resource's" in failed["Reason"]
+
+    # The rollback, as CloudFormation (and `cfn-provider simulate`) sends it: back to the old
+    # properties, with the attempted ones as OldResourceProperties, to the id the resource has.
+    rollback = attacker.request("Update", "Pw", T, own, old_properties=grab, physical_id=own_id)
+    resp = await answer(attacker, rollback)
+    assert resp["Status"] == "SUCCESS", resp
+    assert resp["Data"]["Secret"] == own_secret != victim_secret
+    assert stored(ssm, own_name) == own_secret
+    assert stored(ssm, victim_name) == victim_secret
+    assert victim_id in ssm.describe_parameters(
+        ParameterFilters=[{"Key": "Name", "Values": [victim_name]}])["Parameters"][0]["Description"]
+
+    # Naming the victim's PhysicalResourceId (a stack can bring any id from another ServiceToken)
+    # reaches nothing either: not its secret on Update, not its parameter on Delete.
+    forged = attacker.request("Update", "DbPassword", T, grab, old_properties=grab, physical_id=victim_id)
+    resp = await answer(attacker, forged)
+    assert resp["Status"] == "FAILED" and victim_secret not in json.dumps(resp)
+    resp = await answer(attacker, attacker.request("Delete", "DbPassword", T, grab, physical_id=victim_id))
+    assert resp["Status"] == "SUCCESS" and stored(ssm, victim_name) == victim_secret
+
+
+async def test_another_stacks_key_derived_id_derives_nothing(run_daemon, provider, key_file):
+    victim, attacker = Stack(provider, name="prod"), Stack(provider, name="tenant")
+    await run_daemon(handlers=NAMED)
+    made = await answer(victim, victim.request("Create", "Pw", T, {"Length": "20"}))
+    victim_secret, victim_id = made["Data"]["Secret"], made["PhysicalResourceId"]
+    for stack, logical in ((attacker, "Pw"), (victim, "Other")):  # another stack, or another resource of it
+        resp = await answer(stack, stack.request("Update", logical, T, {"Length": "20", "ServiceTimeout": "9"},
+                                                 old_properties={"Length": "20"}, physical_id=victim_id))
+        assert resp["Status"] == "FAILED" and victim_secret not in json.dumps(resp), resp
+    # the same name in another account or region: the binding, not the name, decides
+    twin = Stack(provider, name="prod")
+    resp = await answer(twin, twin.request("Update", "Pw", T, {"Length": "20", "ServiceTimeout": "9"},
+                                           old_properties={"Length": "20"}, physical_id=victim_id))
+    assert resp["Status"] == "FAILED" and victim_secret not in json.dumps(resp)
+    assert "not made for this stack" in resp["Reason"]
+    # while the resource itself still gets its secret back
+    resp = await answer(victim, victim.request("Update", "Pw", T, {"Length": "20", "ServiceTimeout": "9"},
+                                               old_properties={"Length": "20"}, physical_id=victim_id))
+    assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == victim_secret

@@ -128,8 +128,36 @@ def test_missing_and_unknown_properties_are_named():
               "properties": {"Size": {"type": "integer"}}}
     with pytest.raises(PropertyError) as err:
         validate({"Sise": 3}, schema)
-    assert "'Size' is a required property" in str(err.value)
-    assert "'Sise' was unexpected" in str(err.value)
+    assert "Size: is required (required)" in str(err.value)
+    assert "Sise: is not a property this resource takes (additionalProperties)" in str(err.value)
+
+
+SECRET = "Hunter2-correct-horse-battery-staple"
+
+
+@pytest.mark.parametrize("schema, props", [
+    ({"properties": {"Password": {"type": "string", "pattern": "^[a-z]+$"}}}, {"Password": SECRET}),
+    ({"properties": {"Password": {"type": "integer"}}}, {"Password": SECRET}),
+    ({"properties": {"Password": {"type": "string", "maxLength": 4}}}, {"Password": SECRET}),
+    ({"properties": {"Password": {"enum": ["a", "b"]}}}, {"Password": SECRET}),
+    ({"properties": {"Password": {"const": "a"}}}, {"Password": SECRET}),
+    ({"properties": {"Password": {"not": {"type": "string"}}}}, {"Password": SECRET}),
+    ({"properties": {"P": {"type": "array", "uniqueItems": True}}}, {"P": [SECRET, SECRET]}),
+    ({"properties": {"P": {"type": "array", "maxItems": 1}}}, {"P": [SECRET, SECRET]}),
+    ({"properties": {"P": {"type": "object", "maxProperties": 0}}}, {"P": {"k": SECRET}}),
+    ({"properties": {"P": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]}}}, {"P": SECRET}),
+    ({"properties": {"P": {"anyOf": [{"type": "integer"}, {"maxLength": 2}]}}}, {"P": SECRET}),
+    ({"properties": {"P": {"type": "object", "required": ["X"]}}}, {"P": {"Y": SECRET}}),
+    ({"additionalProperties": {"type": "integer"}}, {"Password": SECRET}),
+    ({"type": "object", "properties": {"N": {"type": "number", "multipleOf": 7}}}, {"N": 12345678901}),
+])
+def test_reasons_name_the_property_and_the_rule_never_the_value(schema, props):
+    with pytest.raises(PropertyError) as err:
+        validate(props, {"type": "object", **schema})
+    message = str(err.value)
+    assert SECRET not in message and "Hunter2" not in message and "12345678901" not in message, message
+    assert "(" in message and message.startswith("invalid ResourceProperties: ")
+    assert next(iter(props)) in message  # the property is named
 
 
 def test_at_most_five_errors_are_listed():
@@ -193,9 +221,9 @@ def test_create_gets_validated_coerced_properties_without_cloudformations_own():
 
 def test_create_with_bad_properties_raises_naming_them_and_does_not_run():
     h = Recorder.handler()
-    with pytest.raises(PropertyError, match="Size: 0 is less than the minimum of 1"):
+    with pytest.raises(PropertyError, match=r"Size: must be at least 1 \(minimum\)"):
         h.create(event(props={"Size": "0"}), None)
-    with pytest.raises(PropertyError, match="Fast: 'maybe' is not of type 'boolean'"):
+    with pytest.raises(PropertyError, match=r"Fast: must be of type boolean \(type\)"):
         h.create(event(props={"Size": "1", "Fast": "maybe"}), None)
     assert h.resource.seen == []
 
@@ -411,7 +439,7 @@ async def test_an_sdk_handler_through_the_real_queue(run_daemon, stack):
 
     failed = await response_of(stack, bad)
     assert failed["Status"] == "FAILED"
-    assert failed["Reason"] == "invalid ResourceProperties: Size: 'big' is not of type 'integer'"
+    assert failed["Reason"] == "invalid ResourceProperties: Size: must be of type integer (type)"
 
     update = stack.request("Update", "Box", resource_type="Custom::Sized", properties={"Size": "5", "On": "false"},
                            old_properties={"Size": "21", "On": "false"}, physical_id=first_id)

@@ -178,6 +178,24 @@ async def test_unknown_resource_type_gets_failed(run_daemon, stack: Stack) -> No
     await assert_still_serving(stack)
 
 
+# -- last row: a ResourceType the operator did not name (built-in or entry point) ---------------------
+@pytest.mark.parametrize("resource_type", ["Custom::RandomSecret", "Custom::Command", "Custom::ElasticIpPool"])
+async def test_an_installed_handler_the_operator_did_not_name_is_not_served(run_daemon, stack: Stack, provider,
+                                                                             resource_type: str) -> None:
+    ssm = provider.emulator.client("ssm")
+    name = f"/unnamed/{stack.name}"
+    await run_daemon()  # the test handlers and Custom::Echo are named; the other built-ins are not
+    req = stack.request("Create", "Uninvited", resource_type=resource_type,
+                        properties={"ParameterName": name, "Length": "16", "Size": "1", "Command": "x"})
+    stack.publish(req)
+    resp = await response_of(stack, req)
+    assert resp["Status"] == "FAILED"
+    assert resp["Reason"] == f"no handler for {resource_type}"
+    assert "Data" not in resp
+    assert ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Values": [name]}])["Parameters"] == []
+    await assert_still_serving(stack)
+
+
 # -- row 6: handler raises / times out ----------------------------------------------------------------
 async def test_handler_exception_gets_failed_with_its_message(run_daemon, stack: Stack) -> None:
     await run_daemon()

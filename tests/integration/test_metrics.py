@@ -54,3 +54,45 @@ async def test_summary_line_reports_counts_since_the_last_one(run_daemon, stack:
         assert await response_of(stack, req) is not None
         entry = await wait_for_event(logs, "summary", answered=1)
     assert entry["failed"] == 0 and entry["rejected"] == 0 and "in_flight" in entry
+
+
+def _label_values(registry, label: str) -> set[str]:
+    return {s.labels[label] for family in registry.collect() for s in family.samples if label in s.labels}
+
+
+def _series(registry) -> int:
+    return sum(len(family.samples) for family in registry.collect())
+
+
+def test_hostile_label_values_are_bounded(provider, tmp_path) -> None:
+    """ResourceType and RequestType come from the message: 1000 made-up ones add no series."""
+    from daemon.service import Service
+    from tests.support.daemons import TEST_HANDLERS, settings_for
+
+    service = Service(settings_for(provider, tmp_path, handlers=(*TEST_HANDLERS, ("Custom::Acme*", "tests.support.handlers"))))
+    metrics = service.metrics
+    metrics.handler_ran("Custom::Test", "Create", 0.1)
+    metrics.request_done("Create", "answered", "SUCCESS")
+    metrics.handler_ran("Custom::Evil0", "Evil0", 0.1)
+    metrics.request_done("Evil0", "answered", "FAILED")
+    metrics.handler_ran("Custom::Acme0", "Create", 0.1)
+    baseline = _series(metrics.registry)
+    for i in range(1000):
+        metrics.handler_ran(f"Custom::Evil{i}-{'x' * 200}", f"Evil{i}", 0.1)
+        metrics.request_done(f"Evil{i}", "answered", "FAILED")
+        metrics.handler_ran(f"Custom::Acme{i}", "Create", 0.1)
+    assert _series(metrics.registry) == baseline
+    assert _label_values(metrics.registry, "resource_type") == {"Custom::Test", "other", "Custom::Acme*"}
+    assert _label_values(metrics.registry, "request_type") == {"Create", "other"}
+
+
+def test_the_metrics_endpoint_listens_on_loopback_unless_told_otherwise() -> None:
+    from click.testing import CliRunner
+
+    from daemon.cli import main
+    from daemon.config import Settings
+
+    assert Settings(queue_url="q").metrics_address == "127.0.0.1"
+    result = CliRunner().invoke(main, ["run", "--help"])
+    option = result.output[result.output.index("--metrics-address"):]
+    assert "[default: 127.0.0.1]" in option[:400]

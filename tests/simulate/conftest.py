@@ -16,7 +16,7 @@ from daemon.simulate import simulate
 from tests.simulate import handlers as sim_handlers
 
 TEST_HANDLERS = ("Custom::Test=tests.support.handlers", "Custom::Recorded=tests.simulate.handlers:recorded",
-                 "Custom::Slow=tests.simulate.handlers:slow")
+                 "Custom::Slow=tests.simulate.handlers:slow", "Custom::Echo")  # the built-in, named
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,9 @@ from daemon.emulator import Emulator, Provider
 from daemon.service import Service
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_HANDLERS = (("Custom::Test", "tests.support.handlers"), ("Custom::AsyncTest", "tests.support.handlers:async_handler"))
+# Custom::Echo is the built-in, named (nothing is served unless named); the others are test handlers.
+TEST_HANDLERS = (("Custom::Test", "tests.support.handlers"), ("Custom::AsyncTest", "tests.support.handlers:async_handler"),
+                 ("Custom::Echo", None))
 
 
 def settings_for(provider: Provider, state_dir: Path, **overrides: Any) -> Settings:
@@ -90,7 +92,7 @@ class SubprocessDaemon:
             sys.executable, "-m", "daemon", "run", "--queue-url", provider.queue_url,
             "--topic-arn", provider.topic_arn, "--state", f"sqlite://{state_dir}/state.db",
             "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/",
-            "--handler", "Custom::Test=tests.support.handlers", "--wait-seconds", "1",
+            "--handler", "Custom::Test=tests.support.handlers", "--handler", "Custom::Echo", "--wait-seconds", "1",
             "--max-backoff", "1", "--log-format", "json", *extra_args,
         ]
         full_env = {**os.environ, **emulator.env(), "PYTHONPATH": str(REPO), **(env or {})}
