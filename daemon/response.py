@@ -73,7 +73,13 @@ def failure(request: Request, reason: str, physical_id: str | None = None) -> Re
 
 
 def success(request: Request, result: Any) -> Response:
-    """Interpret a handler's return value (None, a str id, or a mapping) as the answer."""
+    """Interpret a handler's return value (None, a str id, or a mapping) as the answer.
+
+    A Delete's return value is ignored, never validated: its answer carries neither a new id nor
+    Data, and Lambda code ported over returns whatever it likes (True, a list, a boto response);
+    a Delete that did its work must not be turned into FAILED by what it returned."""
+    if request.request_type == "Delete":
+        return _encode(request, "SUCCESS", request.physical_id or fallback_physical_id(request), "")
     try:
         physical_id, data, no_echo = _interpret(request, result)
     except _BadResult as exc:
@@ -109,9 +115,7 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
         raise _BadResult(f"unknown keys {unknown}; allowed: {sorted(_RESULT_KEYS)}")
 
     returned = result.get("PhysicalResourceId")
-    if request.request_type == "Delete":
-        physical_id = request.physical_id or fallback_physical_id(request)  # a Delete never changes the id
-    elif returned is None:
+    if returned is None:
         physical_id = request.physical_id or default_physical_id(request)
     elif not isinstance(returned, str) or not returned or not is_utf8(returned):
         raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
@@ -131,8 +135,6 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
             data = json.loads(text)
         except (TypeError, ValueError) as exc:
             raise _BadResult(f"Data is not JSON-serialisable ({str(exc)[:200]})") from None
-    if request.request_type == "Delete":
-        return physical_id, None, False
     return physical_id, data, bool(result.get("NoEcho", False)) and request.dialect.no_echo
 
 

@@ -186,6 +186,23 @@ def test_delete_never_changes_the_id_and_never_carries_data_or_noecho(result):
     assert not resp.no_echo
 
 
+@pytest.mark.parametrize("result", [
+    pytest.param(True, id="true"),
+    pytest.param([1, 2], id="list"),
+    pytest.param({"ResponseMetadata": {"HTTPStatusCode": 204}}, id="boto-response"),
+    pytest.param({"Data": {"When": object()}}, id="non-json-data"),
+    pytest.param({"Data": {"X": float("nan")}}, id="nan-data"),
+    pytest.param({"PhysicalResourceId": ""}, id="empty-id"),
+    pytest.param(42, id="int"),
+])
+def test_a_deletes_return_value_is_ignored_so_it_cannot_fail_the_delete(result):
+    # Lambda code ported over returns such values; the Delete did its work and must answer SUCCESS
+    doc = body_of(success(DELETE, result))
+    assert doc["Status"] == "SUCCESS"
+    assert doc["PhysicalResourceId"] == "thing-1"
+    assert "Data" not in doc and "NoEcho" not in doc
+
+
 def test_failed_delete_keeps_the_requests_id():
     doc = body_of(failure(DELETE, "cannot delete"))
     assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"] == "thing-1"
