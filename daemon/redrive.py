@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .queue import dead_letter_target
 from .urls import redact_text
 
 
@@ -23,8 +24,7 @@ def dead_letter_queue_url(sqs: Any, queue_url: str) -> str:
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"]).get("Attributes", {})
     if "RedrivePolicy" not in attrs:
         raise ValueError(f"{queue_url} has no RedrivePolicy, so no dead-letter queue; give --dlq-url")
-    arn = json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"]
-    account, name = arn.split(":")[4], arn.split(":")[5]
+    account, name = dead_letter_target(attrs["RedrivePolicy"])
     return sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
 
 
