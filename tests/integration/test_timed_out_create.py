@@ -112,3 +112,44 @@ async def test_a_create_that_simply_fails_keeps_the_failed_create_marker(run_dae
     stack.publish(create)
     answer = await response_of(stack, create)
     assert answer["Status"] == "FAILED" and answer["PhysicalResourceId"].startswith(FAILED_CREATE_PREFIX)
+
+
+class Stubborn:
+    """An async Create that ignores its cancellation and runs on for RunSeconds."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    async def create(self, event: Mapping[str, Any]) -> Any:
+        import asyncio
+
+        end = time.monotonic() + float(event["ResourceProperties"]["RunSeconds"])
+        while time.monotonic() < end:
+            try:
+                await asyncio.sleep(end - time.monotonic())
+            except asyncio.CancelledError:
+                pass  # swallowed: the daemon must answer anyway
+        self.ended = True
+
+    async def delete(self, event: Mapping[str, Any]) -> Any:
+        return None
+
+    update = delete
+
+
+async def test_an_async_create_that_swallows_its_cancel_is_answered_at_the_deadline(run_daemon, stack: Stack):
+    from structlog.testing import capture_logs
+
+    stubborn = Stubborn()
+    await run_daemon(handlers=(("Custom::Stubborn", stubborn),))
+    create = stack.request("Create", "Stubborn", resource_type="Custom::Stubborn",
+                           properties={"ServiceTimeout": "3", "RunSeconds": "25"})
+    with capture_logs() as logs:
+        started = time.monotonic()
+        stack.publish(create)
+        answer = await response_of(stack, create, timeout=20)
+        took = time.monotonic() - started
+    assert answer is not None and answer["Status"] == "FAILED" and "timed out" in answer["Reason"]
+    assert took < 15, f"answered after {took:.0f} s, past the 3 s deadline"
+    assert not stubborn.ended  # it is still running, abandoned
+    assert any(e["event"] == "handler.orphaned" for e in logs)
