@@ -1,9 +1,10 @@
 """Answer the requests left in the queue's dead-letter queue, so no stack hangs on one.
 
 A request whose receives ran out on the queue (a handler that crashed the process each time,
-an outage longer than maxReceiveCount allowed) is moved by SQS to the dead-letter queue named
-by the queue's RedrivePolicy, and nothing would answer it: its stack would wait out the
-ServiceTimeout (an hour by default). Every `interval` seconds each daemon looks there and puts
+an outage longer than maxReceiveCount allowed) is moved to the dead-letter queue named by the
+queue's RedrivePolicy (SQS) or enabled DlqPolicy (MNS: DeadLetterTargetQueue), and nothing
+would answer it: its stack would wait out the ServiceTimeout (an hour by default; ROS: its
+Timeout). Every `interval` seconds each daemon looks there and puts
 each message through the main path (`Worker.answer_dead_letter`): the same admission
 (signature, topic allowlist, ResponseURL allowlist), the same store rules; only a request
 nobody has answered gets FAILED, saying the provider could not process it and where to look,
@@ -49,7 +50,7 @@ MAX_PER_PASS = 100  # messages looked at in one pass, at most
 
 
 def queue_name(url: str) -> str:
-    """The queue's name, for Reasons and logs (the last part of its URL)."""
+    """The queue's name, for Reasons and logs (the last part of its URL: SQS and MNS alike)."""
     return url.rstrip("/").rpartition("/")[2] or url
 
 
@@ -145,7 +146,7 @@ async def watcher_for(queue: Any, worker: Worker, *, interval: float, visibility
                                           "are not answered by this daemon")
         return None
     find = getattr(queue, "dead_letter_queue", None)
-    if find is None:  # MNS: its DlqPolicy names one, but this client cannot open it yet
+    if find is None:  # a transport that cannot name its dead-letter queue
         if await queue.has_dead_letter_queue():
             log.warning("deadletter.unsupported", queue_url=redact(queue.url),
                         detail="this transport's dead-letter queue is not watched: requests left there are not "
