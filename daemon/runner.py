@@ -17,7 +17,7 @@ import contextvars
 import functools
 import inspect
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 import structlog
@@ -71,42 +71,44 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     budget = context.remaining()
     if budget <= 0:
         raise HandlerTimeout(0)
-    run, ended = _start(fn, args, executor)
+    run, job = _start(fn, args, executor)
     try:
         done, _ = await asyncio.wait({run}, timeout=budget)
     except asyncio.CancelledError:
-        _abandon(run, ended, "cancelled")
+        _abandon(run, _ended(run, job), "cancelled")
         raise
     if run in done:
         return run.result()  # whatever it raised (its own TimeoutError included) is the handler's failure
     run.cancel()
+    ended = _ended(run, job)
     await asyncio.wait({ended}, timeout=CANCEL_GRACE)  # a well-behaved action unwinds at once
     _abandon(run, ended, "timed out")
     raise HandlerTimeout(budget, None if ended.done() else ended)
 
 
-def _start(fn: Callable[..., Any], args: tuple, executor: Executor) -> tuple[asyncio.Future, asyncio.Future]:
-    """Start the action: (its result, a future done when its code has really stopped running)."""
+def _start(fn: Callable[..., Any], args: tuple, executor: Executor) -> tuple[asyncio.Future, Future | None]:
+    """Start the action: its result, and for a sync action its job in the thread pool."""
     if inspect.iscoroutinefunction(fn):
-        task = asyncio.ensure_future(fn(*args))  # a task copies the caller's contextvars
-        return task, task
+        return asyncio.ensure_future(fn(*args)), None  # a task copies the caller's contextvars
     ctx = contextvars.copy_context()
     job = executor.submit(ctx.run, fn, *args)
-    thread_ended = asyncio.wrap_future(job)  # a second view of the job: cancelling the first stops
-    # a job still queued (it never runs), and a running thread simply goes on until it returns
 
     async def result() -> Any:
         value = await asyncio.wrap_future(job)
         return await value if inspect.isawaitable(value) else value
 
-    task = asyncio.ensure_future(result())
-    return task, _both(thread_ended, task)
+    return asyncio.ensure_future(result()), job
 
 
-def _both(first: asyncio.Future, second: asyncio.Future) -> asyncio.Future:
-    async def wait() -> None:
-        await asyncio.wait({first, second})
-    return asyncio.ensure_future(wait())
+def _ended(run: asyncio.Future, job: Future | None) -> asyncio.Future:
+    """Done when the action's code has really stopped running (only built for one being abandoned):
+    cancelling `run` stops a job still queued (it never runs); a running thread goes on until it returns."""
+    if job is None:
+        return run
+
+    async def both() -> None:
+        await asyncio.wait({asyncio.wrap_future(job), run})
+    return asyncio.ensure_future(both())
 
 
 def _abandon(run: asyncio.Future, ended: asyncio.Future, why: str) -> None:
