@@ -78,8 +78,10 @@ class SqsQueue:
         if not policy:
             return None
         account, name = dead_letter_target(policy)
-        url = (await self.client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account))["QueueUrl"]
-        return SqsQueue(self.client, url)
+        # SQS wants the dead-letter queue in the queue's own account and region: its URL is the
+        # queue's with the account and name replaced (no sqs:GetQueueUrl permission needed)
+        base = self.url.rstrip("/").rsplit("/", 2)[0]
+        return SqsQueue(self.client, f"{base}/{account}/{name}")
 
     async def has_dead_letter_queue(self) -> bool | None:
         """True/False from the queue's RedrivePolicy; None when it cannot be read."""

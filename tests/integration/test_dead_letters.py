@@ -108,7 +108,8 @@ async def test_dead_lettered_requests_get_exactly_one_failed_with_two_watchers(
     requests = [request_at(stack, stub_s3, "Create", "Made"),
                 request_at(stack, stub_s3, "Update", "Changed", physical_id="thing-7", old_properties={}),
                 request_at(stack, stub_s3, "Delete", "Gone", physical_id="thing-8")]
-    exhaust(dl_provider, [signer.body(r) for r in requests])
+    # each twice (SNS delivers at least once): copies of one request reach both watchers at once
+    exhaust(dl_provider, [signer.body(r) for r in requests for _ in range(2)])
     with capture_logs() as logs:
         await start()
         await start()  # two fleet members watch the same dead-letter queue; the store decides who answers
@@ -127,6 +128,8 @@ async def test_dead_lettered_requests_get_exactly_one_failed_with_two_watchers(
     assert made["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)  # its rollback Delete reaches delete
     assert (changed["PhysicalResourceId"], gone["PhysicalResourceId"]) == ("thing-7", "thing-8")
     assert handlers.started == []  # answered from the dead-letter queue, never run
+    outcomes = sorted(e["outcome"] for e in logs if e["event"] == "request" and e.get("outcome") != "in-progress-elsewhere")
+    assert outcomes == ["answered"] * 3 + ["duplicate"] * 3  # the second copy of each: the store says answered
     answered = [e for e in logs if e["event"] == "deadletter.answered"]
     assert len(answered) == 3 and all(e["log_level"] == "error" and e["dead_letter_queue"] == dlq_name
                                       for e in answered)
