@@ -200,3 +200,30 @@ async def test_watching_can_be_turned_off(start, dl_provider: Provider, stub_s3:
         await wait_for_event(logs, "deadletter.off")
         await asyncio.sleep(2)
     assert stub_s3.put_count(key_of(req)) == 0 and in_dlq(dl_provider) == 1
+
+
+async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answered(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    # a member claimed the request and was SIGKILLed (its lease runs 3 s more); the message then ran out of receives
+    from daemon.request import idempotency_key
+    from daemon.store import SQLiteStore
+
+    stack = Stack(dl_provider)
+    req = request_at(stack, stub_s3, "Create", "Orphaned")
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        claim = await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "dead-member", "digest", 3)
+        assert claim.acquired
+        held_until = time.monotonic() + 3
+        exhaust(dl_provider, [signer.body(req)])
+        with capture_logs() as logs:
+            await start()
+            assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30)
+        assert time.monotonic() >= held_until - 0.5  # not before the lease ran out
+        assert any(e["event"] == "request" and e.get("outcome") == "in-progress-elsewhere" for e in logs)
+        doc = json.loads(stub_s3.bodies(key_of(req))[0])
+        assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)
+        await until(lambda: in_dlq(dl_provider) == 0, 15, "the answered message to leave the dead-letter queue")
+        assert stub_s3.put_count(key_of(req)) == 1
+    finally:
+        await store.close()
