@@ -16,8 +16,8 @@ import aiohttp
 import structlog
 
 from . import health
-from .deadletters import DeadLetterWatcher, watcher_for
 from .config import Settings, health_path
+from .deadletters import DeadLetterWatcher, watcher_for
 from .dialect import CLOUDFORMATION
 from .metrics import Metrics
 from .poller import Poller
