@@ -58,6 +58,7 @@ class Settings:
     mns_queue: str | None = None
     ros_response_url: str = "auto"  # intranet | public | auto (daemon.ros.ResponseUrlChoice)
     alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (daemon.ros)
+    dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")

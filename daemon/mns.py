@@ -231,6 +231,18 @@ class MnsQueue:
         policy = next((e for e in root if _local(e.tag) == "DlqPolicy"), None)
         return policy is not None and _fields(policy).get("Enabled", "").lower() == "true"
 
+    async def dead_letter_queue(self) -> "MnsQueue | None":
+        """The queue its enabled DlqPolicy names (DeadLetterTargetQueue), on this session; None when
+        none is enabled. Raises when the attributes cannot be read (for daemon.deadletters)."""
+        status, text = await self._call("GET", f"/queues/{self.name}")
+        _check(status, text)
+        policy = next((e for e in _xml(text) if _local(e.tag) == "DlqPolicy"), None)
+        fields = _fields(policy) if policy is not None else {}
+        target = fields.get("DeadLetterTargetQueue", "").rstrip("/").rpartition("/")[2]  # a name, or an ARN ending in it
+        if fields.get("Enabled", "").lower() != "true" or not target:
+            return None
+        return MnsQueue(self.session, self.base, target, self.credentials, self.connect_timeout, self.read_timeout)
+
     # ------------------------------------------------------------------ internals
     async def _change(self, message: Message, seconds: int) -> None:
         resource = f"/queues/{self.name}/messages?receiptHandle={_q(message.receipt)}&visibilityTimeout={seconds}"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -69,6 +70,19 @@ class SqsQueue:
             QueueUrl=self.url, ReceiptHandle=message.receipt, VisibilityTimeout=seconds
         )
 
+    async def dead_letter_queue(self) -> "SqsQueue | None":
+        """The queue's dead-letter queue (from its RedrivePolicy), on this client; None when it has
+        none. Raises when the attributes cannot be read."""
+        resp = await self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["RedrivePolicy"])
+        policy = resp.get("Attributes", {}).get("RedrivePolicy")
+        if not policy:
+            return None
+        account, name = dead_letter_target(policy)
+        # SQS wants the dead-letter queue in the queue's own account and region: its URL is the
+        # queue's with the account and name replaced (no sqs:GetQueueUrl permission needed)
+        base = self.url.rstrip("/").rsplit("/", 2)[0]
+        return SqsQueue(self.client, f"{base}/{account}/{name}")
+
     async def has_dead_letter_queue(self) -> bool | None:
         """True/False from the queue's RedrivePolicy; None when it cannot be read."""
         try:
@@ -76,6 +90,13 @@ class SqsQueue:
         except Exception:  # noqa: BLE001 - e.g. no sqs:GetQueueAttributes permission
             return None
         return bool(resp.get("Attributes", {}).get("RedrivePolicy"))
+
+
+def dead_letter_target(redrive_policy: str) -> tuple[str, str]:
+    """(account, queue name) of the dead-letter queue a RedrivePolicy (JSON) names."""
+    arn = json.loads(redrive_policy)["deadLetterTargetArn"]
+    parts = arn.split(":")
+    return parts[4], parts[5]
 
 
 def _message(raw: dict[str, Any]) -> Message:

@@ -2,7 +2,10 @@
 
 For after a fix: messages the daemon could not take (a handler that crashed the process,
 an outage longer than maxReceiveCount allowed) go back for another try. Requests already
-answered are recognised by the idempotency store and not run twice.
+answered are recognised by the idempotency store and not run twice. The daemons' dead-letter
+watcher (daemon.deadletters) answers FAILED to requests left there and deletes them, so what
+`redrive` finds is mostly what it could not answer: messages that failed admission, that are
+not requests, or whose request is still held by a worker.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .queue import dead_letter_target
 from .urls import redact_text
 
 
@@ -23,8 +27,7 @@ def dead_letter_queue_url(sqs: Any, queue_url: str) -> str:
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"]).get("Attributes", {})
     if "RedrivePolicy" not in attrs:
         raise ValueError(f"{queue_url} has no RedrivePolicy, so no dead-letter queue; give --dlq-url")
-    arn = json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"]
-    account, name = arn.split(":")[4], arn.split(":")[5]
+    account, name = dead_letter_target(attrs["RedrivePolicy"])
     return sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
 
 

@@ -158,7 +158,7 @@ class Request(RequestFields):
     @property
     def key(self) -> str:
         """Idempotency key: StackId + RequestId."""
-        return json.dumps([self.stack_id, self.request_id])  # unambiguous, whatever the ids contain
+        return idempotency_key(self.stack_id, self.request_id)
 
     @property
     def service_timeout(self) -> int:
@@ -171,6 +171,11 @@ class Request(RequestFields):
         except ValueError:
             return d.default_timeout
         return min(max(value, 1), d.max_timeout)
+
+
+def idempotency_key(stack_id: str, request_id: str) -> str:
+    """The store's key of a request: StackId + RequestId, unambiguous whatever the ids contain."""
+    return json.dumps([stack_id, request_id])
 
 
 def parse(text: str, default: Dialect | None = None) -> Request:

@@ -2,7 +2,8 @@
 
 PUT with an empty Content-Type (a SigV2 presigned URL signs it), the URL exactly as given
 (no re-quoting: that would break the signature), connect/read timeouts, and retries with
-jittered exponential backoff on connection errors, 5xx, 408 and 429 until the URL expires.
+jittered exponential backoff on connection errors, 5xx, 408, 429 and S3's `400 RequestTimeout`
+(S3 did not get the body in time: retryable, S3's error docs say) until the URL expires.
 Other 4xx are final: retrying cannot change the answer.
 
 That is CloudFormation's dialect; `send` takes the request's dialect for the method and headers
@@ -26,6 +27,7 @@ from .urls import expires_at, redact
 
 log = structlog.get_logger("responder")
 RETRYABLE_STATUS = {408, 429}
+RETRYABLE_S3_CODES = {"RequestTimeout"}  # S3 sends these with 400: the body came too slowly, try again
 UNKNOWN_EXPIRY_BUDGET = 3600.0  # a URL that states no expiry is retried this long
 
 
@@ -89,7 +91,7 @@ class Responder:
                     if status is None and urls:  # unreachable: try the next URL
                         log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
                         url = urls.pop(0)
-                    if status is None or status >= 500 or status in RETRYABLE_STATUS:
+                    if status is None or status >= 500 or status in RETRYABLE_STATUS or _retryable_400(status, detail):
                         raise _Retryable(detail)
         except _Retryable:
             return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry: {last['detail']}")
@@ -108,6 +110,11 @@ class Responder:
                 return resp.status, f"HTTP {resp.status} {_s3_error_code(text)}".strip()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             return None, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _retryable_400(status: int, detail: str) -> bool:
+    """A 400 whose S3 error code (read from the XML body, in `detail`) says the request may be retried."""
+    return status == 400 and detail.rpartition(" ")[2] in RETRYABLE_S3_CODES
 
 
 def _s3_error_code(text: str) -> str:

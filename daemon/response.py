@@ -2,7 +2,9 @@
 
 Rules (shared/DESIGN.md): ids copied verbatim; PhysicalResourceId non-empty and at most
 1 KB; a failed Create gets a recognisable marker id so its rollback Delete is answered
-without the handler; Data/NoEcho only on successful Create/Update; the encoded body is at
+without the handler, unless the handler was cut short (timed out, shutdown, dead-lettered):
+then it may still create its resource afterwards, and the Create gets a timed-out marker
+whose rollback Delete does reach the handler (see `cut_short`); Data/NoEcho only on successful Create/Update; the encoded body is at
 most 4096 bytes: Reason is trimmed first, and Data that still does not fit turns the
 answer into FAILED saying so. Limits follow the request's dialect: a ROS id is at most 255
 bytes, never changes on Update (a new one is refused with FAILED), and NoEcho is not sent.
@@ -20,6 +22,7 @@ from .ros import replacement_refused
 
 MAX_BODY = 4096
 FAILED_CREATE_PREFIX = "cfn-provider-failed-create-"
+TIMED_OUT_PREFIX = "cfn-provider-timed-out-"  # + the Create's RequestId + "-" + _binding digest
 _RESULT_KEYS = {"PhysicalResourceId", "Data", "NoEcho"}
 _ELLIPSIS = " [...]"
 
@@ -60,6 +63,44 @@ def is_failed_create_marker(physical_id: str) -> bool:
     return physical_id.startswith(FAILED_CREATE_PREFIX)
 
 
+def _binding(request: Request, create_request_id: str) -> str:
+    """What a timed-out marker is bound to: the stack, the resource (logical id, type) and the
+    exact properties of the Create, and that Create's RequestId (128 bits of SHA-256)."""
+    doc = [request.stack_id, request.logical_id, request.resource_type, create_request_id, request.properties]
+    text = json.dumps(doc, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def timed_out_marker(request: Request, create_request_id: str | None = None) -> str | None:
+    """The id a Create cut short answers with; None when it would not fit the dialect's id limit
+    (an outlandish RequestId): that Create gets the plain failed-Create marker."""
+    rid = request.request_id if create_request_id is None else create_request_id
+    marker = f"{TIMED_OUT_PREFIX}{rid}-{_binding(request, rid)}"
+    return marker if json_size(marker) <= request.dialect.max_physical_id and is_utf8(marker) else None
+
+
+def is_timed_out_marker(physical_id: str) -> bool:
+    return physical_id.startswith(TIMED_OUT_PREFIX)
+
+
+def timed_out_create(request: Request) -> str | None:
+    """For a Delete carrying a timed-out marker: the RequestId of the Create that gave it, when the
+    marker matches this Delete's stack, logical id, type and properties; else None (the marker is
+    attacker-chosen text here: the caller must also find that Create's FAILED answer in its store)."""
+    if request.request_type != "Delete" or not is_timed_out_marker(request.physical_id):
+        return None
+    rid = request.physical_id[len(TIMED_OUT_PREFIX):].rpartition("-")[0]
+    return rid if rid and timed_out_marker(request, rid) == request.physical_id else None
+
+
+def cut_short(request: Request, reason: str) -> Response:
+    """FAILED for a request whose handler was cut short (timed out, stopped by shutdown, or never
+    finished: dead-lettered) and so may still act. A Create answers with its timed-out marker, so
+    CloudFormation's rollback Delete reaches the handler's `delete` with the Create's properties."""
+    marker = timed_out_marker(request) if request.request_type == "Create" else None
+    return failure(request, reason, marker)
+
+
 def fallback_physical_id(request: Request) -> str:
     """The id a FAILED answer carries when nothing better is known."""
     if request.request_type == "Create" or not request.physical_id:
@@ -73,7 +114,13 @@ def failure(request: Request, reason: str, physical_id: str | None = None) -> Re
 
 
 def success(request: Request, result: Any) -> Response:
-    """Interpret a handler's return value (None, a str id, or a mapping) as the answer."""
+    """Interpret a handler's return value (None, a str id, or a mapping) as the answer.
+
+    A Delete's return value is ignored, never validated: its answer carries neither a new id nor
+    Data, and Lambda code ported over returns whatever it likes (True, a list, a boto response);
+    a Delete that did its work must not be turned into FAILED by what it returned."""
+    if request.request_type == "Delete":
+        return _encode(request, "SUCCESS", request.physical_id or fallback_physical_id(request), "")
     try:
         physical_id, data, no_echo = _interpret(request, result)
     except _BadResult as exc:
@@ -109,9 +156,7 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
         raise _BadResult(f"unknown keys {unknown}; allowed: {sorted(_RESULT_KEYS)}")
 
     returned = result.get("PhysicalResourceId")
-    if request.request_type == "Delete":
-        physical_id = request.physical_id or fallback_physical_id(request)  # a Delete never changes the id
-    elif returned is None:
+    if returned is None:
         physical_id = request.physical_id or default_physical_id(request)
     elif not isinstance(returned, str) or not returned or not is_utf8(returned):
         raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
@@ -131,8 +176,6 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
             data = json.loads(text)
         except (TypeError, ValueError) as exc:
             raise _BadResult(f"Data is not JSON-serialisable ({str(exc)[:200]})") from None
-    if request.request_type == "Delete":
-        return physical_id, None, False
     return physical_id, data, bool(result.get("NoEcho", False)) and request.dialect.no_echo
 
 

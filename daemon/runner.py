@@ -1,8 +1,14 @@
 """Call a handler action with the request, a context, and a time limit.
 
-Async actions run on the loop; sync ones in a thread pool, with the caller's contextvars
-so their log lines carry the request's ids. A sync action that overruns cannot be killed:
-the answer (FAILED, timed out) is sent anyway and the thread is left to finish.
+Async actions run on the loop, as a task of their own; sync ones in a thread pool, with the
+caller's contextvars so their log lines carry the request's ids. At the deadline the answer
+(FAILED, timed out) goes out whatever the handler does: an async action is cancelled and
+given a moment (CANCEL_GRACE) to unwind, a sync one cannot be killed; either way the caller
+is not kept waiting for it. What is left running (an action that swallows CancelledError,
+awaits a slow cleanup, or a thread still busy) is an orphan: logged when abandoned
+(`handler.orphaned`) and again when it finally ends (`handler.orphan_ended`), and handed to the
+caller (HandlerTimeout.orphan) so a rollback Delete can wait for it. The same holds when the
+caller itself is cancelled (shutdown).
 """
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import contextvars
 import functools
 import inspect
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 import structlog
@@ -19,10 +25,16 @@ import structlog
 from .request import Request
 
 
+log = structlog.get_logger("runner")
+CANCEL_GRACE = 0.1  # seconds an async action gets to unwind its cancellation before it is abandoned
+_orphans: set[asyncio.Future] = set()  # strong references: the loop keeps only weak ones to tasks
+
+
 class HandlerTimeout(Exception):
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, orphan: asyncio.Future | None = None):
         super().__init__(f"timed out after {seconds:.0f} s")
         self.seconds = seconds
+        self.orphan = orphan  # done when the abandoned action has really ended (None: it never started)
 
 
 class Context:
@@ -59,15 +71,66 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     budget = context.remaining()
     if budget <= 0:
         raise HandlerTimeout(0)
-    limit = asyncio.timeout(budget)
+    run, job = _start(fn, args, executor)
     try:
-        async with limit:
-            if inspect.iscoroutinefunction(fn):
-                return await fn(*args)
-            ctx = contextvars.copy_context()
-            result = await asyncio.get_running_loop().run_in_executor(executor, functools.partial(ctx.run, fn, *args))
-            return await result if inspect.isawaitable(result) else result
-    except TimeoutError:
-        if limit.expired():
-            raise HandlerTimeout(budget) from None
-        raise  # the handler's own TimeoutError is its failure, not ours
+        done, _ = await asyncio.wait({run}, timeout=budget)
+    except asyncio.CancelledError:
+        _abandon(run, _ended(run, job), "cancelled")
+        raise
+    if run in done:
+        return run.result()  # whatever it raised (its own TimeoutError included) is the handler's failure
+    run.cancel()
+    ended = _ended(run, job)
+    await asyncio.wait({ended}, timeout=CANCEL_GRACE)  # a well-behaved action unwinds at once
+    _abandon(run, ended, "timed out")
+    raise HandlerTimeout(budget, None if ended.done() else ended)
+
+
+def _start(fn: Callable[..., Any], args: tuple, executor: Executor) -> tuple[asyncio.Future, Future | None]:
+    """Start the action: its result, and for a sync action its job in the thread pool."""
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.ensure_future(fn(*args)), None  # a task copies the caller's contextvars
+    ctx = contextvars.copy_context()
+    job = executor.submit(ctx.run, fn, *args)
+
+    async def result() -> Any:
+        value = await asyncio.wrap_future(job)
+        return await value if inspect.isawaitable(value) else value
+
+    return asyncio.ensure_future(result()), job
+
+
+def _ended(run: asyncio.Future, job: Future | None) -> asyncio.Future:
+    """Done when the action's code has really stopped running (only built for one being abandoned):
+    cancelling `run` stops a job still queued (it never runs); a running thread goes on until it returns."""
+    if job is None:
+        return run
+
+    async def both() -> None:
+        await asyncio.wait({asyncio.wrap_future(job), run})
+    return asyncio.ensure_future(both())
+
+
+def _abandon(run: asyncio.Future, ended: asyncio.Future, why: str) -> None:
+    """Stop waiting for the action: cancel it, keep it referenced, and log it if it is still running."""
+    run.cancel()
+    run.add_done_callback(_quiet)
+    if ended.done():
+        return
+    started = time.monotonic()
+    log.warning("handler.orphaned", why=why,
+                detail="the answer goes out now; the handler is still running and was left to finish")
+    _orphans.add(ended)
+
+    def finished(future: asyncio.Future) -> None:
+        _orphans.discard(future)
+        _quiet(future)
+        log.warning("handler.orphan_ended", after_seconds=round(time.monotonic() - started, 1))
+
+    ended.add_done_callback(finished)
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """Retrieve an abandoned future's outcome, so asyncio does not report it as never retrieved."""
+    if not future.cancelled():
+        future.exception()

@@ -17,6 +17,7 @@ import structlog
 
 from . import health
 from .config import Settings, health_path
+from .deadletters import DeadLetterWatcher, watcher_for
 from .dialect import CLOUDFORMATION
 from .metrics import Metrics
 from .poller import Poller
@@ -43,6 +44,7 @@ class Service:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
+        self.dead_letters: DeadLetterWatcher | None = None
         self.health_file = health_path(settings.state, settings.health_file)
         self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
@@ -56,6 +58,8 @@ class Service:
         elif self._stop_requests == 1:
             log.info("stopping", detail="no longer receiving; draining in-flight requests")
             self.poller.stop()
+            if self.dead_letters is not None:
+                self.dead_letters.stop()
         else:
             log.warning("stopping_now", detail="second stop request: abandoning in-flight requests")
             self.poller.abort()
@@ -103,16 +107,35 @@ class Service:
                 if self._early_stop:
                     self.poller.stop()
                 housekeeping = asyncio.create_task(self._housekeeping())
+                self.dead_letters = await watcher_for(queue, worker, interval=s.dead_letter_interval,
+                                                      visibility_timeout=s.visibility_timeout)
+                watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
+                if self._early_stop and self.dead_letters:
+                    self.dead_letters.stop()
                 try:
                     await self.poller.run()
                 finally:
                     housekeeping.cancel()
+                    await self._stop_watching(watching)
         finally:
             await store.close()
             executor.shutdown(wait=False, cancel_futures=True)
         aborted = self._stop_requests > 1
         log.info("stopped", handled=self.poller.handled if self.poller else 0, aborted=aborted)
         return 1 if aborted else 0
+
+    async def _stop_watching(self, watching: asyncio.Task | None) -> None:
+        """Let the dead-letter pass in progress finish its messages within the grace period (none
+        after a second stop request), then stop it."""
+        if watching is None:
+            return
+        assert self.dead_letters is not None
+        self.dead_letters.stop()
+        grace = self.settings.grace_period if self._stop_requests <= 1 else 0
+        if not watching.done():
+            await asyncio.wait({watching}, timeout=grace)
+        watching.cancel()
+        await asyncio.wait({watching})
 
     def _ready(self) -> None:
         """First successful receive: the daemon is serving."""

@@ -11,8 +11,10 @@ Every message ends in exactly one log line: `request` for a request that was han
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import hashlib
+import json
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
@@ -27,18 +29,34 @@ from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
 from .metrics import Metrics
 from .queue import Message
-from .request import NotARequest, Request, parse
+from .request import NotARequest, Request, idempotency_key, parse
 from .responder import Responder
 from .ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call
 from .signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from .store import CLAIMED, RESPONSE_READY, Store
+from .store import CLAIMED, RESPONSE_READY, Record, Store
 from .urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
 T = TypeVar("T")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
+
+
+_DEAD_LETTER: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("dead_letter", default=None)
+"""(dead-letter queue name, message id) while answer_dead_letter runs a message through the main path."""
+
+
+def _gave_marker(record: Record | None, request: Request) -> bool:
+    """Whether `record` (a Create's) holds the FAILED answer that gave `request` its timed-out marker."""
+    if record is None or record.status != "FAILED" or not record.body:
+        return False
+    try:
+        doc = json.loads(record.body)
+    except ValueError:
+        return False
+    return (isinstance(doc, dict) and doc.get("PhysicalResourceId") == request.physical_id
+            and doc.get("LogicalResourceId") == request.logical_id and doc.get("StackId") == request.stack_id)
 
 
 class Disposition(enum.Enum):
@@ -79,6 +97,7 @@ class Worker:
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
+        self._orphans: dict[str, asyncio.Future] = {}  # timed-out Create's marker -> its handler, still running
 
     # ------------------------------------------------------------------ entry point
     async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
@@ -191,7 +210,7 @@ class Worker:
                 await asyncio.shield(self.store.release(request.key, self.owner))
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
-            answer = responses.failure(request, "provider shutting down before the handler finished")
+            answer = responses.cut_short(request, "provider shutting down before the handler finished")
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
@@ -224,13 +243,23 @@ class Worker:
         await asyncio.shield(self.store.extend(request.key, self.owner, 0))
 
     async def _answer(self, request: Request, deadline: float) -> responses.Response:
-        """Decide the answer: from the request alone where possible, else from the handler."""
+        """Decide the answer: from the request alone where possible, else from the handler.
+        (A dead-lettered request is answered FAILED without the handler: see answer_dead_letter.)"""
         if request.problems:
             return responses.failure(request, "invalid request: " + "; ".join(request.problems))
         if request.request_type == "Delete" and (
             not request.physical_id or responses.is_failed_create_marker(request.physical_id)
         ):
             return responses.success(request, None)  # nothing of ours was created: nothing to delete
+        dead_letter = _DEAD_LETTER.get()
+        if dead_letter is not None:
+            return self._dead_letter_answer(request, dead_letter)
+        if request.request_type == "Delete" and responses.is_timed_out_marker(request.physical_id):
+            return await self._after_timed_out_create(request, deadline)
+        return await self._run_handler(request, deadline)
+
+    async def _run_handler(self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
+                           ) -> responses.Response:
         route = self.router.route(request.resource_type)
         if route is None:
             return responses.failure(request, f"no handler for {request.resource_type}")
@@ -239,18 +268,81 @@ class Worker:
         except HandlerError as exc:
             return responses.failure(request, str(exc))
         budget = deadline - time.time() - response_margin(request.service_timeout)
+        if wait_for is not None and not wait_for.done():  # the timed-out Create still runs here
+            log.info("timed_out_create.waiting", detail="the Create's handler is still running; waiting for it "
+                     "before calling delete", up_to_seconds=round(max(0.0, budget / 2), 1))
+            await asyncio.wait({wait_for}, timeout=max(0.0, budget / 2))
+            budget = deadline - time.time() - response_margin(request.service_timeout)
         context = Context(request, time.monotonic() + budget, self.session)
         started = time.monotonic()
         try:
             result = await call(handler, request, context, self.executor)
         except HandlerTimeout as exc:
-            return responses.failure(request, str(exc))
+            answer = responses.cut_short(request, str(exc))
+            if exc.orphan is not None and responses.is_timed_out_marker(answer.physical_id):
+                self._track_orphan(answer.physical_id, exc.orphan)
+            return answer
         except Exception as exc:  # noqa: BLE001 - a raising handler is a FAILED answer
             log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
             return responses.failure(request, str(exc) or type(exc).__name__)
         finally:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         return responses.success(request, result)
+
+    # ------------------------------------------------------------------ a Create cut short
+    def _track_orphan(self, marker: str, orphan: asyncio.Future) -> None:
+        """Remember a timed-out Create's handler still running here, for its rollback Delete."""
+        self._orphans[marker] = orphan
+        orphan.add_done_callback(lambda _: self._orphans.pop(marker, None))
+
+    async def _after_timed_out_create(self, request: Request, deadline: float) -> responses.Response:
+        """The rollback Delete of a Create that was cut short: give the handler's `delete` its chance
+        to remove what the Create may have made after its answer, with the Create's properties.
+
+        The marker is attacker-chosen text on a Delete, so `delete` is called only when it is one
+        this provider gave: it matches this Delete's stack, logical id, type and properties, and the
+        store holds that Create's FAILED answer carrying exactly this marker. Anything else is
+        answered SUCCESS without the handler (as for the failed-Create marker). A `delete` that
+        fails (or times out) here is logged and answered SUCCESS too: the Create most likely made
+        nothing, and the stack's rollback must not be stuck on it."""
+        create_id = responses.timed_out_create(request)
+        record = await self.store.get(idempotency_key(request.stack_id, create_id)) if create_id else None
+        if not _gave_marker(record, request):
+            log.warning("timed_out_create.unverified", physical_id=request.physical_id[:120],
+                        detail="the Delete carries a timed-out-Create marker this provider did not give for this "
+                               "stack, resource and properties (or its record has expired): delete is not called")
+            return responses.success(request, None)
+        orphan = self._orphans.get(request.physical_id)
+        answer = await self._run_handler(request, deadline, wait_for=orphan)
+        if not answer.ok:
+            log.error("timed_out_create.cleanup_failed", reason=answer.reason,
+                      detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback "
+                             "goes on: check for a leaked resource")
+            return responses.success(request, None)
+        log.info("timed_out_create.cleaned_up")
+        return answer
+
+    # ------------------------------------------------------------------ the dead-letter queue
+    async def answer_dead_letter(self, message: Message, heartbeat: Heartbeat, queue_name: str) -> Disposition:
+        """A message found in the dead-letter queue, through exactly the main path (admission:
+        signature, topic and ResponseURL allowlists; the store's claim, replay and duplicate
+        rules; record; PUT; mark sent), except that a request nobody has answered gets FAILED
+        saying where to look instead of a run of its handler. A message that fails admission is
+        REJECT (never answered: a forged one must not fail someone else's resource)."""
+        token = _DEAD_LETTER.set((queue_name, message.id))
+        try:
+            return await self.process(message, heartbeat)
+        finally:
+            _DEAD_LETTER.reset(token)
+
+    def _dead_letter_answer(self, request: Request, where: tuple[str, str]) -> responses.Response:
+        queue_name, message_id = where
+        log.error("deadletter.answered", dead_letter_queue=queue_name,
+                  detail="the request ran out of receives on the queue; answering FAILED")
+        return responses.cut_short(request, (
+            f"The provider could not process this request: it ran out of receives and was moved to the "
+            f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
+            f"(message {message_id}, RequestId {request.request_id})."))
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
         try:

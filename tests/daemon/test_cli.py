@@ -117,6 +117,11 @@ def test_run_help_lists_the_design_options(flag):
     assert "sqlite:///" in result.output and "dynamodb://" in result.output
 
 
+def test_run_help_explains_the_dead_letter_watcher():
+    text = " ".join(invoke("run", "--help").output.split())
+    assert "--dead-letter-interval SECONDS" in text and "dead-letter queue" in text and "0 turns it off" in text
+
+
 def test_run_help_needs_no_queue_url_and_starts_nothing(captured):
     result = invoke("run", "--help")
     assert result.exit_code == 0
@@ -181,6 +186,8 @@ OPTIONS = [
     ("trust-signing-cert-url", ["--trust-signing-cert-url", "http://127.0.0.1:9/"],
      {"CFN_PROVIDER_TRUST_SIGNING_CERT_URL": "http://127.0.0.1:9/"},
      'trust-signing-cert-url = ["http://127.0.0.1:9/"]', "trust_signing_cert_urls", ("http://127.0.0.1:9/",)),
+    ("dead-letter-interval", ["--dead-letter-interval", "0"], {"CFN_PROVIDER_DEAD_LETTER_INTERVAL": "0"},
+     "dead-letter-interval = 0", "dead_letter_interval", 0.0),
     ("wait-seconds", ["--wait-seconds", "3"], {"CFN_PROVIDER_WAIT_SECONDS": "3"}, "wait-seconds = 3", "wait_seconds", 3),
     ("max-backoff", ["--max-backoff", "1.5"], {"CFN_PROVIDER_MAX_BACKOFF": "1.5"}, "max-backoff = 1.5", "max_backoff", 1.5),
     ("log-format", ["--log-format", "json"], {"CFN_PROVIDER_LOG_FORMAT": "json"}, 'log-format = "json"', "log_format", "json"),

@@ -116,6 +116,22 @@ async def test_retryable_statuses_are_retried(s3, responder, status):
     assert [r.status for r in s3.requests_for("resp/retry")] == [status, 200]
 
 
+async def test_s3_400_request_timeout_is_retried(s3, responder):
+    # S3 answers 400 RequestTimeout when it did not get the body in time: retryable, not final
+    s3.fail_with(400, times=2, code="RequestTimeout")
+    delivery = await responder.put(s3.url("resp/slow-body"), BODY)
+    assert (delivery.delivered, delivery.status, delivery.attempts) == (True, 200, 3)
+    assert [r.status for r in s3.requests_for("resp/slow-body")] == [400, 400, 200]
+    assert s3.bodies("resp/slow-body") == [BODY]
+
+
+async def test_other_400_codes_stay_final(s3, responder):
+    s3.fail_with(400, code="MalformedXML")
+    delivery = await responder.put(s3.url("resp/bad"), BODY)
+    assert (delivery.delivered, delivery.status, delivery.attempts) == (False, 400, 1)
+    assert "MalformedXML" in delivery.detail
+
+
 async def test_403_is_final_and_means_expired(s3, responder):
     s3.fail_with(403)
     delivery = await responder.put(s3.url("resp/403"), BODY)

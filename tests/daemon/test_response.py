@@ -186,6 +186,23 @@ def test_delete_never_changes_the_id_and_never_carries_data_or_noecho(result):
     assert not resp.no_echo
 
 
+@pytest.mark.parametrize("result", [
+    pytest.param(True, id="true"),
+    pytest.param([1, 2], id="list"),
+    pytest.param({"ResponseMetadata": {"HTTPStatusCode": 204}}, id="boto-response"),
+    pytest.param({"Data": {"When": object()}}, id="non-json-data"),
+    pytest.param({"Data": {"X": float("nan")}}, id="nan-data"),
+    pytest.param({"PhysicalResourceId": ""}, id="empty-id"),
+    pytest.param(42, id="int"),
+])
+def test_a_deletes_return_value_is_ignored_so_it_cannot_fail_the_delete(result):
+    # Lambda code ported over returns such values; the Delete did its work and must answer SUCCESS
+    doc = body_of(success(DELETE, result))
+    assert doc["Status"] == "SUCCESS"
+    assert doc["PhysicalResourceId"] == "thing-1"
+    assert "Data" not in doc and "NoEcho" not in doc
+
+
 def test_failed_delete_keeps_the_requests_id():
     doc = body_of(failure(DELETE, "cannot delete"))
     assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"] == "thing-1"
@@ -515,3 +532,70 @@ def test_property_never_raises_and_keeps_the_contract(req, result, reason):
 def test_property_body_is_at_most_4096_bytes(req, result, reason):
     assert len(success(req, result).body) <= MAX_BODY
     assert len(failure(req, reason).body) <= MAX_BODY
+
+
+# --- a Create cut short: the timed-out marker -------------------------------------------
+
+from daemon.response import TIMED_OUT_PREFIX, cut_short, timed_out_create, timed_out_marker  # noqa: E402
+
+PROPS = {"ServiceToken": "arn:aws:sns:us-east-1:123456789012:t", "Bucket": "b-1", "Tags": [{"K": "v"}]}
+
+
+def rollback_delete(marker: str, **overrides: Any) -> Request:
+    """CloudFormation's rollback Delete of CREATE (same stack, logical id, type and properties)."""
+    fields = dict(RequestType="Delete", RequestId="9d0f6c43-0000-4000-8000-000000000001",
+                  PhysicalResourceId=marker, ResourceProperties=PROPS)
+    return make(**{**fields, **overrides})
+
+
+def test_a_create_cut_short_answers_with_a_timed_out_marker_not_the_failed_create_one():
+    create = make(ResourceProperties=PROPS)
+    doc = body_of(cut_short(create, "timed out after 9 s"))
+    assert doc["Status"] == "FAILED" and doc["Reason"] == "timed out after 9 s"
+    assert doc["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)
+    assert not is_failed_create_marker(doc["PhysicalResourceId"])
+    assert doc["PhysicalResourceId"] == timed_out_marker(create)  # stable: a re-send carries the same
+
+
+def test_updates_and_deletes_cut_short_keep_their_id():
+    for req in (UPDATE, DELETE):
+        assert body_of(cut_short(req, "timed out"))["PhysicalResourceId"] == "thing-1"
+
+
+def test_the_rollback_delete_of_a_create_cut_short_names_that_create():
+    create = make(ResourceProperties=PROPS)
+    marker = cut_short(create, "x").physical_id
+    assert timed_out_create(rollback_delete(marker)) == create.request_id
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(dict(ResourceProperties={**PROPS, "Bucket": "someone-elses"}), id="other-properties"),
+    pytest.param(dict(ResourceProperties={k: v for k, v in PROPS.items() if k != "Tags"}), id="fewer-properties"),
+    pytest.param(dict(LogicalResourceId="Other"), id="other-logical-id"),
+    pytest.param(dict(ResourceType="Custom::Other"), id="other-type"),
+    pytest.param(dict(StackId=STACK_ID.replace("my-stack", "their-stack")), id="other-stack"),
+])
+def test_a_marker_does_not_verify_for_anything_but_its_own_resource(change):
+    marker = cut_short(make(ResourceProperties=PROPS), "x").physical_id
+    assert timed_out_create(rollback_delete(marker, **change)) is None
+
+
+@pytest.mark.parametrize("forged", [
+    TIMED_OUT_PREFIX,
+    TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51",
+    TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51-" + "0" * 32,
+    TIMED_OUT_PREFIX + "-" + "0" * 32,
+])
+def test_a_made_up_marker_does_not_verify(forged):
+    assert timed_out_create(rollback_delete(forged)) is None
+
+
+def test_a_create_whose_marker_would_not_fit_gets_the_failed_create_marker():
+    from daemon.ros import ROS
+    from tests.ros.conftest import ros_request
+
+    doc = ros_request("Create", "https://ros.example/r", request_id="r" * 240)  # ROS ids: 255 bytes at most
+    create = parse(json.dumps(doc), ROS)
+    assert create.dialect is ROS and not create.problems
+    pid = body_of(cut_short(create, "x"))["PhysicalResourceId"]
+    assert is_failed_create_marker(pid)

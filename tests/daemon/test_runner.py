@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 
 from daemon.request import Request, parse
 from daemon.runner import Context, HandlerTimeout, call
@@ -290,3 +291,77 @@ async def test_zero_budget_times_out_without_calling_the_handler(executor, style
             await call(handler_of(create=sync_create if style == "sync" else async_create), req,
                        Context(req, deadline), executor)
     assert called == []
+
+
+# --- the answer goes out at the deadline, whatever the handler does ------------------------
+
+async def _stubborn(event):
+    """Swallows every cancellation and runs on for a while."""
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        try:
+            await asyncio.sleep(end - time.monotonic())
+        except asyncio.CancelledError:
+            pass
+
+
+async def _slow_cleanup(event):
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        await asyncio.sleep(3)  # a cleanup that takes its time
+        raise
+
+
+@pytest.mark.parametrize("create", [_stubborn, _slow_cleanup], ids=["swallows-cancel", "slow-cleanup"])
+async def test_async_action_that_will_not_stop_still_times_out_at_the_deadline(executor, create):
+    req = make_request()
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(HandlerTimeout) as info:
+            await call(handler_of(create=create), req, context_for(req, budget=0.5), executor)
+        took = time.monotonic() - started
+        assert took < 2.5, f"the answer waited {took:.1f} s for the handler"
+        assert [e["event"] for e in logs] == ["handler.orphaned"]
+        orphan = info.value.orphan
+        assert orphan is not None and not orphan.done()
+        await asyncio.wait({orphan}, timeout=10)  # the orphan is tracked until it really ends
+        assert orphan.done()
+        await asyncio.sleep(0)
+    assert [e["event"] for e in logs] == ["handler.orphaned", "handler.orphan_ended"]
+
+
+async def test_sync_action_returning_a_stubborn_awaitable_still_times_out(executor):
+    req = make_request()
+    started = time.monotonic()
+    with pytest.raises(HandlerTimeout) as info:
+        await call(handler_of(create=lambda event: _stubborn(event)), req, context_for(req, budget=0.5), executor)
+    assert time.monotonic() - started < 2.5
+    await asyncio.wait({info.value.orphan}, timeout=10)
+    assert info.value.orphan.done()
+
+
+async def test_sync_action_over_budget_is_tracked_until_its_thread_returns(executor):
+    release = threading.Event()
+    req = make_request()
+    with pytest.raises(HandlerTimeout) as info:
+        await call(handler_of(create=lambda event: release.wait(30)), req, context_for(req, budget=0.3), executor)
+    orphan = info.value.orphan
+    assert orphan is not None
+    await asyncio.sleep(0.2)
+    assert not orphan.done()  # the thread still runs
+    release.set()
+    await asyncio.wait({orphan}, timeout=10)
+    assert orphan.done()
+
+
+async def test_a_cancelled_caller_is_not_held_by_a_handler_that_swallows_cancel(executor):
+    # shutdown cancels the worker's task: it must end at once, not when the handler decides to
+    req = make_request()
+    running = asyncio.ensure_future(call(handler_of(create=_stubborn), req, context_for(req, budget=30), executor))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert time.monotonic() - started < 1.0

@@ -226,8 +226,10 @@ def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider
     assert set(granted) == SQS_ACTIONS | DYNAMODB_ACTIONS
     for action, resource in granted.items():
         assert resource != "*" and "*" not in json.dumps(resource), (action, resource)
-        expected = ["Queue", "Arn"] if action.startswith("sqs:") else ["StateTable", "Arn"]
-        assert resource == {"Fn::GetAtt": expected}, (action, resource)
+        if action.startswith("sqs:"):  # the queue, and its dead-letter queue (the daemon answers what is left there)
+            assert resource == [{"Fn::GetAtt": ["Queue", "Arn"]}, {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}], resource
+        else:
+            assert resource == {"Fn::GetAtt": ["StateTable", "Arn"]}, (action, resource)
 
     # No other way to add permissions: no managed policies unless the SSM switch (default off) is on.
     assert not resources(provider, "AWS::IAM::Policy") and not resources(provider, "AWS::IAM::ManagedPolicy")

@@ -132,6 +132,8 @@ def test_grace_period_over_near_deadline_answers_failed(
     assert answer is not None and answer["Status"] == "FAILED"
     assert "shutting down" in answer["Reason"]
     assert answer["RequestId"] == request["RequestId"] and answer["LogicalResourceId"] == "Tight"
+    # the Create was cut short, not refused: its rollback Delete must reach the handler's delete
+    assert answer["PhysicalResourceId"].startswith("cfn-provider-timed-out-")
     assert recorded_calls(calls_file) == []
     assert queue_counts(sqs, provider.queue_url) == (0, 0)  # answered, so deleted
 

@@ -225,3 +225,25 @@ async def test_secrets_never_logged(ros_daemon, mns_env: MnsServer, stub_s3: Stu
     assert json_log.events(event="queue.receive_failed")  # the errors were logged ...
     assert json_log.events(event="started")[0]["transport"] == "mns"
     assert mns_env.secret not in text and "<redacted>" in text  # ... the secret never
+
+
+async def test_a_request_left_in_the_mns_dead_letter_queue_is_answered_failed_once(ros_daemon, mns_env: MnsServer,
+                                                                                 stub_s3: StubS3):
+    # MNS's DlqPolicy names the dead-letter queue; the local server does not move messages itself,
+    # so the test puts them there, as MNS does once MaxReceiveCount is spent
+    mns_env.create_queue("ros-provider-dlq")
+    mns_env.queue(QUEUE).dlq = {"Enabled": "true", "DeadLetterTargetQueue": "ros-provider-dlq", "MaxReceiveCount": "2"}
+    stuck = ros_request("Create", stub_s3.url("ros/stuck"), props={"Size": "1"})
+    client = MnsClient(mns_env)
+    client.send_message("ros-provider-dlq", json.dumps(stuck))
+    client.send_message("ros-provider-dlq", "not a request at all")
+    await ros_daemon(dead_letter_interval=0.5)
+    posted = await answer(stub_s3, "ros/stuck")
+    doc = json.loads(posted.body)
+    assert doc["Status"] == "FAILED" and "ros-provider-dlq" in doc["Reason"]
+    assert doc["RequestId"] == stuck["RequestId"]
+    assert handlers.started == []
+    assert await asyncio.to_thread(mns_env.wait_until, lambda: len(mns_env.queue("ros-provider-dlq").live) == 1, 10)
+    await asyncio.sleep(1.5)
+    assert len(stub_s3.requests_for("ros/stuck", "POST")) == 1
+    assert [m.body for m in mns_env.queue("ros-provider-dlq").live] == ["not a request at all"]  # left alone

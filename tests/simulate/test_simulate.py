@@ -248,6 +248,27 @@ def test_handler_overrunning_its_service_timeout_is_answered_failed_by_the_daemo
     assert run.state["StackStatus"] == "ROLLBACK_COMPLETE"
 
 
+def test_rollback_of_a_create_cut_short_reaches_the_handlers_delete_with_its_properties(sim, write):
+    # the daemon answered a timed-out Create with its timed-out marker; CloudFormation's rollback
+    # Delete carries that id and the Create's properties, and the daemon passes it to `delete`
+    path = write("cut.yaml", """\
+        Resources:
+          Cut:
+            Type: Custom::Slow
+            Properties: {ServiceToken: x, ServiceTimeout: 2, CreateSeconds: 4, Name: cut-1}
+    """)
+    run = sim("create", path)
+    assert run.code == 1, run
+    failed = [e for e in run.events() if e[1] == "CREATE_FAILED"]
+    marker = failed[0][2]
+    assert marker.startswith("cfn-provider-timed-out-"), run
+    deletes = [(e[1], e[2]) for e in run.events() if e[0] == "Cut" and e[1].startswith("DELETE")]
+    assert deletes == [("DELETE_IN_PROGRESS", marker), ("DELETE_COMPLETE", marker)]
+    assert [(r["RequestType"], r["PhysicalResourceId"], r["ResourceProperties"].get("Name"))
+            for r in sim_handlers.requests] == [("Delete", marker, "cut-1")]
+    assert run.state["StackStatus"] == "ROLLBACK_COMPLETE"
+
+
 def test_missing_response_is_reported_as_cloudformation_would(sim, write):
     # an async handler that blocks the daemon's event loop: the daemon cannot answer in time
     path = write("blocked.yaml", """\

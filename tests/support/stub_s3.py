@@ -14,7 +14,9 @@ Behaviour (applies to writes, i.e. PUT and POST; GET/HEAD are never scripted):
 - a script of steps, consulted per request: the first step whose key matches (or that has no
   key) and has calls left is used and its count decremented; exhausted steps disappear; with
   no step left the request is passed through (stored, 200 + ETag, like S3).
-- `fail_with(status, times=None)`: answer `status` with an S3-style XML error body
+- `fail_with(status, times=None, code=None)`: answer `status` with an S3-style XML error body,
+  its <Code> `code` (default: S3's usual code for the status, e.g. 400 InvalidRequest; S3 also
+  answers `400 RequestTimeout` when the body did not arrive in time)
   (a 2xx status here stores the body, like a pass-through with another status).
 - `stall(seconds, times=None, status=200)`: hold the request (body already read) for
   `seconds` before answering `status`; a stall is cut short (and nothing answered) on stop().
@@ -97,6 +99,7 @@ class _Step:
     key: str | None = None
     status: int = 200
     seconds: float = 0.0
+    code: str | None = None  # the error body's <Code> (None: the usual one for the status)
 
 
 class StubS3:
@@ -177,9 +180,9 @@ class StubS3:
     # ---- behaviour -------------------------------------------------------------------------
 
     def fail_with(self, status: int, times: int | None = None, *, key: str | None = None,
-                  append: bool = False) -> StubS3:
-        """Answer `status` (S3-style XML error body) to the next `times` writes (None: all)."""
-        return self._set(_Step("status", times, key, status=status), append)
+                  append: bool = False, code: str | None = None) -> StubS3:
+        """Answer `status` (S3-style XML error body, <Code> `code`) to the next `times` writes (None: all)."""
+        return self._set(_Step("status", times, key, status=status, code=code), append)
 
     respond_with = fail_with
 
@@ -296,12 +299,13 @@ def expired(target: str, now: float | None = None) -> bool:
     return False
 
 
-def _error_xml(status: int, message: str | None = None) -> bytes:
+def _error_xml(status: int, message: str | None = None, code: str | None = None) -> bytes:
     try:
         phrase = http.HTTPStatus(status).phrase
     except ValueError:
         phrase = "Error"
-    code, default = _REASONS.get(status, (phrase.replace(" ", ""), phrase))
+    usual, default = _REASONS.get(status, (phrase.replace(" ", ""), phrase))
+    code = code or usual
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
             f"<Message>{message or default}</Message><RequestId>STUBREQUEST</RequestId></Error>").encode()
 
@@ -383,13 +387,13 @@ def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
                     return
                 self._send_status(request, step.status, "stall")
             else:
-                self._send_status(request, step.status, "fail" if step.status >= 300 else "pass")
+                self._send_status(request, step.status, "fail" if step.status >= 300 else "pass", step.code)
 
-        def _send_status(self, request: Request, status: int, action: str) -> None:
+        def _send_status(self, request: Request, status: int, action: str, code: str | None = None) -> None:
             if 200 <= status < 300:
                 self._send(request, status, b"", action)
             else:
-                self._send(request, status, _error_xml(status), action, "application/xml")
+                self._send(request, status, _error_xml(status, code=code), action, "application/xml")
 
         do_PUT = do_POST = _write  # noqa: N815
 

@@ -1,0 +1,229 @@
+"""No request ends in the dead-letter queue unanswered (daemon.deadletters), on a real moto queue
+with a real RedrivePolicy: a request whose receives ran out gets exactly one FAILED at its
+presigned URL, however many daemons watch; a message that fails admission (unsigned, forged,
+foreign topic, foreign ResponseURL, raw) or is not a request is never answered and stays there;
+an answered one gets nothing more."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from daemon.emulator import Emulator, Provider, Stack
+from daemon.response import TIMED_OUT_PREFIX
+from tests.support import handlers
+from tests.support.aws import queue_counts, wait_for_event
+from tests.support.daemons import in_process_daemons, settings_for
+from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
+from tests.support.stub_s3 import StubS3
+
+
+@pytest.fixture
+def certs():
+    with CertServer() as server:
+        yield server
+
+
+@pytest.fixture
+def dl_provider(emulator: Emulator) -> Provider:
+    return Provider.create(emulator, dlq=True, max_receive_count=1)
+
+
+@pytest.fixture
+async def start(dl_provider: Provider, tmp_path: Path, certs: CertServer, stub_s3: StubS3):
+    """Start verifying daemons (signatures on, the provider's topic only, ResponseURLs only at
+    stub_s3) sharing one state file, watching the dead-letter queue twice a second."""
+    async with in_process_daemons() as start_daemon:
+        async def go(**overrides: Any):
+            base = dict(verify_signatures=True, trust_signing_cert_urls=(certs.base_url,),
+                        allow_response_urls=(stub_s3.base_url,), dead_letter_interval=0.5)
+            return await start_daemon(settings_for(dl_provider, tmp_path, **{**base, **overrides}))
+        yield go
+
+
+class Signer:
+    def __init__(self, provider: Provider, certs: CertServer):
+        self.provider, self.identity = provider, make_identity()
+        self.cert_url = certs.add("SimpleNotificationService-dlq.pem", self.identity.cert_pem)
+
+    def envelope(self, request: dict[str, Any] | str, topic_arn: str | None = None, sign: bool = True) -> dict:
+        message = request if isinstance(request, str) else json.dumps(request)
+        envelope = notification(message, topic_arn or self.provider.topic_arn, self.cert_url)
+        return sign_envelope(envelope, self.identity) if sign else envelope
+
+    def body(self, request: dict[str, Any] | str, **kwargs: Any) -> str:
+        return json.dumps(self.envelope(request, **kwargs))
+
+
+@pytest.fixture
+def signer(dl_provider: Provider, certs: CertServer) -> Signer:
+    return Signer(dl_provider, certs)
+
+
+def request_at(stack: Stack, s3: StubS3, kind: str, logical_id: str, **kwargs: Any) -> dict[str, Any]:
+    """A request whose ResponseURL is on `s3` (which counts every PUT)."""
+    req = stack.request(kind, logical_id, resource_type="Custom::Test", **kwargs)
+    req["ResponseURL"] = s3.url(f"{stack.name}/{logical_id}")
+    return req
+
+
+def key_of(req: dict[str, Any]) -> str:
+    return req["ResponseURL"].split("/", 3)[3].split("?")[0]
+
+
+def exhaust(provider: Provider, bodies: list[str]) -> None:
+    """Send `bodies` to the queue and spend their receives (no daemon runs yet), so that SQS
+    moves them to the dead-letter queue, as after a handler that crashed the process each time."""
+    sqs = provider.emulator.client("sqs")
+    for body in bodies:
+        sqs.send_message(QueueUrl=provider.queue_url, MessageBody=body)
+    deadline = time.monotonic() + 30
+    while queue_counts(sqs, provider.dlq_url)[0] < len(bodies):
+        assert time.monotonic() < deadline, "the redrive policy did not move the messages"
+        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
+                            WaitTimeSeconds=0)
+    assert queue_counts(sqs, provider.queue_url) == (0, 0)
+
+
+def in_dlq(provider: Provider) -> int:
+    visible, hidden = queue_counts(provider.emulator.client("sqs"), provider.dlq_url)
+    return visible + hidden
+
+
+async def until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+async def test_dead_lettered_requests_get_exactly_one_failed_with_two_watchers(
+        start, dl_provider: Provider, stack: Stack, stub_s3: StubS3, signer: Signer) -> None:
+    stack = Stack(dl_provider)
+    requests = [request_at(stack, stub_s3, "Create", "Made"),
+                request_at(stack, stub_s3, "Update", "Changed", physical_id="thing-7", old_properties={}),
+                request_at(stack, stub_s3, "Delete", "Gone", physical_id="thing-8")]
+    # each twice (SNS delivers at least once): copies of one request reach both watchers at once
+    exhaust(dl_provider, [signer.body(r) for r in requests for _ in range(2)])
+    with capture_logs() as logs:
+        await start()
+        await start()  # two fleet members watch the same dead-letter queue; the store decides who answers
+        for req in requests:
+            assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30), req["LogicalResourceId"]
+        await until(lambda: in_dlq(dl_provider) == 0, 15, "the answered messages to leave the dead-letter queue")
+        await asyncio.sleep(2)  # a few more passes of both watchers
+    dlq_name = f"{dl_provider.name}-dlq"
+    for req in requests:
+        assert stub_s3.put_count(key_of(req)) == 1, req["LogicalResourceId"]
+        doc = json.loads(stub_s3.bodies(key_of(req))[0])
+        assert doc["Status"] == "FAILED"
+        assert dlq_name in doc["Reason"] and "deadletter.answered" in doc["Reason"]
+        assert doc["RequestId"] == req["RequestId"]
+    made, changed, gone = (json.loads(stub_s3.bodies(key_of(r))[0]) for r in requests)
+    assert made["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)  # its rollback Delete reaches delete
+    assert (changed["PhysicalResourceId"], gone["PhysicalResourceId"]) == ("thing-7", "thing-8")
+    assert handlers.started == []  # answered from the dead-letter queue, never run
+    outcomes = sorted(e["outcome"] for e in logs if e["event"] == "request" and e.get("outcome") != "in-progress-elsewhere")
+    assert outcomes == ["answered"] * 3 + ["duplicate"] * 3  # the second copy of each: the store says answered
+    answered = [e for e in logs if e["event"] == "deadletter.answered"]
+    assert len(answered) == 3 and all(e["log_level"] == "error" and e["dead_letter_queue"] == dlq_name
+                                      for e in answered)
+
+
+async def test_messages_that_fail_admission_are_never_answered_and_stay(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer) -> None:
+    stack = Stack(dl_provider)
+    with StubS3() as outsider:  # a ResponseURL host outside the allowlist
+        good = request_at(stack, stub_s3, "Create", "Good")
+        unsigned = request_at(stack, stub_s3, "Create", "Unsigned")
+        forged = request_at(stack, stub_s3, "Create", "Forged")
+        foreign_topic = request_at(stack, stub_s3, "Create", "ForeignTopic")
+        raw = request_at(stack, stub_s3, "Create", "Raw")
+        foreign_url = stack.request("Create", "ForeignUrl", resource_type="Custom::Test")
+        foreign_url["ResponseURL"] = outsider.url("foreign")
+        tampered = signer.envelope(forged)
+        tampered["Message"] = tampered["Message"].replace("Custom::Test", "Custom::Echo")
+        bodies = [
+            signer.body(good),
+            signer.body(unsigned, sign=False),
+            json.dumps(tampered),
+            signer.body(foreign_topic, topic_arn=dl_provider.topic_arn + "-other"),
+            json.dumps(raw),
+            signer.body(foreign_url),
+            "definitely not json",
+            signer.body("not a request"),
+        ]
+        exhaust(dl_provider, bodies)
+        with capture_logs() as logs:
+            await start()
+            assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(good), 1, 30)
+            await until(lambda: any(e["event"] == "deadletter.sweep" for e in logs), 30, "a pass to end")
+            await asyncio.sleep(1.5)  # more passes: the ones left are hidden a while, not looked at again at once
+        sweeps = [e for e in logs if e["event"] == "deadletter.sweep"]
+        assert [(e.get("deleted"), e.get("left")) for e in sweeps] == [(1, len(bodies) - 1)]
+        for req in (unsigned, forged, foreign_topic, raw):
+            assert stub_s3.put_count(key_of(req)) == 0, req["LogicalResourceId"]
+        assert outsider.requests == []
+    assert in_dlq(dl_provider) == len(bodies) - 1  # all but the answered one are left for the operator
+    assert [e["event"] for e in logs if e["event"] in ("security", "rejected")].count("security") >= 5
+    assert handlers.started == []
+
+
+async def test_an_already_answered_request_gets_nothing_more(start, dl_provider: Provider, stub_s3: StubS3,
+                                                             signer: Signer) -> None:
+    stack = Stack(dl_provider)
+    req = request_at(stack, stub_s3, "Create", "Done")
+    await start()
+    body = signer.body(req)
+    sqs = dl_provider.emulator.client("sqs")
+    sqs.send_message(QueueUrl=dl_provider.queue_url, MessageBody=body)
+    assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30)
+    assert json.loads(stub_s3.bodies(key_of(req))[0])["Status"] == "SUCCESS"
+    sqs.send_message(QueueUrl=dl_provider.dlq_url, MessageBody=body)  # a duplicate that ran out of receives
+    await until(lambda: in_dlq(dl_provider) == 0, 15, "the duplicate to be deleted from the dead-letter queue")
+    await asyncio.sleep(1)
+    assert stub_s3.put_count(key_of(req)) == 1
+    assert handlers.count(req["RequestId"]) == 1
+
+
+async def test_watching_can_be_turned_off(start, dl_provider: Provider, stub_s3: StubS3, signer: Signer) -> None:
+    stack = Stack(dl_provider)
+    req = request_at(stack, stub_s3, "Create", "Waiting")
+    exhaust(dl_provider, [signer.body(req)])
+    with capture_logs() as logs:
+        await start(dead_letter_interval=0)
+        await wait_for_event(logs, "deadletter.off")
+        await asyncio.sleep(2)
+    assert stub_s3.put_count(key_of(req)) == 0 and in_dlq(dl_provider) == 1
+
+
+async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answered(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    # a member claimed the request and was SIGKILLed (its lease runs 3 s more); the message then ran out of receives
+    from daemon.request import idempotency_key
+    from daemon.store import SQLiteStore
+
+    stack = Stack(dl_provider)
+    req = request_at(stack, stub_s3, "Create", "Orphaned")
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        claim = await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "dead-member", "digest", 3)
+        assert claim.acquired
+        held_until = time.monotonic() + 3
+        exhaust(dl_provider, [signer.body(req)])
+        with capture_logs() as logs:
+            await start()
+            assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30)
+        assert time.monotonic() >= held_until - 0.5  # not before the lease ran out
+        assert any(e["event"] == "request" and e.get("outcome") == "in-progress-elsewhere" for e in logs)
+        doc = json.loads(stub_s3.bodies(key_of(req))[0])
+        assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)
+        await until(lambda: in_dlq(dl_provider) == 0, 15, "the answered message to leave the dead-letter queue")
+        assert stub_s3.put_count(key_of(req)) == 1
+    finally:
+        await store.close()
