@@ -79,7 +79,8 @@ def main() -> None:
               help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")
 @click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
               metavar="PREFIX", help="Also allow ResponseURLs under this URL prefix (e.g. an emulator). "
-                                     "Default: only https S3 hosts under amazonaws.com(.cn).")
+                                     "Default: only CloudFormation's own response buckets "
+                                     "(cloudformation-custom-resource-response-REGION on S3, https).")
 @click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
               envvar=ENV + "TRUST_SIGNING_CERT_URL",
               help="For emulators and tests only: also fetch SNS signing certificates from this URL prefix.")
