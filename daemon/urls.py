@@ -23,13 +23,13 @@ from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 # S3's own endpoint forms (without a bucket): s3 (aws only), s3-external-1 (us-east-1), s3.REGION,
 # s3-REGION (legacy), s3.dualstack.REGION; under amazonaws.com, or amazonaws.com.cn for cn-* regions.
 # Anything looser would admit customer-named hosts such as s3-x.us-east-1.elb.amazonaws.com.
-_REGION = r"[a-z]{2}(?:-gov)?-[a-z]+-\d{1,2}"
+_REGION = r"[a-z]{2}(?:-gov)?-[a-z]+-[0-9]{1,2}"  # ASCII digits (\d would match any script's)
 _S3_ENDPOINT = re.compile(
     rf"^(?:s3|s3-external-1|s3[.-](?P<region>{_REGION})|s3\.dualstack\.(?P<dualstack>{_REGION}))"
-    r"\.(?P<suffix>amazonaws\.com(?:\.cn)?)$"
+    r"\.(?P<suffix>amazonaws\.com(?:\.cn)?)\Z"
 )
 CFN_BUCKET_PREFIX = "cloudformation-custom-resource-response-"
-_CFN_BUCKET = re.compile(rf"^{CFN_BUCKET_PREFIX}(?P<region>[a-z]+\d{{1,2}})$")
+_CFN_BUCKET = re.compile(rf"^{CFN_BUCKET_PREFIX}(?P<region>[a-z]+[0-9]{{1,2}})\Z")
 # ROS's own endpoints (public, intranet, VPC; with or without a region) and OSS presigned hosts
 # (optionally behind a bucket name; -internal is OSS's intranet form) under aliyuncs.com. Other
 # aliyuncs.com names (load balancers, FC, ...) can be customer-controlled and are not allowed.

@@ -115,6 +115,9 @@ class Worker:
             raise _Rejected("raw message delivery carries no signature; it is accepted only with "
                             "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
         if not envelope.raw:
+            # The allowlist first: a message from another topic never makes the daemon fetch anything.
+            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
+                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
             if self.verifier is not None:
                 try:
                     await self.verifier.verify(envelope.document)
@@ -122,8 +125,6 @@ class Worker:
                     raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
                 except CertificateUnavailable as exc:
                     raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
-            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
-                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
         try:
             request = parse(envelope.message, self.dialect)
         except NotARequest as exc:
