@@ -8,6 +8,11 @@ Other 4xx are final: retrying cannot change the answer.
 That is CloudFormation's dialect; `send` takes the request's dialect for the method and headers
 (ROS: POST, application/json and a GMT Date) and may be given several URLs: on a connection
 error it moves on to the next (ROS's intranet URL first, then the public one).
+
+One delivery has an overall deadline: the URL's expiry or the request's own deadline (after it
+CloudFormation no longer listens), whichever comes first, across every attempt and backoff. The
+socket read timeout alone cannot bound it: a server that trickles a byte every few seconds never
+trips it, and would otherwise hold the request's slot until the URL expired, or for ever.
 """
 from __future__ import annotations
 
@@ -53,13 +58,18 @@ class Responder:
         self.max_backoff = max_backoff
         self.on_retry = on_retry
 
-    async def put(self, url: str, body: bytes) -> Delivery:
-        return await self.send([url], body)
+    async def put(self, url: str, body: bytes, deadline: float | None = None) -> Delivery:
+        return await self.send([url], body, deadline=deadline)
 
-    async def send(self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION) -> Delivery:
+    async def send(self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION,
+                   deadline: float | None = None) -> Delivery:
+        """Deliver `body`; `deadline` (epoch seconds) is the request's, if known: no attempt or
+        wait goes past it or the URL's expiry, whichever is first."""
         urls = list(urls)
         url = urls.pop(0)
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
+        if deadline is not None:
+            give_up_at = min(give_up_at, deadline)
         last = {"status": None, "detail": "URL expired before the first attempt", "attempts": 0}
 
         def stop(state: RetryCallState) -> bool:
@@ -72,7 +82,7 @@ class Responder:
                         detail=last["detail"], sleep=round(state.upcoming_sleep, 2))
 
         if time.time() >= give_up_at:
-            return Delivery(False, None, 0, "URL expired before the first attempt")
+            return Delivery(False, None, 0, "URL expired (or the request's deadline passed) before the first attempt")
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(_Retryable),
             wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
@@ -81,18 +91,24 @@ class Responder:
             reraise=True,
         )
         try:
-            async for attempt in retrying:
-                with attempt:
-                    last["attempts"] = attempt.retry_state.attempt_number
-                    status, detail = await self._attempt(url, body, dialect)
-                    last.update(status=status, detail=detail)
-                    if status is None and urls:  # unreachable: try the next URL
-                        log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
-                        url = urls.pop(0)
-                    if status is None or status >= 500 or status in RETRYABLE_STATUS:
-                        raise _Retryable(detail)
+            async with asyncio.timeout(max(0.0, give_up_at - time.time())):  # every attempt and wait
+                async for attempt in retrying:
+                    with attempt:
+                        last["attempts"] = attempt.retry_state.attempt_number
+                        status, detail = await self._attempt(url, body, dialect)
+                        last.update(status=status, detail=detail)
+                        if status is None and urls:  # unreachable: try the next URL
+                            log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
+                            url = urls.pop(0)
+                        if status is None or status >= 500 or status in RETRYABLE_STATUS:
+                            raise _Retryable(detail)
         except _Retryable:
-            return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry: {last['detail']}")
+            return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry or the request's deadline: {last['detail']}")
+        except TimeoutError:  # the overall deadline passed mid-attempt (a slow or trickling server)
+            detail = "gave up at the delivery deadline (URL expiry or the request's deadline)"
+            if last["attempts"] > 1:
+                detail += f"; before that: {last['detail']}"
+            return Delivery(False, last["status"], last["attempts"], detail[:300])
         except ValueError as exc:  # the HTTP client refuses the URL itself: final
             return Delivery(False, None, last["attempts"], f"unusable URL: {str(exc)[:200]}")
         status = last["status"]

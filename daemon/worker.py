@@ -176,7 +176,8 @@ class Worker:
                 return Disposition.DELETE
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome)
+            return await self._deliver(request, record.body or b"", digest, outcome,
+                                       envelope.timestamp.timestamp() + request.service_timeout)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
@@ -206,7 +207,7 @@ class Worker:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
-        return await self._deliver(request, answer.body, digest, outcome)
+        return await self._deliver(request, answer.body, digest, outcome, deadline)
 
     async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
         """Await a store write to its end even if the grace period's cancel lands meanwhile (a write
@@ -253,9 +254,15 @@ class Worker:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         return responses.success(request, result)
 
-    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
+    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
+                       deadline: float | None = None) -> Disposition:
+        # CloudFormation stops listening at the request's deadline, so no PUT outlives it. ROS's
+        # deadline is only a lower bound (its Timeout rarely reaches the properties): the URL's
+        # expiry alone bounds that delivery.
+        deadline = deadline if request.dialect is CLOUDFORMATION else None
         try:
-            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect)
+            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect,
+                                                 deadline=deadline)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
