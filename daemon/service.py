@@ -145,7 +145,8 @@ class Service:
     async def _open_queue(self, session: aiobotocore.session.AioSession, stack: AsyncExitStack) -> Queue:
         s = self.settings
         if s.transport == "mns":
-            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack)
+            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack,
+                                       allow_http=s.mns_allow_http)
         return await SqsQueue.open(session, s.queue_url, s.region, stack)
 
     def _log_start(self, queue: Queue) -> None:
