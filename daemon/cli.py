@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from . import __version__
+from .atrest import StateExposed
 from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
 from .ros_options import ros_options, transport_settings
 from .router import HandlerError, parse_handler_option
@@ -137,7 +138,7 @@ def _serve(settings: Settings) -> int:
 
     try:
         code = asyncio.run(go())
-    except (HandlerError, StoreConfigError, TransportConfigError) as exc:
+    except (HandlerError, StoreConfigError, TransportConfigError, StateExposed) as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         return 2
     _exit_past_stuck_handlers(code)

@@ -16,6 +16,7 @@ import aiohttp
 import structlog
 
 from . import health
+from .atrest import secure_key_files
 from .config import Settings, health_path
 from .dialect import CLOUDFORMATION
 from .metrics import Metrics
@@ -67,6 +68,7 @@ class Service:
 
     async def run(self) -> int:
         s = self.settings
+        secure_key_files()  # before anything is served: a key open to others is fixed or refused
         store: Store = open_store(s.state, region=s.region)
         executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
         try:

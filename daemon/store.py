@@ -25,6 +25,9 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from .atrest import secure_sqlite
+from .config import default_state_dir
+
 CLAIMED, RESPONSE_READY, SENT = "CLAIMED", "RESPONSE_READY", "SENT"
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 T = TypeVar("T")
@@ -193,6 +196,7 @@ class SQLiteStore:
         """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
         process opening a new file at the same moment gets "locked" at once: retry that."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secure_sqlite(self.path, default_state_dir())  # an existing file open to others: fixed, or refused
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # stored bodies may hold secrets
         os.close(fd)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
