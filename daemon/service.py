@@ -33,6 +33,7 @@ from .worker import Policy, Worker
 
 log = structlog.get_logger("service")
 HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes
+SCRUB_INTERVAL = 60.0  # seconds between passes taking NoEcho Data out of bodies past the replay window
 
 
 class Service:
@@ -99,7 +100,7 @@ class Service:
                 self._log_start(queue)
                 if self._early_stop:
                     self.poller.stop()
-                housekeeping = asyncio.create_task(self._housekeeping())
+                housekeeping = asyncio.create_task(self._housekeeping(store))
                 try:
                     await self.poller.run()
                 finally:
@@ -130,12 +131,22 @@ class Service:
         except OSError as exc:
             log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
 
-    async def _housekeeping(self) -> None:
-        """From the event loop itself, so a wedged loop stops both: health file and watchdog."""
+    async def _housekeeping(self, store: Store | None = None) -> None:
+        """From the event loop itself, so a wedged loop stops both: health file and watchdog.
+        Also takes NoEcho Data out of stored bodies past the replay window (daemon.retention)."""
         watchdog = health.watchdog_interval()
         interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL, self.settings.summary_interval)
         next_summary = time.monotonic() + self.settings.summary_interval
+        next_scrub = time.monotonic()
         while True:
+            if store is not None and time.monotonic() >= next_scrub:
+                next_scrub = time.monotonic() + SCRUB_INTERVAL
+                try:
+                    scrubbed = await store.scrub_due()
+                    if scrubbed:
+                        log.info("noecho.scrubbed", records=scrubbed)
+                except Exception as exc:  # noqa: BLE001 - retried next round; serving goes on
+                    log.warning("noecho.scrub_failed", error=f"{type(exc).__name__}: {exc}"[:200])
             self._write_health()
             if watchdog:
                 health.sd_notify("WATCHDOG=1")

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, TypeVar
 import structlog
 
 from . import response as responses
+from . import retention
 from .dialect import CLOUDFORMATION, Dialect
 from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
@@ -175,9 +176,11 @@ class Worker:
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
+            replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
+            if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
+                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome,
-                                       envelope.timestamp.timestamp() + request.service_timeout)
+            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
@@ -207,6 +210,21 @@ class Worker:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
+        return await self._deliver(request, answer.body, digest, outcome, deadline)
+
+    async def _replay_scrubbed(self, request: Request, record: Any, digest: str, outcome: dict[str, Any],
+                               deadline: float) -> Disposition:
+        """The stored SUCCESS held NoEcho Data and the replay window is over (daemon.retention):
+        CloudFormation no longer waits for this request. Never re-run the handler (a second
+        Create makes a second resource); answer FAILED with the stored id, in case it does."""
+        await asyncio.shield(self.store.scrub(request.key))  # if nobody has yet
+        window = round(retention.NOECHO_REPLAY_WINDOW)
+        answer = responses.failure(
+            request, f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
+                     "request came back after that, when CloudFormation should no longer be waiting for it. "
+                     "Retry the stack operation.", retention.physical_id(record.body))
+        log.warning("replay.scrubbed", detail="NoEcho answer past the replay window: answering FAILED, not re-running")
+        outcome.update(outcome="replayed-scrubbed", status=answer.status)
         return await self._deliver(request, answer.body, digest, outcome, deadline)
 
     async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
