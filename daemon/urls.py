@@ -90,6 +90,8 @@ class CloudFormationBuckets(HostRule):
             endpoint = _s3_endpoint(rest)
             if endpoint is None:
                 return f"host {host!r} is not {self.description}"
+            if not parts.path.removeprefix("/"):
+                return "path names no object in the bucket"
         m = _CFN_BUCKET.match(bucket)
         if m is None:
             return f"bucket {bucket[:80]!r} is not CloudFormation's response bucket ({CFN_BUCKET_PREFIX}<region>)"

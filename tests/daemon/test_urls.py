@@ -122,6 +122,8 @@ REFUSED = [
     (f"https://{B}.s3.amazonaws.com/key#frag", "fragment"),
     (f"https://s3.amazonaws.com/{B}", "no object"),
     (f"https://s3.amazonaws.com/{B}/", "no object"),
+    (f"https://{B}.s3.amazonaws.com/", "no object"),
+    (f"https://{B}.s3.amazonaws.com", "no object"),
     # scheme, userinfo, ports
     (f"http://{B}.s3.amazonaws.com/key", "https"),
     (f"ftp://{B}.s3.amazonaws.com/key", "https"),
