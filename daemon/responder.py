@@ -12,7 +12,10 @@ error it moves on to the next (ROS's intranet URL first, then the public one).
 One delivery has an overall deadline: the URL's expiry or the request's own deadline (after it
 CloudFormation no longer listens), whichever comes first, across every attempt and backoff. The
 socket read timeout alone cannot bound it: a server that trickles a byte every few seconds never
-trips it, and would otherwise hold the request's slot until the URL expired, or for ever.
+trips it, and would otherwise hold the request's slot until the URL expired, or for ever. The
+request's deadline always leaves `min_delivery` seconds (default 30) from the start of the
+delivery: an answer made at or after it (a stale message, a host clock ahead of SNS's) still gets
+a real try, which CloudFormation ignores if it no longer waits and needs if it does.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from .urls import expires_at, redact
 log = structlog.get_logger("responder")
 RETRYABLE_STATUS = {408, 429}
 UNKNOWN_EXPIRY_BUDGET = 3600.0  # a URL that states no expiry is retried this long
+MIN_DELIVERY = 30.0  # seconds a delivery always gets, whatever the request's deadline says
 
 
 class _Retryable(Exception):
@@ -52,8 +56,9 @@ class Delivery:
 
 class Responder:
     def __init__(self, session: aiohttp.ClientSession, connect_timeout: float = 10, read_timeout: float = 30,
-                 max_backoff: float = 30, on_retry: Callable[[], object] | None = None):
-        self.session = session
+                 max_backoff: float = 30, on_retry: Callable[[], object] | None = None,
+                 min_delivery: float = MIN_DELIVERY):
+        self.session, self.min_delivery = session, min_delivery
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout)
         self.max_backoff = max_backoff
         self.on_retry = on_retry
@@ -64,13 +69,13 @@ class Responder:
     async def send(self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION,
                    deadline: float | None = None) -> Delivery:
         """Deliver `body`; `deadline` (epoch seconds) is the request's, if known: no attempt or
-        wait goes past it or the URL's expiry, whichever is first."""
+        wait goes past it (but `min_delivery` from now) or the URL's expiry, whichever is first."""
         urls = list(urls)
         url = urls.pop(0)
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
         if deadline is not None:
-            give_up_at = min(give_up_at, deadline)
-        last = {"status": None, "detail": "URL expired before the first attempt", "attempts": 0}
+            give_up_at = min(give_up_at, max(deadline, time.time() + self.min_delivery))
+        last = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
 
         def stop(state: RetryCallState) -> bool:
             return time.time() + (state.upcoming_sleep or 0) >= give_up_at
@@ -82,7 +87,7 @@ class Responder:
                         detail=last["detail"], sleep=round(state.upcoming_sleep, 2))
 
         if time.time() >= give_up_at:
-            return Delivery(False, None, 0, "URL expired (or the request's deadline passed) before the first attempt")
+            return Delivery(False, None, 0, "URL expired before the first attempt")
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(_Retryable),
             wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
@@ -95,7 +100,8 @@ class Responder:
                 with attempt:
                     last["attempts"] = attempt.retry_state.attempt_number
                     status, detail = await self._attempt(url, body, dialect, give_up_at)
-                    last.update(status=status, detail=detail)
+                    if status is not None or time.time() < give_up_at:  # one cut by the deadline tells nothing
+                        last.update(status=status, detail=detail)
                     if status is None and urls:  # unreachable: try the next URL
                         log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
                         url = urls.pop(0)
