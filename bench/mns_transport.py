@@ -176,7 +176,7 @@ async def run_one(kind: str, remote: _Remote, total: int) -> dict[str, Any]:
     async with AsyncExitStack() as stack:
         if kind == "raw":
             queue: Any = await MnsQueue.open(remote.endpoint, name, Credentials(remote.access_key_id, remote.secret),
-                                             stack)
+                                             stack, allow_http=True)  # the local server is http
             await queue.has_dead_letter_queue()  # reads VisibilityTimeout: no per-message change needed
         else:
             queue = SdkQueue(remote.endpoint, remote.access_key_id, remote.secret, name, shared=kind == "sdk-shared")

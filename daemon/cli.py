@@ -9,6 +9,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__
+from .atrest import StateExposed
 from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
 from .ros_options import ros_options, transport_settings
 from .router import HandlerError, parse_handler_option
@@ -83,7 +84,8 @@ def main() -> None:
               help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")
 @click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
               metavar="PREFIX", help="Also allow ResponseURLs under this URL prefix (e.g. an emulator). "
-                                     "Default: only https S3 hosts under amazonaws.com(.cn).")
+                                     "Default: only CloudFormation's own response buckets "
+                                     "(cloudformation-custom-resource-response-REGION on S3, https).")
 @click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
               envvar=ENV + "TRUST_SIGNING_CERT_URL",
               help="For emulators and tests only: also fetch SNS signing certificates from this URL prefix.")
@@ -150,7 +152,7 @@ def _serve(settings: Settings) -> int:
 
     try:
         code = asyncio.run(go())
-    except (HandlerError, StoreConfigError, TransportConfigError) as exc:
+    except (HandlerError, StoreConfigError, TransportConfigError, StateExposed) as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         return 2
     _exit_past_stuck_handlers(code)

@@ -13,6 +13,14 @@ number of hosts can share a table.
     mark_sent     UpdateItem state/url_digest, ADD to the `sent_digests` string set, condition: answered
     release       DeleteItem, condition: same owner, still CLAIMED
     get           GetItem with ConsistentRead
+    scrub         GetItem, then UpdateItem body (without Data) and scrub_at = 0, condition: the same
+                  body, still due (daemon.retention: NoEcho Data leaves the table after the window)
+
+A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
+that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or by whichever daemon
+next meets the record past its window (`scrub`, from the worker). A body whose daemon died inside
+the window and whose request never comes back stays until the TTL deletes the item: the record's
+`scrub_at` still tells every reader it is past the window, so it is never re-sent.
 
 Expiry is decided by the numeric `expires_at` (as in SQLite), so an item that DynamoDB's TTL
 sweeper has not yet removed is already "as if absent". `ttl` (epoch seconds) is the table's
@@ -33,6 +41,7 @@ import time
 from contextlib import AsyncExitStack
 from typing import Any, Callable
 
+from . import retention
 from .store import CLAIMED, DEFAULT_TTL, RESPONSE_READY, SENT, Claim, Record, StoreConfigError
 
 TTL_ATTRIBUTE = "ttl"
@@ -43,7 +52,7 @@ _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _NAMES = {
     "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
     "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
-    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE,
+    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at",
 }
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #lease = :lease, #digest = :digest, "
                  "#expires = :expires, #ttl = :ttl REMOVE #status, #body")
@@ -101,6 +110,7 @@ class DynamoDBStore:
         self._stack: AsyncExitStack | None = None
         self._opening: asyncio.Lock | None = None
         self._closed = False
+        self._due: dict[str, float] = {}  # key -> scrub_at, for the NoEcho bodies this process stored
 
     # ------------------------------------------------------------------ the client
     async def _get_client(self) -> Any:
@@ -189,16 +199,21 @@ class DynamoDBStore:
         return ok
 
     async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool:
+        scrub_at = retention.scrub_at(body, self.clock())
+        scrubbing = {":scrub": _n(scrub_at)} if scrub_at is not None else {}
         ok, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
-            UpdateExpression="SET #state = :ready, #status = :status, #body = :body",
+            UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
+                             + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
             ConditionExpression=_OWNED_CLAIM,
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#owner"),
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#owner", "#scrub"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
                                        ":body": {"B": bytes(body)}, ":owner": {"S": owner},
-                                       ":claimed": {"S": CLAIMED}},
+                                       ":claimed": {"S": CLAIMED}, **scrubbing},
         )
+        if ok and scrub_at is not None:
+            self._due[key] = scrub_at
         return ok
 
     async def mark_sent(self, key: str, url_digest: str) -> None:
@@ -224,6 +239,31 @@ class DynamoDBStore:
     async def get(self, key: str) -> Record | None:
         resp = await self._call("get_item", Key=self._key(key), ConsistentRead=True)
         return _record(resp.get("Item"))
+
+    async def scrub(self, key: str) -> None:
+        """Take the NoEcho Data out of `key`'s body if its window has passed (see daemon.retention)."""
+        now = self.clock()
+        record = await self.get(key)
+        if record is None or not record.body or not record.scrub_at or record.scrub_at > now:
+            return
+        await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression="SET #body = :scrubbed, #scrub = :done",
+            ConditionExpression="#body = :body AND #scrub = :due",
+            ExpressionAttributeNames=_names("#body", "#scrub"),
+            ExpressionAttributeValues={":scrubbed": {"B": retention.scrub(record.body)}, ":body": {"B": record.body},
+                                       ":done": _n(retention.SCRUBBED), ":due": _n(record.scrub_at)},
+        )
+
+    async def scrub_due(self) -> int:
+        """Scrub the bodies this process stored whose window has passed; how many were due."""
+        now = self.clock()
+        due = [key for key, at in self._due.items() if at <= now]
+        for key in due:
+            await self.scrub(key)
+            self._due.pop(key, None)
+        return len(due)
 
     async def close(self) -> None:
         self._closed = True
@@ -254,4 +294,5 @@ def _record(item: dict[str, Any] | None) -> Record | None:
         body=bytes(body) if body is not None else None,
         expires_at=n("expires_at") or 0.0,
         sent_digests=" ".join(sorted(item.get("sent_digests", {}).get("SS", []))),
+        scrub_at=n("scrub_at"),
     )

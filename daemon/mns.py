@@ -163,10 +163,14 @@ class MnsQueue:
     max_batch = max_delete_batch = MAX_BATCH
 
     def __init__(self, session: aiohttp.ClientSession, endpoint: str, queue: str, credentials: Credentials,
-                 connect_timeout: float = 10, read_timeout: float = 30):
+                 connect_timeout: float = 10, read_timeout: float = 30, allow_http: bool = False):
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
             raise TransportConfigError(f"--mns-endpoint {endpoint!r} is not like https://ACCOUNT.mns.REGION.aliyuncs.com")
+        if parts.scheme == "http" and not allow_http:  # the signature and STS token would cross the network in clear
+            from .ros_options import plain_http_refused
+
+            raise TransportConfigError(plain_http_refused(endpoint))
         if not queue or any(c in queue for c in "/?#& %"):
             raise TransportConfigError(f"--mns-queue {queue!r} is not a queue name")
         self.session, self.credentials, self.name = session, credentials, queue
@@ -177,9 +181,11 @@ class MnsQueue:
         self._changing: dict[int, asyncio.Task] = {}  # id(message) -> its visibility change in flight
 
     @classmethod
-    async def open(cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any) -> "MnsQueue":
+    async def open(cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any,
+                   allow_http: bool = False) -> "MnsQueue":
+        cls(None, endpoint, queue, credentials, allow_http=allow_http)  # type: ignore[arg-type]  # refuse before connecting
         session = await exit_stack.enter_async_context(aiohttp.ClientSession())
-        return cls(session, endpoint, queue, credentials)
+        return cls(session, endpoint, queue, credentials, allow_http=allow_http)
 
     # ------------------------------------------------------------------ the Queue protocol
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:

@@ -16,6 +16,7 @@ import aiohttp
 import structlog
 
 from . import health
+from .atrest import secure_key_files
 from .config import Settings, health_path
 from .deadletters import DeadLetterWatcher, watcher_for
 from .dialect import CLOUDFORMATION
@@ -33,6 +34,7 @@ from .worker import Policy, Worker
 
 log = structlog.get_logger("service")
 HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes
+SCRUB_INTERVAL = 60.0  # seconds between passes taking NoEcho Data out of bodies past the replay window
 
 
 class Service:
@@ -76,6 +78,7 @@ class Service:
 
     async def run(self) -> int:
         s = self.settings
+        secure_key_files()  # before anything is served: a key open to others is fixed or refused
         store: Store = open_store(s.state, region=s.region)
         executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
         try:
@@ -106,7 +109,7 @@ class Service:
                 self._log_start(queue)
                 if self._early_stop:
                     self.poller.stop()
-                housekeeping = asyncio.create_task(self._housekeeping())
+                housekeeping = asyncio.create_task(self._housekeeping(store))
                 self.dead_letters = await watcher_for(queue, worker, interval=s.dead_letter_interval,
                                                       visibility_timeout=s.visibility_timeout)
                 watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
@@ -156,12 +159,22 @@ class Service:
         except OSError as exc:
             log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
 
-    async def _housekeeping(self) -> None:
-        """From the event loop itself, so a wedged loop stops both: health file and watchdog."""
+    async def _housekeeping(self, store: Store | None = None) -> None:
+        """From the event loop itself, so a wedged loop stops both: health file and watchdog.
+        Also takes NoEcho Data out of stored bodies past the replay window (daemon.retention)."""
         watchdog = health.watchdog_interval()
         interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL, self.settings.summary_interval)
         next_summary = time.monotonic() + self.settings.summary_interval
+        next_scrub = time.monotonic()
         while True:
+            if store is not None and time.monotonic() >= next_scrub:
+                next_scrub = time.monotonic() + SCRUB_INTERVAL
+                try:
+                    scrubbed = await store.scrub_due()
+                    if scrubbed:
+                        log.info("noecho.scrubbed", records=scrubbed)
+                except Exception as exc:  # noqa: BLE001 - retried next round; serving goes on
+                    log.warning("noecho.scrub_failed", error=f"{type(exc).__name__}: {exc}"[:200])
             self._write_health()
             if watchdog:
                 health.sd_notify("WATCHDOG=1")
@@ -173,7 +186,8 @@ class Service:
     async def _open_queue(self, session: aiobotocore.session.AioSession, stack: AsyncExitStack) -> Queue:
         s = self.settings
         if s.transport == "mns":
-            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack)
+            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack,
+                                       allow_http=s.mns_allow_http)
         return await SqsQueue.open(session, s.queue_url, s.region, stack)
 
     def _log_start(self, queue: Queue) -> None:

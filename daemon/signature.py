@@ -3,6 +3,13 @@
 Follows AWS "Verifying the signatures of Amazon SNS messages": rebuild the string to sign,
 fetch the signing certificate (only from an SNS host, or an operator-trusted prefix), and
 check the RSA PKCS#1 v1.5 signature (SHA1 for SignatureVersion 1, SHA256 for 2).
+
+The certificate URL is exactly SNS's form, `https://sns.<region>.amazonaws.com[.cn]/
+SimpleNotificationService-<hex>.pem`: no query, fragment, port, userinfo or case variant, so one
+certificate has one URL (one cache entry, one fetch) and a message cannot make the daemon fetch
+anything else. What the fetch says is judged like the message: a 4xx (but 408/429), a redirect
+or a host that does not exist (NXDOMAIN) means the URL names no SNS certificate, so the message
+is forged (SignatureError); a 5xx, 408/429, timeout or network error is transient.
 """
 from __future__ import annotations
 
@@ -11,10 +18,10 @@ import base64
 import binascii
 import datetime as dt
 import re
+import socket
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 from cryptography import x509
@@ -24,7 +31,12 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from daemon.urls import matches_prefix
 
-_SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+_SNS_CERT_URL = re.compile(
+    r"https://sns\.(?P<region>[a-z]{2}(?:-gov)?-[a-z]+-[0-9]{1,2})\.amazonaws\.com(?P<cn>\.cn)?"
+    r"/SimpleNotificationService-[0-9a-f]{16,128}\.pem"
+)
+_TRANSIENT_STATUS = {408, 429}
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 _MAX_CERT_BYTES = 64 * 1024
 _HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 _KEYS = {
@@ -64,22 +76,10 @@ def string_to_sign(envelope: Mapping[str, Any]) -> bytes:
 
 
 def _is_sns_cert_url(url: str) -> bool:
-    """True for https://sns.<region>.amazonaws.com[.cn]/....pem (no userinfo, port 443)."""
-    if any(c <= " " or c in "\\\x7f" for c in url):
-        return False
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return False
-    return (
-        parts.scheme == "https"
-        and parts.username is None
-        and parts.password is None
-        and port in (None, 443)
-        and _SNS_HOST.fullmatch(parts.hostname or "") is not None
-        and parts.path.endswith(".pem")
-    )
+    """True for exactly https://sns.<region>.amazonaws.com[.cn]/SimpleNotificationService-<hex>.pem
+    (lower case, no port, userinfo, query or fragment; .cn only for cn-* regions)."""
+    m = _SNS_CERT_URL.fullmatch(url)
+    return m is not None and bool(m["cn"]) == m["region"].startswith("cn-")
 
 
 class SignatureVerifier:
@@ -166,12 +166,18 @@ class SignatureVerifier:
         body = bytearray()
         try:
             async with self._http.get(url, timeout=self._timeout, allow_redirects=False) as resp:
-                if resp.status != 200:
+                if resp.status >= 500 or resp.status in _TRANSIENT_STATUS:
                     raise CertificateUnavailable(f"certificate fetch returned HTTP {resp.status}")
+                if resp.status != 200:  # SNS serves its certificates, never redirects: no such certificate
+                    raise SignatureError(f"SigningCertURL answered HTTP {resp.status}: not an SNS certificate")
                 async for chunk in resp.content.iter_chunked(8192):
                     body += chunk
                     if len(body) > _MAX_CERT_BYTES:
                         raise SignatureError("signing certificate is larger than 64 KiB")
+        except aiohttp.ClientConnectorDNSError as exc:
+            if getattr(exc.os_error, "errno", None) in _NO_SUCH_HOST:
+                raise SignatureError("SigningCertURL names a host that does not exist") from None
+            raise CertificateUnavailable(f"certificate fetch failed ({type(exc).__name__})") from None
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise CertificateUnavailable(f"certificate fetch failed ({type(exc).__name__})") from None
         try:

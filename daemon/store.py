@@ -25,6 +25,10 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from . import retention
+from .atrest import secure_sqlite
+from .config import default_state_dir
+
 CLAIMED, RESPONSE_READY, SENT = "CLAIMED", "RESPONSE_READY", "SENT"
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 T = TypeVar("T")
@@ -41,6 +45,7 @@ class Record:
     body: bytes | None
     expires_at: float
     sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
+    scrub_at: float | None = None  # when NoEcho Data leaves `body` (daemon.retention); 0 once it has
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()
@@ -59,6 +64,8 @@ class Store(Protocol):
     async def mark_sent(self, key: str, url_digest: str) -> None: ...
     async def release(self, key: str, owner: str) -> None: ...
     async def get(self, key: str) -> Record | None: ...
+    async def scrub(self, key: str) -> None: ...
+    async def scrub_due(self) -> int: ...
     async def close(self) -> None: ...
 
 
@@ -90,7 +97,8 @@ CREATE TABLE IF NOT EXISTS records (
     status TEXT,
     body BLOB,
     expires_at REAL NOT NULL,
-    sent_digests TEXT NOT NULL DEFAULT ''
+    sent_digests TEXT NOT NULL DEFAULT '',
+    scrub_at REAL
 )"""
 _CLAIM = """
 INSERT INTO records (key, state, owner, lease_until, url_digest, expires_at)
@@ -182,6 +190,7 @@ class SQLiteStore:
             quick = sqlite3.connect(self.path, isolation_level=None, timeout=0, check_same_thread=False)
             quick.execute("PRAGMA synchronous=NORMAL")
             quick.execute("PRAGMA wal_autocheckpoint=0")
+            quick.execute("PRAGMA secure_delete=ON")
             self._quick = quick
         except BaseException:
             self._thread.call(self._close)
@@ -194,6 +203,7 @@ class SQLiteStore:
         """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
         process opening a new file at the same moment gets "locked" at once: retry that."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secure_sqlite(self.path, default_state_dir())  # an existing file open to others: fixed, or refused
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # stored bodies may hold secrets
         os.close(fd)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
@@ -201,6 +211,8 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
             db.execute(_SCHEMA)
+            _add_scrub_column(db)
+            db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
         except BaseException:
             db.close()
             raise
@@ -223,7 +235,7 @@ class SQLiteStore:
     @staticmethod
     def _record(db: sqlite3.Connection, key: str) -> Record | None:
         row = db.execute(
-            "SELECT key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests "
+            "SELECT key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at "
             "FROM records WHERE key = ?",
             (key,),
         ).fetchone()
@@ -277,9 +289,10 @@ class SQLiteStore:
         return await self._run(self._threads, self._write, sql, (self.clock() + lease_seconds, key, owner)) == 1
 
     async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ? "
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
                "WHERE key = ? AND owner = ? AND state = 'CLAIMED'")
-        return await self._run(self._threads, self._durable, sql, (status, body, key, owner)) == 1
+        scrub_at = retention.scrub_at(body, self.clock())
+        return await self._run(self._threads, self._durable, sql, (status, body, scrub_at, key, owner)) == 1
 
     def _durable(self, db: sqlite3.Connection, sql: str, params: tuple) -> int:
         """The one write that must survive power loss before the PUT: the stored body. In WAL mode
@@ -306,6 +319,24 @@ class SQLiteStore:
     async def get(self, key: str) -> Record | None:
         return await self._run(self._threads, self._record, key)
 
+    # --- NoEcho retention (daemon.retention): Data out of bodies past the replay window -----
+    async def scrub(self, key: str) -> None:
+        await self._run(self._threads, self._scrub, key)
+
+    async def scrub_due(self) -> int:
+        return await self._run(self._threads, self._scrub, None)
+
+    def _scrub(self, db: sqlite3.Connection, key: str | None) -> int:
+        now, where = self.clock(), "scrub_at > 0 AND scrub_at <= ?" + (" AND key = ?" if key is not None else "")
+        rows = db.execute(f"SELECT key, body FROM records WHERE {where}", (now, key) if key is not None else (now,))
+        done = sum(self._write(db, f"UPDATE records SET body = ?, scrub_at = {retention.SCRUBBED} "
+                                   "WHERE key = ? AND body IS ? AND scrub_at > 0 AND scrub_at <= ?",
+                               (retention.scrub(body) if body else None, k, body, now))
+                   for k, body in rows.fetchall())
+        if done:  # the old pages may still sit in the WAL: fold it in and empty it
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return done
+
     async def close(self) -> None:
         if self._thread.stopped:
             return
@@ -317,6 +348,16 @@ class SQLiteStore:
             if db is not None:
                 db.close()
         self._quick = self._db = None
+
+
+def _add_scrub_column(db: sqlite3.Connection) -> None:
+    """A state file made before NoEcho retention existed gets the `scrub_at` column."""
+    if "scrub_at" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+        try:
+            db.execute("ALTER TABLE records ADD COLUMN scrub_at REAL")
+        except sqlite3.OperationalError as exc:  # another process added it first
+            if "duplicate column" not in str(exc):
+                raise
 
 
 class _Busy:

@@ -24,6 +24,7 @@ from typing import Any, Awaitable, TypeVar
 import structlog
 
 from . import response as responses
+from . import retention
 from .dialect import CLOUDFORMATION, Dialect
 from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
@@ -134,6 +135,9 @@ class Worker:
             raise _Rejected("raw message delivery carries no signature; it is accepted only with "
                             "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
         if not envelope.raw:
+            # The allowlist first: a message from another topic never makes the daemon fetch anything.
+            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
+                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
             if self.verifier is not None:
                 try:
                     await self.verifier.verify(envelope.document)
@@ -141,8 +145,6 @@ class Worker:
                     raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
                 except CertificateUnavailable as exc:
                     raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
-            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
-                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
         try:
             request = parse(envelope.message, self.dialect)
         except NotARequest as exc:
@@ -193,8 +195,11 @@ class Worker:
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
+            replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
+            if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
+                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome)
+            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
@@ -224,7 +229,22 @@ class Worker:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
-        return await self._deliver(request, answer.body, digest, outcome)
+        return await self._deliver(request, answer.body, digest, outcome, deadline)
+
+    async def _replay_scrubbed(self, request: Request, record: Any, digest: str, outcome: dict[str, Any],
+                               deadline: float) -> Disposition:
+        """The stored SUCCESS held NoEcho Data and the replay window is over (daemon.retention):
+        CloudFormation no longer waits for this request. Never re-run the handler (a second
+        Create makes a second resource); answer FAILED with the stored id, in case it does."""
+        await asyncio.shield(self.store.scrub(request.key))  # if nobody has yet
+        window = round(retention.NOECHO_REPLAY_WINDOW)
+        answer = responses.failure(
+            request, f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
+                     "request came back after that, when CloudFormation should no longer be waiting for it. "
+                     "Retry the stack operation.", retention.physical_id(record.body))
+        log.warning("replay.scrubbed", detail="NoEcho answer past the replay window: answering FAILED, not re-running")
+        outcome.update(outcome="replayed-scrubbed", status=answer.status)
+        return await self._deliver(request, answer.body, digest, outcome, deadline)
 
     async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
         """Await a store write to its end even if the grace period's cancel lands meanwhile (a write
@@ -344,9 +364,15 @@ class Worker:
             f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
             f"(message {message_id}, RequestId {request.request_id})."))
 
-    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any]) -> Disposition:
+    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
+                       deadline: float | None = None) -> Disposition:
+        # CloudFormation stops listening at the request's deadline, so no PUT outlives it. ROS's
+        # deadline is only a lower bound (its Timeout rarely reaches the properties): the URL's
+        # expiry alone bounds that delivery.
+        deadline = deadline if request.dialect is CLOUDFORMATION else None
         try:
-            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect)
+            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect,
+                                                 deadline=deadline)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise

@@ -237,3 +237,60 @@ async def test_mixed_faults_then_success(s3, responder):
     delivery = await responder.put(s3.url("resp/mixed"), BODY)
     assert (delivery.delivered, delivery.status, delivery.attempts) == (True, 200, 4)
     assert [r.action for r in s3.requests_for("resp/mixed")] == ["fail", "stall", "fail", "pass"]
+
+
+# ---- the overall deadline: URL expiry or the request's deadline, whichever is first -----------
+
+async def test_a_trickling_server_is_cut_off_at_the_urls_expiry(session):
+    """Headers one byte at a time, each within the read timeout: only the overall deadline ends it."""
+    with StubS3() as s3:
+        s3.trickle(0.2)
+        url = s3.url("resp/trickle", expires_in=3)
+        started = time.monotonic()
+        delivery = await Responder(session, **FAST).put(url, BODY)  # read timeout 2 s > 0.2 s between bytes
+        elapsed = time.monotonic() - started
+        assert (delivery.delivered, delivery.status) == (False, None)
+        assert "no answer before the delivery deadline" in delivery.detail
+        assert elapsed < 30  # would trickle for as long as the stub runs
+        assert [r.action for r in s3.requests_for("resp/trickle")][:1] == ["trickle"]
+
+
+async def test_a_trickling_server_is_cut_off_at_the_requests_deadline(session):
+    with StubS3() as s3:
+        s3.trickle(0.2)
+        url = s3.url("resp/trickle-deadline", expires_in=3600)
+        started = time.monotonic()
+        delivery = await Responder(session, **FAST, min_delivery=1).put(url, BODY, deadline=time.time() + 2)
+        assert (delivery.delivered, delivery.status) == (False, None)
+        assert "deadline" in delivery.detail
+        assert time.monotonic() - started < 30  # not the URL's hour
+
+
+async def test_retries_stop_at_the_requests_deadline_before_the_urls_expiry(session):
+    with StubS3() as s3:
+        s3.fail_with(503)
+        url = s3.url("resp/503-deadline", expires_in=3600)
+        started = time.monotonic()
+        delivery = await Responder(session, **FAST, min_delivery=1).put(url, BODY, deadline=time.time() + 2)
+        assert not delivery.delivered and delivery.status in (503, None)
+        assert s3.put_count("resp/503-deadline") >= 1
+        assert time.monotonic() - started < 30
+
+
+async def test_a_passed_deadline_still_gets_a_short_real_try(s3, session):
+    """A stale message or a host clock ahead of SNS's: the answer (often FAILED "timed out") is
+    still sent; the delivery is bounded by `min_delivery`, not by the URL's hour."""
+    delivery = await Responder(session, **FAST, min_delivery=1).put(
+        s3.url("resp/late", expires_in=3600), BODY, deadline=time.time() - 3600)
+    assert (delivery.delivered, delivery.attempts) == (True, 1)
+    s3.fail_with(503)
+    started = time.monotonic()
+    delivery = await Responder(session, **FAST, min_delivery=1).put(
+        s3.url("resp/late-503", expires_in=3600), BODY, deadline=time.time() - 3600)
+    assert not delivery.delivered and time.monotonic() - started < 30
+
+
+async def test_a_deadline_far_away_changes_nothing(s3, responder):
+    s3.fail_with(503, times=2)
+    delivery = await responder.put(s3.url("resp/far"), BODY, deadline=time.time() + 3600)
+    assert (delivery.delivered, delivery.attempts) == (True, 3)

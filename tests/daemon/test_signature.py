@@ -143,6 +143,10 @@ async def traced():
         yield SignatureVerifier(http=http, fetch_timeout=5), resolver, started
 
 
+REAL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem"
+PEM = "SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem"
+
+
 @pytest.mark.parametrize("url", [
     "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
     "http://sns.us-east-1.amazonaws.com/x.pem",
@@ -158,6 +162,28 @@ async def traced():
     "https://sns.us-east-1.amazonaws.com./x.pem",
     "ftp://sns.us-east-1.amazonaws.com/x.pem",
     "",
+    # SNS's own hosts, but not exactly the one form of a certificate URL (one cache key each)
+    "https://sns.us-east-1.amazonaws.com/x.pem",
+    "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem",
+    REAL + "?x=1",
+    REAL + "?",
+    REAL + "#frag",
+    REAL.replace(".com/", ".com:443/"),
+    REAL.replace("https://", "https://user@"),
+    REAL.upper().replace("HTTPS://", "https://"),
+    REAL.replace("sns.us-east-1", "SNS.us-east-1"),
+    REAL.replace("9c6465fa", "9C6465FA"),
+    REAL.replace("SimpleNotificationService", "simplenotificationservice"),
+    REAL.replace(".com/", ".com//"),
+    REAL.replace(".com/", ".com/a/../"),
+    REAL.replace(".com/", ".com/%2e/"),
+    REAL.replace("-9c6465", "-%39c6465"),
+    REAL.replace("sns.us-east-1", "sns.us-east-\u0661"),  # an Arabic-Indic digit one
+    REAL.replace(".pem", ".pem/"),
+    REAL.replace(".amazonaws.com", ".amazonaws.com.cn"),  # a non-China region under .cn
+    "https://sns.cn-north-1.amazonaws.com/" + PEM,  # a China region outside .cn
+    "https://sns.amazonaws.com/" + PEM,
+    "https://sns.us-east-1.amazonaws.com.evil.example/" + PEM,
 ])
 async def test_untrusted_cert_url_rejected_without_any_request(traced, identity, url):
     verifier, resolver, started = traced
@@ -167,10 +193,10 @@ async def test_untrusted_cert_url_rejected_without_any_request(traced, identity,
 
 
 @pytest.mark.parametrize("url", [
-    "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem",
-    "https://sns.eu-west-1.amazonaws.com:443/x.pem",
-    "https://sns.cn-north-1.amazonaws.com.cn/x.pem",
-    "https://SNS.US-EAST-1.AMAZONAWS.COM/x.pem",
+    REAL,
+    "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-bb750dd426d95ee9390147a5624348ee.pem",
+    "https://sns.cn-north-1.amazonaws.com.cn/" + PEM,
+    "https://sns.us-gov-west-1.amazonaws.com/" + PEM,
 ])
 async def test_sns_cert_url_accepted_and_fetched(traced, identity, url):
     # The resolver points the SNS host at 127.0.0.1:443, where nothing serves TLS: the URL
@@ -179,6 +205,33 @@ async def test_sns_cert_url_accepted_and_fetched(traced, identity, url):
     with pytest.raises(CertificateUnavailable):
         await verifier.verify(signed(identity, url))
     assert len(started) == 1 and resolver.hosts
+
+
+class FailingResolver(AbstractResolver):
+    """Answers every lookup with the getaddrinfo error `errno` (as the threaded resolver would)."""
+
+    def __init__(self, errno: int) -> None:
+        self.errno, self.hosts = errno, []
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        self.hosts.append(host)
+        raise socket.gaierror(self.errno, "lookup failed")
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("errno, forged", [(socket.EAI_NONAME, True), (socket.EAI_AGAIN, False)])
+async def test_a_cert_host_that_does_not_exist_is_a_forgery_a_dns_blip_is_not(identity, errno, forged):
+    """NXDOMAIN for sns.<made-up region>.amazonaws.com: no SNS certificate can be there, so the
+    message is forged (rejected, not retried); a resolver that cannot answer now is transient."""
+    resolver = FailingResolver(errno)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver)) as http:
+        v = SignatureVerifier(http=http, fetch_timeout=5)
+        url = "https://sns.xx-nowhere-9.amazonaws.com/" + PEM
+        with pytest.raises(SignatureError if forged else CertificateUnavailable):
+            await v.verify(signed(identity, url))
+        assert resolver.hosts == ["sns.xx-nowhere-9.amazonaws.com"]
 
 
 async def test_cert_server_url_needs_trusted_prefix(certs, identity, cert_url):
@@ -233,9 +286,11 @@ async def test_cache_is_bounded_lru(certs, identity):
     assert certs.hits == {"/a.pem": 2, "/b.pem": 1}
 
 
-async def test_missing_cert_is_transient_and_not_cached(verifier, identity, certs):
+async def test_missing_cert_is_a_forgery_and_not_cached(verifier, identity, certs):
+    """A 404 from the certificate host: the URL names no certificate, so the message is forged
+    (a security rejection, not a retry). Nothing is cached: a later real certificate still works."""
     url = certs.base_url + "late.pem"
-    with pytest.raises(CertificateUnavailable, match="404"):
+    with pytest.raises(SignatureError, match="HTTP 404"):
         await verifier.verify(signed(identity, url))
     certs.add("late.pem", identity.cert_pem)
     await verifier.verify(signed(identity, url))
@@ -269,6 +324,8 @@ async def tricky_server(identity):
 
     async def handle(request: web.Request) -> web.StreamResponse:
         hits.append(request.path)
+        if request.path.startswith("/status-"):
+            return web.Response(status=int(request.path[8:11]))
         if request.path == "/redirect.pem":
             raise web.HTTPFound("/target.pem")
         if request.path == "/slow.pem":
@@ -288,11 +345,26 @@ async def tricky_server(identity):
     await runner.cleanup()
 
 
+@pytest.mark.parametrize("status, forged", [
+    (400, True), (403, True), (404, True), (410, True), (408, False), (429, False),
+    (500, False), (502, False), (503, False),
+])
+async def test_4xx_is_a_forgery_5xx_is_transient(tricky_server, identity, status, forged):
+    base, hits = tricky_server
+    v = SignatureVerifier(trusted_cert_prefixes=[base])
+    try:
+        with pytest.raises(SignatureError if forged else CertificateUnavailable, match=f"HTTP {status}"):
+            await v.verify(signed(identity, base + f"status-{status}.pem"))
+    finally:
+        await v.close()
+    assert hits == [f"/status-{status}.pem"]
+
+
 async def test_redirect_not_followed(tricky_server, identity):
     base, hits = tricky_server
     v = SignatureVerifier(trusted_cert_prefixes=[base])
     try:
-        with pytest.raises(CertificateUnavailable, match="302"):
+        with pytest.raises(SignatureError, match="302"):
             await v.verify(signed(identity, base + "redirect.pem"))
     finally:
         await v.close()

@@ -23,50 +23,139 @@ def allowed(url: str, prefixes: tuple[str, ...] = ()) -> bool:
     return True
 
 
-# --- default policy: real CloudFormation response hosts are accepted ---------------------
+# --- default policy: CloudFormation's own response buckets, every S3 endpoint form ---------
 
-@pytest.mark.parametrize("url", [
-    f"https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
-    f"https://cloudformation-custom-resource-response-uswest2.s3-us-west-2.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
-    f"https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com{CFN_PATH}",
-    f"https://s3.cn-north-1.amazonaws.com.cn/cloudformation-custom-resource-response-cnnorth1{CFN_PATH}",
-    f"https://bucket.s3.cn-northwest-1.amazonaws.com.cn{CFN_PATH}",
-    f"https://bucket.s3.dualstack.eu-west-1.amazonaws.com{CFN_PATH}",
-    f"https://s3.dualstack.us-east-1.amazonaws.com/bucket{CFN_PATH}",
-    "https://s3.amazonaws.com/bucket/key",
-    "https://s3.us-east-1.amazonaws.com/bucket/key",
-    "https://my.dotted.bucket.s3.amazonaws.com/key",
-    "https://bucket.s3.amazonaws.com:443/key",
-    "https://BUCKET.S3.AMAZONAWS.COM/key",
-])
-def test_real_s3_response_hosts_are_accepted(url):
+def bucket(region: str) -> str:
+    return "cloudformation-custom-resource-response-" + region.replace("-", "")
+
+
+ACCEPTED = [
+    # aws, regionless (us-east-1's endpoint and its legacy alias): us-east-1's bucket
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://s3.amazonaws.com/{bucket('us-east-1')}{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://{bucket('us-east-1')}.s3-external-1.amazonaws.com{CFN_PATH}",
+    f"https://s3-external-1.amazonaws.com/{bucket('us-east-1')}{CFN_PATH}",
+    # aws, regional: dotted, legacy dashed and dual-stack endpoints, both styles
+    f"https://{bucket('us-east-1')}.s3.us-east-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('us-west-2')}.s3-us-west-2.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://{bucket('eu-west-1')}.s3.eu-west-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('ap-southeast-2')}.s3.dualstack.ap-southeast-2.amazonaws.com{CFN_PATH}",
+    f"https://s3.eu-central-1.amazonaws.com/{bucket('eu-central-1')}{CFN_PATH}",
+    f"https://s3-ap-northeast-1.amazonaws.com/{bucket('ap-northeast-1')}{CFN_PATH}",
+    f"https://s3.dualstack.me-south-1.amazonaws.com/{bucket('me-south-1')}{CFN_PATH}",
+    # aws-us-gov
+    f"https://{bucket('us-gov-west-1')}.s3.us-gov-west-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('us-gov-east-1')}.s3-us-gov-east-1.amazonaws.com{CFN_PATH}",
+    f"https://s3.us-gov-west-1.amazonaws.com/{bucket('us-gov-west-1')}{CFN_PATH}",
+    # aws-cn
+    f"https://{bucket('cn-north-1')}.s3.cn-north-1.amazonaws.com.cn{CFN_PATH}",
+    f"https://s3.cn-northwest-1.amazonaws.com.cn/{bucket('cn-northwest-1')}{CFN_PATH}",
+    f"https://{bucket('cn-north-1')}.s3.dualstack.cn-north-1.amazonaws.com.cn{CFN_PATH}",
+    # SigV2 presigned, explicit default port
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com/key?AWSAccessKeyId=AKIAEXAMPLE&Expires=1714572000&Signature=abc%3D",
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com:443{CFN_PATH}",
+]
+
+
+@pytest.mark.parametrize("url", ACCEPTED)
+def test_cloudformation_response_buckets_are_accepted_in_every_endpoint_form(url):
     ResponseUrlPolicy().check(url)  # does not raise
 
 
 # --- default policy: everything else is refused, with a reason ---------------------------
 
-@pytest.mark.parametrize("url, why", [
-    ("http://bucket.s3.amazonaws.com/key", "https"),
-    ("ftp://bucket.s3.amazonaws.com/key", "https"),
-    ("//bucket.s3.amazonaws.com/key", "https"),
-    ("https://169.254.169.254/latest/meta-data/", "S3 host"),
+B = bucket("us-east-1")
+REFUSED = [
+    # any other bucket: a template author's own, on any real S3 endpoint
+    ("https://bucket.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://s3.amazonaws.com/bucket/key", "not CloudFormation's response bucket"),
+    ("https://attacker.s3.us-east-1.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://my.dotted.bucket.s3.amazonaws.com/key", "not"),
+    # look-alike bucket names
+    (f"https://{B}-evil.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/{B}-evil/key", "not CloudFormation's response bucket"),
+    (f"https://evil-{B}.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://{B}x.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://cloudformation-custom-resource-response-us-east-1.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-response-.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-responses-useast1.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-response-useast1.evil.s3.amazonaws.com/key", "not"),
+    (f"https://s3.amazonaws.com/{B}.evil/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/{B}%2devil/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/x/{B}/key", "not CloudFormation's response bucket"),
+    # a made-up region's bucket on the regionless endpoint could be anyone's
+    ("https://cloudformation-custom-resource-response-evil1.s3.amazonaws.com/key", "us-east-1"),
+    (f"https://{bucket('eu-west-1')}.s3.amazonaws.com/key", "us-east-1"),
+    (f"https://s3.amazonaws.com/{bucket('us-west-2')}/key", "us-east-1"),
+    # the bucket's region must be the endpoint's
+    (f"https://{bucket('us-east-1')}.s3.us-west-2.amazonaws.com/key", "region us-west-2"),
+    (f"https://{bucket('eu-west-1')}.s3-eu-west-2.amazonaws.com/key", "region eu-west-2"),
+    (f"https://s3.eu-west-1.amazonaws.com/{bucket('eu-west-2')}/key", "region eu-west-1"),
+    (f"https://{bucket('cn-north-1')}.s3.cn-northwest-1.amazonaws.com.cn/key", "region cn-northwest-1"),
+    (f"https://{bucket('us-gov-west-1')}.s3.us-west-1.amazonaws.com/key", "region us-west-1"),
+    # partitions: amazonaws.com.cn is aws-cn's alone, with no regionless endpoint
+    (f"https://{bucket('us-east-1')}.s3.us-east-1.amazonaws.com.cn/key", "not CloudFormation's response bucket"),
+    (f"https://{bucket('cn-north-1')}.s3.cn-north-1.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://{B}.s3.amazonaws.com.cn/key", "not CloudFormation's response bucket"),
+    # other region suffixes and look-alike endpoints
+    (f"https://{B}.s3.amazonaws.com.evil.example/key", "not CloudFormation's response bucket"),
+    (f"https://{B}.s3.amazonaws.com.cn.evil.example/key", "not"),
+    (f"https://{B}.s3.amazonaws.co/key", "not"),
+    (f"https://{B}.s3.us-east-1.amazonaws.com./key", "not"),
+    (f"https://{B}.s3-website-us-east-1.amazonaws.com/key", "not"),
+    (f"https://{B}.s3-accesspoint.us-east-1.amazonaws.com/key", "not"),
+    (f"https://{B}.s3.us-east-1.vpce.amazonaws.com/key", "not"),
+    (f"https://{B}.s3-x.us-east-1.elb.amazonaws.com/key", "not"),
+    ("https://s3-attacker-1234567890.us-east-1.elb.amazonaws.com/key", "not"),
+    (f"https://{B}.evil-s3.amazonaws.com/key", "not"),
+    (f"https://{B}%2Es3.amazonaws.com/key", "not"),
+    (f"https://{B}.s3%2Eamazonaws.com/key", "not"),
+    (f"https://{B}.s3.amazonaws.com%2eevil.example/key", "not"),
+    # case variants: CloudFormation's URLs are lower-case, and path-style bucket names are exact
+    (f"https://{B.upper()}.S3.AMAZONAWS.COM/key", "lower-case"),
+    (f"https://{B}.S3.amazonaws.com/key", "lower-case"),
+    (f"https://s3.amazonaws.com/{B.upper()}/key", "not CloudFormation's response bucket"),
+    # dot-segments, fragments, no object
+    (f"https://s3.amazonaws.com/{B}/../attacker/key", "dot-segments"),
+    (f"https://s3.amazonaws.com/{B}/%2e%2e/attacker/key", "dot-segments"),
+    (f"https://{B}.s3.amazonaws.com/a/./key", "dot-segments"),
+    (f"https://{B}.s3.amazonaws.com/key#frag", "fragment"),
+    (f"https://s3.amazonaws.com/{B}", "no object"),
+    (f"https://s3.amazonaws.com/{B}/", "no object"),
+    (f"https://{B}.s3.amazonaws.com/", "no object"),
+    (f"https://{B}.s3.amazonaws.com", "no object"),
+    # scheme, userinfo, ports
+    (f"http://{B}.s3.amazonaws.com/key", "https"),
+    (f"ftp://{B}.s3.amazonaws.com/key", "https"),
+    (f"//{B}.s3.amazonaws.com/key", "https"),
+    (f"https://{B}.s3.amazonaws.com@evil.example/key", "userinfo"),
+    (f"https://user:pw@{B}.s3.amazonaws.com/key", "userinfo"),
+    (f"https://{B}.s3.amazonaws.com:@evil.example/key", "userinfo"),
+    (f"https://{B}.s3.amazonaws.com:8443/key", "port"),
+    (f"https://{B}.s3.amazonaws.com:80/key", "port"),
+    # not S3 at all
+    ("https://169.254.169.254/latest/meta-data/", "not"),
     ("http://169.254.169.254/latest/meta-data/", "https"),
-    ("https://localhost/key", "S3 host"),
-    ("https://127.0.0.1/key", "S3 host"),
-    ("https://[::1]/key", "S3 host"),
-    ("https://s3.amazonaws.com.evil.example/key", "S3 host"),
-    ("https://evil-s3.amazonaws.com/key", "S3 host"),
-    ("https://evils3.amazonaws.com/key", "S3 host"),
-    ("https://s3.amazonaws.com.cn.evil.example/key", "S3 host"),
-    ("https://bucket.s3.amazonaws.co/key", "S3 host"),
-    ("https://s3.amazonaws.com@evil.example/key", "userinfo"),
-    ("https://user:pw@bucket.s3.amazonaws.com/key", "userinfo"),
-    ("https://bucket.s3.amazonaws.com:8443/key", "port"),
-    ("https://bucket.s3.amazonaws.com:80/key", "port"),
-])
-def test_non_s3_or_unsafe_urls_are_rejected_with_a_reason(url, why):
+    ("https://localhost/key", "not"),
+    ("https://127.0.0.1/key", "not"),
+    ("https://[::1]/key", "not"),
+    ("https://s3.amazonaws.com.evil.example/key", "not"),
+    ("https://evils3.amazonaws.com/key", "not"),
+]
+
+
+@pytest.mark.parametrize("url, why", REFUSED)
+def test_anything_but_cloudformations_buckets_is_refused_with_a_reason(url, why):
     with pytest.raises(UrlRejected, match=why):
         ResponseUrlPolicy().check(url)
+
+
+def test_every_refusal_reason_is_free_of_the_query_string():
+    for url, _ in REFUSED:
+        try:
+            ResponseUrlPolicy().check(url + "?X-Amz-Signature=SECRETSIG")
+        except UrlRejected as exc:
+            assert "SECRETSIG" not in str(exc)
 
 
 @pytest.mark.parametrize("url", [
@@ -74,18 +163,30 @@ def test_non_s3_or_unsafe_urls_are_rejected_with_a_reason(url, why):
     "not a url",
     "https://",
     "https://[::1/key",  # broken IPv6 literal
-    "https://bucket.s3.amazonaws.com:notaport/key",
-    "https://bucket.s3.amazonaws.com:99999/key",
+    f"https://{B}.s3.amazonaws.com:notaport/key",
+    f"https://{B}.s3.amazonaws.com:99999/key",
     "mailto:someone@s3.amazonaws.com",
+    f"https://{B}.s3.amazonaws.com/key with space",
+    f"https://{B}.s3.amazonaws.com/key\r\nX-Injected: 1",
 ])
 def test_garbage_is_rejected_not_crashed_on(url):
     with pytest.raises(UrlRejected):
         ResponseUrlPolicy().check(url)
 
 
-def test_customer_named_non_s3_aws_hosts_are_rejected():
-    """Only S3 endpoints: a load balancer someone named `s3-...` is not S3, though under amazonaws.com."""
-    assert not allowed("https://s3-attacker-1234567890.us-east-1.elb.amazonaws.com/key")
+def test_ros_hosts_keep_their_own_rule():
+    """The ROS dialect answers on ROS/OSS hosts; CloudFormation's buckets are not among them."""
+    from daemon.urls import ALIYUN_HOSTS
+
+    ok = ResponseUrlPolicy()
+    ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback?x=1", ALIYUN_HOSTS)
+    ok.check("https://bucket.oss-cn-hangzhou-internal.aliyuncs.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="ROS or OSS"):
+        ok.check(f"https://{B}.s3.amazonaws.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="ROS or OSS"):
+        ok.check("https://evil.fc.aliyuncs.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="not CloudFormation's"):
+        ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback")
 
 
 # --- configured prefixes: compared as parsed URLs ----------------------------------------
@@ -123,7 +224,8 @@ def test_prefix_never_matches_userinfo_tricks():
 
 def test_prefix_does_not_loosen_the_default_rules_for_other_urls():
     prefix = ("http://127.0.0.1:5000/",)
-    assert allowed("https://bucket.s3.amazonaws.com/key", prefix)
+    assert allowed(f"https://{B}.s3.amazonaws.com/key", prefix)
+    assert not allowed("https://bucket.s3.amazonaws.com/key", prefix)
     assert not allowed("http://169.254.169.254/latest/meta-data/", prefix)
 
 

@@ -26,7 +26,7 @@ UNIT = REPO / "systemd" / "cfn-provider.service"
 TEMPLATES = sorted(p for pattern in ("*.yaml", "*.yml", "*.json", "*.template") for p in DEPLOY.glob(pattern))
 
 SQS_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
-DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
 PSEUDO = {"AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
           "AWS::StackId", "AWS::StackName", "AWS::URLSuffix"}
 
@@ -268,6 +268,42 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     assert sqs <= SQS_ACTIONS, f"daemon/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
     assert dynamodb <= DYNAMODB_ACTIONS, (
         f"daemon/dynamodb.py calls {sorted(dynamodb - DYNAMODB_ACTIONS)}: grant them in deploy/provider.yaml")
+    # and nothing more: a grant the code never uses is a power a compromised daemon should not have
+    assert sqs == SQS_ACTIONS, f"granted but never called: {sorted(SQS_ACTIONS - sqs)}"
+    assert dynamodb == DYNAMODB_ACTIONS, f"granted but never called: {sorted(DYNAMODB_ACTIONS - dynamodb)}"
+    assert "put_item" not in (REPO / "daemon" / "dynamodb.py").read_text()
+
+
+# ---------------------------------------------------------------------------------------- provider: topic policy
+def test_topic_policy_lets_only_this_account_publish_and_only_the_queue_subscribe(provider: dict[str, Any]) -> None:
+    """CloudFormation publishes with the stack operation's credentials (no service principal), so
+    publishers are bound to the account; a foreign subscription would receive every ResponseURL."""
+    _, policy = only(provider, "AWS::SNS::TopicPolicy")
+    props = policy["Properties"]
+    assert props["Topics"] == [{"Ref": "Topic"}]
+    stmts = statements(props["PolicyDocument"])
+    for s in stmts:
+        assert s["Resource"] == {"Ref": "Topic"}, s
+        assert "NotAction" not in s and "NotPrincipal" not in s and "NotResource" not in s, s
+    allows = [s for s in stmts if s["Effect"] == "Allow"]
+    assert len(allows) == 1, allows
+    [allow] = allows
+    assert as_list(allow["Action"]) == ["sns:Publish"]
+    assert allow["Principal"] == {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}}
+    assert "Condition" not in allow
+    denies = {s["Sid"]: s for s in stmts if s["Effect"] == "Deny"}
+    for s in denies.values():
+        assert s["Principal"] == "*"
+    foreign = [s for s in denies.values() if as_list(s["Action"]) == ["sns:Publish"]
+               and s.get("Condition") == {"StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}]
+    assert len(foreign) == 1, "publishers of other accounts are denied"
+    subscribe = [s for s in denies.values() if as_list(s["Action"]) == ["sns:Subscribe"]]
+    assert [s["Condition"] for s in subscribe] == [{"StringNotEquals": {"sns:Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]}}}]
+    tls = [s for s in denies.values() if s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}]
+    assert len(tls) == 1 and "sns:Publish" in as_list(tls[0]["Action"])
+    # the subscription the template makes is the one the policy allows
+    _, sub = only(provider, "AWS::SNS::Subscription")
+    assert sub["Properties"]["Endpoint"] == {"Fn::GetAtt": ["Queue", "Arn"]}
 
 
 # ---------------------------------------------------------------------------------------- provider: instances

@@ -97,13 +97,35 @@ async def assert_still_serving_signed(stack: Stack, provider: Provider, certs: C
 
 async def test_certificate_outage_defers_instead_of_dropping(run_daemon, stack: Stack, provider: Provider,
                                                             certs: CertServer, identity) -> None:
-    """A certificate that cannot be fetched right now is not proof of forgery: try again later."""
+    """A certificate host answering 5xx right now is not proof of forgery: try again later."""
     await start_verifying(run_daemon, certs)
-    cert_url = certs.base_url + "SimpleNotificationService-later.pem"  # 404 for now
+    path = "/SimpleNotificationService-later.pem"
+    certs.statuses[path] = 503
+    cert_url = certs.base_url + path.lstrip("/")
     req = stack.request("Create", "Later", resource_type="Custom::Test")
     with capture_logs() as logs:
         send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity)))
         await wait_for_event(logs, "deferred")
-    certs.add("SimpleNotificationService-later.pem", identity.cert_pem)
+    del certs.statuses[path]
+    certs.add(path, identity.cert_pem)
     resp = await response_of(stack, req, timeout=20)
     assert resp is not None and resp["Status"] == "SUCCESS"
+
+
+async def test_certificate_url_answering_404_is_a_forged_message(run_daemon, stack: Stack, provider: Provider,
+                                                                certs: CertServer, identity) -> None:
+    """A 404 from the certificate host: no such certificate, so the message is forged. It is
+    rejected as a security event at once (not retried), never run, never answered."""
+    daemon = await start_verifying(run_daemon, certs)
+    cert_url = certs.base_url + "SimpleNotificationService-made-up.pem"
+    req = stack.request("Create", "Forged", resource_type="Custom::Test")
+    with capture_logs() as logs:
+        send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity)))
+        event = await wait_for_event(logs, "security")
+    assert "HTTP 404" in event["reason"]
+    assert not [e for e in logs if e.get("event") in ("deferred", "request")]
+    assert certs.hits == {"/SimpleNotificationService-made-up.pem": 1}
+    registry = daemon.service.metrics.registry  # the security metric
+    assert registry.get_sample_value("cfn_provider_rejected_messages_total", {"kind": "security"}) == 1
+    await assert_still_serving_signed(stack, provider, certs, identity)
+    assert await response_of(stack, req, timeout=1) is None

@@ -62,7 +62,7 @@ def mns_settings(mns: MnsServer, tmp_path: Path, s3: StubS3, **overrides: Any) -
     base = Settings(
         queue_url="", transport="mns", mns_endpoint=mns.endpoint, mns_queue=QUEUE, handlers=ROS_HANDLERS,
         state=f"sqlite://{tmp_path}/state.db", allow_response_urls=(s3.base_url,), wait_seconds=1,
-        visibility_timeout=30, max_backoff=0.5, alibaba_cloud=False,
+        visibility_timeout=30, max_backoff=0.5, alibaba_cloud=False, mns_allow_http=True,
     )
     return replace(base, **overrides)
 

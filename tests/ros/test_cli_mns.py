@@ -61,13 +61,34 @@ def test_usage_errors(captured, args, message):
     assert result.exit_code == 2 and message in result.output and not captured
 
 
+@pytest.mark.parametrize("env", [{}, {"CFN_PROVIDER_MNS_ALLOW_HTTP": "1"}])
+def test_plain_http_endpoint_is_refused_at_start_naming_the_option(captured, monkeypatch, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = ["run", "--transport", "mns", "--mns-endpoint", "http://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"]
+    result = CliRunner().invoke(cli.main, args)
+    if env:
+        assert result.exit_code == 0 and captured[0].mns_allow_http is True
+        return
+    assert result.exit_code == 2 and not captured
+    assert "plain http" in result.output and "--mns-allow-http" in result.output
+    result = CliRunner().invoke(cli.main, [*args, "--mns-allow-http"])
+    assert result.exit_code == 0 and captured[0].mns_allow_http is True
+
+
+def test_https_endpoint_needs_no_opt_in(captured):
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
+                                           "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"])
+    assert result.exit_code == 0 and captured[0].mns_allow_http is False
+
+
 def test_missing_credentials_exit_2(monkeypatch, tmp_path):
     for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setattr("daemon.logs.configure", lambda *a, **k: None)
     result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint", "http://127.0.0.1:9",
-                                           "--mns-queue", "q", "--state", f"sqlite://{tmp_path}/s.db"])
+                                           "--mns-allow-http", "--mns-queue", "q", "--state", f"sqlite://{tmp_path}/s.db"])
     assert result.exit_code == 2 and "no Alibaba Cloud credentials" in result.output
 
 
@@ -77,7 +98,7 @@ def test_run_serves_ros_over_mns(tmp_path: Path, stub_s3: StubS3):
         mns.create_queue(QUEUE)
         env = {**os.environ, **mns.env(), "PYTHONPATH": str(REPO)}
         args = [sys.executable, "-m", "daemon", "run", "--transport", "mns", "--mns-endpoint", mns.endpoint,
-                "--mns-queue", QUEUE, "--handler", "Custom::Test=tests.support.handlers",
+                "--mns-allow-http", "--mns-queue", QUEUE, "--handler", "Custom::Test=tests.support.handlers",
                 "--allow-response-url", stub_s3.base_url, "--state", f"sqlite://{tmp_path}/state.db",
                 "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json", "--log-level", "debug"]
         daemon = SubprocessDaemon(args, env, tmp_path / "daemon.log").start()

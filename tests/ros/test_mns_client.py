@@ -36,7 +36,8 @@ def test_string_to_sign_with_body_headers_and_sorted_mns_headers():
 @pytest.fixture
 async def queue(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack)
+        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack,
+                                  allow_http=True)
 
 
 async def test_batch_receive_change_visibility_and_delete(mns: MnsServer, queue: MnsQueue):
@@ -107,19 +108,22 @@ async def test_dead_letter_policy_and_unreadable_attributes(mns: MnsServer):
     mns.create_queue("with-dlq", dlq={"Enabled": "true", "DeadLetterTargetQueue": "dlq", "MaxReceiveCount": "3"})
     async with AsyncExitStack() as stack:
         creds = Credentials(mns.access_key_id, mns.secret)
-        assert await (await MnsQueue.open(mns.endpoint, "with-dlq", creds, stack)).has_dead_letter_queue() is True
-        assert await (await MnsQueue.open(mns.endpoint, "missing", creds, stack)).has_dead_letter_queue() is None
+        for queue, expected in (("with-dlq", True), ("missing", None)):
+            assert await (await MnsQueue.open(mns.endpoint, queue, creds, stack, allow_http=True)
+                          ).has_dead_letter_queue() is expected
 
 
 async def test_server_errors_are_raised_without_secrets(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        wrong = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, "not-the-secret-123"), stack)
+        wrong = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, "not-the-secret-123"), stack,
+                                    allow_http=True)
         with pytest.raises(MnsError, match="403 SignatureDoesNotMatch") as exc:
             await wrong.receive(1, 0, 30)
         assert "not-the-secret-123" not in str(exc.value) and "not-the-secret" not in repr(wrong.credentials)
     mns.fail_next("receive", 503, "ServiceUnavailable")
     async with AsyncExitStack() as stack:
-        right = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack)
+        right = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack,
+                                    allow_http=True)
         with pytest.raises(MnsError, match="503 ServiceUnavailable"):
             await right.receive(1, 0, 30)
         assert await right.receive(1, 0, 30) == []
@@ -129,7 +133,7 @@ async def test_security_token_is_sent(mns: MnsServer):
     mns.security_token = "sts-token-abcdefgh"
     async with AsyncExitStack() as stack:
         q = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret, "sts-token-abcdefgh"),
-                                stack)
+                                stack, allow_http=True)
         assert await q.receive(1, 0, 30) == []
 
 
@@ -140,6 +144,17 @@ async def test_security_token_is_sent(mns: MnsServer):
 def test_bad_endpoint_or_queue(endpoint, queue):
     with pytest.raises(TransportConfigError):
         MnsQueue(None, endpoint, queue, Credentials("id", "secret"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("endpoint", ["http://1.mns.cn-hangzhou.aliyuncs.com", "HTTP://127.0.0.1:9"])
+async def test_plain_http_is_refused_unless_allowed(endpoint):
+    """Every MNS call carries the AccessKey id, a replayable signature and the STS token."""
+    with pytest.raises(TransportConfigError, match="--mns-allow-http"):
+        MnsQueue(None, endpoint, "q", Credentials("id", "secret", "sts-token"))  # type: ignore[arg-type]
+    async with AsyncExitStack() as stack:
+        with pytest.raises(TransportConfigError, match="plain http"):
+            await MnsQueue.open(endpoint, "q", Credentials("id", "secret"), stack)
+    assert MnsQueue(None, endpoint, "q", Credentials("id", "secret"), allow_http=True).base  # type: ignore[arg-type]
 
 
 def test_credentials_sources(tmp_path: Path):

@@ -17,7 +17,7 @@ from tests.support.mns_server import MnsServer
 @pytest.fixture
 async def queue(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack)
+        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack, allow_http=True)
 
 
 async def received(mns: MnsServer, queue: MnsQueue, count: int) -> list[Message]:

@@ -78,10 +78,12 @@ def notification(message: str, topic_arn: str, cert_url: str, subject: str | Non
 
 
 class CertServer:
-    """A real HTTP server on 127.0.0.1 (own thread) serving PEMs added with add(); counts GETs per path."""
+    """A real HTTP server on 127.0.0.1 (own thread) serving PEMs added with add(); counts GETs per path.
+    `statuses[path] = 503` answers that status (no body) for the path instead."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.statuses: dict[str, int] = {}
         self.hits: dict[str, int] = {}
         self.base_url = ""
         self._server: http.server.ThreadingHTTPServer | None = None
@@ -101,6 +103,9 @@ class CertServer:
                 with owner._lock:
                     owner.hits[self.path] = owner.hits.get(self.path, 0) + 1
                 body = owner.files.get(self.path)
+                if self.path in owner.statuses:
+                    self.send_error(owner.statuses[self.path])
+                    return
                 if body is None:
                     self.send_error(404)
                     return

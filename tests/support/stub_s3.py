@@ -21,6 +21,9 @@ Behaviour (applies to writes, i.e. PUT and POST; GET/HEAD are never scripted):
 - `stall(seconds, times=None, status=200)`: hold the request (body already read) for
   `seconds` before answering `status`; a stall is cut short (and nothing answered) on stop().
 - `reset_connections(times=None)`: read the request, then abort the TCP connection (RST).
+- `trickle(every, times=None, status=200)`: read the request, then send the status line and one
+  header byte every `every` seconds, never finishing the headers (a slow-loris answer: no
+  socket read timeout ever trips); ended (nothing answered) on stop().
 - `pass_through()`: forget every step (or only those for `key=`).
 - each setter replaces the steps for the same `key` (None: the steps without a key) unless
   `append=True`, which queues it after them: `s3.fail_with(503, times=1); s3.stall(2, times=1,
@@ -94,7 +97,7 @@ class Request:
 
 @dataclass
 class _Step:
-    kind: str  # "status", "stall", "reset"
+    kind: str  # "status", "stall", "reset", "trickle"
     times: int | None  # None: until told otherwise
     key: str | None = None
     status: int = 200
@@ -190,6 +193,11 @@ class StubS3:
               append: bool = False) -> StubS3:
         """Hold the next `times` writes `seconds` before answering `status`."""
         return self._set(_Step("stall", times, key, status=status, seconds=seconds), append)
+
+    def trickle(self, every: float, times: int | None = None, status: int = 200, *, key: str | None = None,
+                append: bool = False) -> StubS3:
+        """Answer the next `times` writes one header byte every `every` seconds, never completing."""
+        return self._set(_Step("trickle", times, key, status=status, seconds=every), append)
 
     def reset_connections(self, times: int | None = None, *, key: str | None = None, append: bool = False) -> StubS3:
         """Read the next `times` writes, then abort their connections with a TCP RST."""
@@ -379,6 +387,8 @@ def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
                     self._send(request, 200, b"", "pass")
             elif step.kind == "reset":
                 self._reset(request)
+            elif step.kind == "trickle":
+                self._trickle(request, step)
             elif step.kind == "stall":
                 request.action = "stall"  # visible while the stall lasts
                 if stub._stopping.wait(step.seconds):
@@ -389,7 +399,20 @@ def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
             else:
                 self._send_status(request, step.status, "fail" if step.status >= 300 else "pass", step.code)
 
-        def _send_status(self, request: Request, status: int, action: str, code: str | None = None) -> None:
+        def _trickle(self, request: Request, step: _Step) -> None:
+            request.action = "trickle"  # visible while it lasts
+            self.close_connection = True
+            try:
+                self.wfile.write(f"HTTP/1.1 {step.status} OK\r\nX-Slow: ".encode())
+                self.wfile.flush()
+                while not stub._stopping.wait(step.seconds):
+                    self.wfile.write(b"z")
+                    self.wfile.flush()
+            except OSError:  # the client gave up
+                pass
+            stub._finish(request, None, "trickle")
+
+                def _send_status(self, request: Request, status: int, action: str, code: str | None = None) -> None:
             if 200 <= status < 300:
                 self._send(request, status, b"", action)
             else:
