@@ -412,7 +412,7 @@ def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
                 pass
             stub._finish(request, None, "trickle")
 
-                def _send_status(self, request: Request, status: int, action: str, code: str | None = None) -> None:
+        def _send_status(self, request: Request, status: int, action: str, code: str | None = None) -> None:
             if 200 <= status < 300:
                 self._send(request, status, b"", action)
             else:
