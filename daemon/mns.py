@@ -176,7 +176,7 @@ class MnsQueue:
         self.session, self.credentials, self.name = session, credentials, queue
         self.base = f"{parts.scheme}://{parts.netloc}"
         self.url = f"{self.base}/queues/{queue}"
-        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.connect_timeout, self.read_timeout, self.allow_http = connect_timeout, read_timeout, allow_http
         self.queue_visibility: int | None = None  # the queue's VisibilityTimeout, once read
         self._changing: dict[int, asyncio.Task] = {}  # id(message) -> its visibility change in flight
 
@@ -247,7 +247,8 @@ class MnsQueue:
         target = fields.get("DeadLetterTargetQueue", "").rstrip("/").rpartition("/")[2]  # a name, or an ARN ending in it
         if fields.get("Enabled", "").lower() != "true" or not target:
             return None
-        return MnsQueue(self.session, self.base, target, self.credentials, self.connect_timeout, self.read_timeout)
+        return MnsQueue(self.session, self.base, target, self.credentials, self.connect_timeout, self.read_timeout,
+                        allow_http=self.allow_http)  # the same endpoint, so the same decision
 
     # ------------------------------------------------------------------ internals
     async def _change(self, message: Message, seconds: int) -> None:
