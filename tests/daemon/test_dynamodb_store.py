@@ -58,7 +58,7 @@ def test_default_ttl_outlives_sqs_retention():
 
 async def test_item_is_keyed_on_pk_with_a_ttl_and_a_binary_body(store, table, clock, emulator):
     await answered(store, body=b'{"Status":"SUCCESS"}')
-    await store.mark_sent(KEY, URL_A)
+    await store.mark_sent(KEY, URL_A, token="w1")
     item = emulator.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": KEY}},
                                                 ConsistentRead=True)["Item"]
     assert item["ttl"] == {"N": str(math.ceil(clock.now + TTL))}  # epoch seconds, for DynamoDB's TTL
@@ -70,11 +70,11 @@ async def test_item_is_keyed_on_pk_with_a_ttl_and_a_binary_body(store, table, cl
 
 async def test_answered_urls_accumulate_in_a_string_set(store, table, emulator):
     await answered(store, status="FAILED")
-    await store.mark_sent(KEY, URL_A)
-    await store.mark_sent(KEY, URL_A)  # twice: still once in the set
-    assert (await store.claim(KEY, "w2", URL_B, LEASE)).acquired
+    await store.mark_sent(KEY, URL_A, token="w1")
+    await store.mark_sent(KEY, URL_A, token="w1")  # twice: still once in the set
+    assert (await store.claim(KEY, "w2", URL_B, LEASE, token="w2")).acquired
     assert await store.save_response(KEY, "w2", "FAILED", b"again")
-    await store.mark_sent(KEY, URL_B)
+    await store.mark_sent(KEY, URL_B, token="w2")
     item = emulator.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": KEY}},
                                                 ConsistentRead=True)["Item"]
     assert sorted(item["sent_digests"]["SS"]) == [URL_A, URL_B]
@@ -86,13 +86,13 @@ async def test_a_missing_table_is_reported_with_the_bootstrap_hint(emulator, clo
     s = DynamoDBStore("cfn-state-does-not-exist", ttl=TTL, clock=clock)
     try:
         with pytest.raises(TableNotFound, match="cfn-provider bootstrap --dynamodb-table cfn-state-does-not-exist"):
-            await s.claim(KEY, "w1", URL_A, LEASE)
+            await s.claim(KEY, "w1", URL_A, LEASE, token="w1")
     finally:
         await s.close()
 
 
 async def test_close_closes_the_client_and_is_idempotent(store):
-    assert (await store.claim(KEY, "w1", URL_A, LEASE)).acquired
+    assert (await store.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
     await store.close()
     await store.close()
     with pytest.raises(RuntimeError, match="closed"):
@@ -125,7 +125,7 @@ async def test_open_store_dynamodb_table(table):
     s = open_store(f"dynamodb://{table}")
     try:
         assert isinstance(s, DynamoDBStore) and s.table == table
-        assert (await s.claim(KEY, "w1", URL_A, LEASE)).acquired
+        assert (await s.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
         assert (await s.get(KEY)).owner == "w1"
     finally:
         await s.close()

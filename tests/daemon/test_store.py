@@ -67,7 +67,7 @@ async def test_open_store_sqlite_absolute_path(tmp_path):
     s = open_store(f"sqlite://{tmp_path}/x.db")
     try:
         assert isinstance(s, SQLiteStore)
-        assert (await s.claim(KEY, "w1", URL_A, LEASE)).acquired
+        assert (await s.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
         assert (tmp_path / "x.db").exists()
     finally:
         await s.close()
@@ -93,7 +93,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     import sqlite3
     import threading
 
-    await store.claim("first-key", "owner-a", URL_A, LEASE)  # the first claim also purges, on the thread
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # the first claim also purges, on the thread
     other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a second daemon mid-write would
     ticks = 0
@@ -107,7 +107,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     ticker = asyncio.create_task(tick())
     threading.Timer(0.6, lambda: other.execute("COMMIT")).start()
     try:
-        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE), 10)
+        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), 10)
     finally:
         ticker.cancel()
     assert claim.acquired
@@ -118,7 +118,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     assert await asyncio.wait_for(store.save_response(KEY, "owner-a", "SUCCESS", b"{}"), 10)
     other.execute("BEGIN IMMEDIATE")
     threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
-    await asyncio.wait_for(store.mark_sent(KEY, URL_A), 10)
+    await asyncio.wait_for(store.mark_sent(KEY, URL_A, token="owner-a"), 10)
     other.close()
     record = await store.get(KEY)
     assert record is not None and record.state == "SENT" and record.answered(URL_A)
@@ -128,10 +128,10 @@ async def test_a_closed_store_refuses_work_instead_of_hanging(db_path, clock):
     import asyncio
 
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    await store.claim("first-key", "owner-a", URL_A, LEASE)  # past the purge: the next claim would go on the loop
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # past the purge: the next claim would go on the loop
     await store.close()
     await store.close()  # twice is fine
-    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
+    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
                     store.mark_sent(KEY, URL_A), store.get(KEY)):
         with pytest.raises(RuntimeError, match="closed"):
             await asyncio.wait_for(attempt, 5)
