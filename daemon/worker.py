@@ -62,16 +62,25 @@ class _Rejected(Exception):
 
 class StoreHealth:
     """Whether the store answers, said once when that changes ("store.unreachable", "store.back"),
-    not once per message or per retry."""
+    not once per message or per retry. A blip (a failure the next try gets past, as when an
+    answer was lost) is no outage: the store is called unreachable after OUTAGE_FAILURES failures
+    in a row (across all calls) spanning OUTAGE_SECONDS."""
+
+    OUTAGE_FAILURES, OUTAGE_SECONDS = 3, 1.0
 
     def __init__(self) -> None:
-        self.down_since: float | None = None
-        self.failures = 0
+        self.down_since: float | None = None  # logged as unreachable since
+        self.failing_since: float | None = None
+        self.failures = 0  # in a row
 
     def failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
         self.failures += 1
-        if self.down_since is None:
-            self.down_since = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        if (self.down_since is None and self.failures >= self.OUTAGE_FAILURES
+                and now - self.failing_since >= self.OUTAGE_SECONDS):
+            self.down_since = self.failing_since
             log.warning("store.unreachable", error=f"{type(exc).__name__}: {exc}"[:300],
                         detail="store calls are retried with backoff; their messages stay hidden meanwhile")
 
@@ -79,7 +88,8 @@ class StoreHealth:
         if self.down_since is not None:
             log.warning("store.back", down_seconds=round(time.monotonic() - self.down_since, 1),
                         failed_calls=self.failures)
-            self.down_since, self.failures = None, 0
+        self.down_since = self.failing_since = None
+        self.failures = 0
 
 
 @dataclass(frozen=True)

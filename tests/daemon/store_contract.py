@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from daemon.store import CLAIMED, RESPONSE_READY, SENT
+from tests.support.lying_store import LyingStore
 
 KEY = "arn:aws:cloudformation:us-east-1:123456789012:stack/s/guid|req-1"
 URL_A, URL_B = "digest-of-url-a", "digest-of-url-b"
@@ -363,36 +364,7 @@ def test_concurrent_claims_from_threads_acquire_exactly_once(make_store):
 # retries a store call that failed with a connection error: a write applied on the first try
 # and repeated must read as this attempt's success, never as another worker's claim.
 
-WRITES = ("claim", "extend", "save_response", "mark_sent", "release")
 BODY = b'{"Status":"SUCCESS","Data":{"k":"v"}}'
-
-
-class AnswerLost(Exception):
-    pass
-
-
-class LyingStore:
-    """Applies each write, then raises a read timeout as if its answer was lost on the way back,
-    at the writes numbered in `lie_at` (1-based, counting every write through this wrapper)."""
-
-    def __init__(self, store, lie_at):
-        self.store, self.lie_at, self.writes, self.lies = store, set(lie_at), 0, 0
-
-    def __getattr__(self, name):
-        attr = getattr(self.store, name)
-        if name not in WRITES:
-            return attr
-
-        async def write(*args, **kwargs):
-            self.writes += 1
-            result = await attr(*args, **kwargs)
-            if self.writes in self.lie_at:
-                from botocore.exceptions import ReadTimeoutError
-
-                self.lies += 1
-                raise ReadTimeoutError(endpoint_url="http://store.invalid/")
-            return result
-        return write
 
 
 async def retried(call):

@@ -26,6 +26,7 @@ from daemon.emulator import Emulator, Provider, Stack
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of, wait_for_event, wait_until_queue_empty
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
+from tests.support.lying_store import LyingStore
 from tests.support.tcp_proxy import TcpProxy
 
 VISIBILITY = 3  # seconds: a message handed back would be received again within the test
@@ -98,3 +99,38 @@ async def test_a_store_outage_holds_messages_hidden_and_is_logged_once(
         [e for e in events if e and e.startswith(("store", "heartbeat"))]
     assert "heartbeat.failed" not in events and "message.crashed" not in events
     assert sorted(handlers.calls) == sorted((r["RequestId"], "Create") for r in requests)
+
+
+async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attempt(
+        run_daemon, stack: Stack, provider: Provider, monkeypatch) -> None:
+    """Every store write the daemon makes is applied and its answer lost on the first try (then
+    retried): no copy defers against its own claim, no save is taken for a lost claim."""
+    import daemon.service as service
+
+    lying: list[LyingStore] = []
+
+    def open_lying_store(*args, **kwargs):
+        lying.append(LyingStore(real_open_store(*args, **kwargs), first_tries=True))
+        return lying[-1]
+
+    real_open_store = service.open_store
+    monkeypatch.setattr(service, "open_store", open_lying_store)
+    daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=8)
+    requests = [stack.request("Create", f"L{i}", resource_type="Custom::Test",
+                              properties={"SleepSeconds": str(0.2 * i)}) for i in range(4)]
+    with capture_logs() as logs:
+        for request in requests:
+            stack.publish(request)
+            stack.publish(request)
+        for request in requests:
+            response = await response_of(stack, request, timeout=30)
+            assert response is not None and response["Status"] == "SUCCESS"
+        await wait_until_queue_empty(provider, timeout=30)
+    await daemon.stop()
+    assert lying[0].lies >= 3 * len(requests)  # claim, save_response and mark_sent of each, at least
+    assert sorted(handlers.calls) == sorted((r["RequestId"], "Create") for r in requests)
+    outcomes = sorted(e["outcome"] for e in logs if e.get("event") == "request")
+    assert outcomes == ["answered"] * len(requests) + ["duplicate"] * len(requests), outcomes
+    assert not [e for e in logs if e.get("event") == "store.lost_claim"]
+    assert dead_lettered(provider) == 0
+    assert "store.unreachable" not in [e.get("event") for e in logs]  # a lost answer is a blip, not an outage
