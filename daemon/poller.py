@@ -64,6 +64,9 @@ class Poller:
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
         self._stop.set()
+        drain = getattr(self.worker, "drain", None)
+        if drain is not None:
+            drain()  # copies waiting for another holder go back to the queue now
         self._wake()
 
     @property

@@ -116,7 +116,13 @@ class Worker:
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
         self.store_health = StoreHealth()
+        self._draining = asyncio.Event()  # set by drain(): the daemon stopped receiving
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
+
+    def drain(self) -> None:
+        """The daemon stops receiving: copies waiting for another attempt are handed back at once
+        (hidden for the time left on the lease they wait for) rather than at the grace period's end."""
+        self._draining.set()
 
     # ------------------------------------------------------------------ entry point
     async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
@@ -238,15 +244,15 @@ class Worker:
                 # instead of handing it back to the queue (every receive counts toward the DLQ).
                 outcome.setdefault("waited_for", record.owner)
                 try:
-                    await self._wait_out(record)
+                    if await self._wait_out(record):
+                        continue
                 except asyncio.CancelledError:
                     if not self.stopping:
                         raise
                     asyncio.current_task().uncancel()  # type: ignore[union-attr]
-                    outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
-                    heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
-                    return Disposition.DEFER
-                continue
+                outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
+                heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
+                return Disposition.DEFER
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
             outcome.update(outcome="replayed", status=record.status)
             return await self._deliver(request, record.body or b"", digest, outcome, token=None)
@@ -291,18 +297,23 @@ class Worker:
             return True  # held (or, by a clock that runs ahead of ours, only just let go)
         return record.leased(time.time()) and (record.url_digest == digest or record.status == "FAILED")
 
-    async def _wait_out(self, record: Record) -> None:
-        """Until the attempt holding `record` lets go of it or its lease runs out: look again at the
-        record now and then (early if the holder finishes), never later than its lease ends."""
+    async def _wait_out(self, record: Record) -> bool:
+        """Until the attempt holding `record` lets go of it or its lease runs out (True): look
+        again at the record now and then (early if the holder finishes), never later than its
+        lease ends. False when the daemon starts draining meanwhile."""
         pause = 0.25
         while True:
             remaining = (record.lease_until or 0) - time.time()
-            await asyncio.sleep(min(max(remaining, 0.05), pause))
+            try:
+                await asyncio.wait_for(self._draining.wait(), min(max(remaining, 0.05), pause))
+                return False
+            except asyncio.TimeoutError:
+                pass
             pause = min(WAIT_POLL_MAX, pause * 2)
             now = await self._store(lambda: self.store.get(record.key))
             if (now is None or now.token != record.token or now.state != record.state
                     or not now.leased(time.time())):
-                return
+                return True
             record = now
 
     async def _store(self, call: Callable[[], Awaitable[T]]) -> T:

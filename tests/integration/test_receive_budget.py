@@ -33,8 +33,8 @@ VISIBILITY = 3  # seconds: a message handed back would be received again within 
 
 
 @pytest.fixture
-def provider(emulator: Emulator) -> Provider:
-    return Provider.create(emulator, dlq=True, max_receive_count=1)
+def provider(emulator: Emulator, request) -> Provider:
+    return Provider.create(emulator, dlq=True, max_receive_count=getattr(request, "param", 1))
 
 
 def dead_lettered(provider: Provider) -> int:
@@ -134,3 +134,37 @@ async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attem
     assert not [e for e in logs if e.get("event") == "store.lost_claim"]
     assert dead_lettered(provider) == 0
     assert "store.unreachable" not in [e.get("event") for e in logs]  # a lost answer is a blip, not an outage
+
+
+@pytest.mark.parametrize("provider", [2], indirect=True)  # the copy is received twice: waiter, then holder
+async def test_a_waiting_copy_is_handed_back_at_once_when_its_daemon_stops(
+        run_daemon, stack: Stack, provider: Provider) -> None:
+    """A deploy stops a daemon whose copy waits for another daemon's attempt: the stop does not
+    wait out the grace period for it, and the copy is hidden for the lease's remaining time."""
+    holder = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1)
+    request = stack.request("Create", "Held", resource_type="Custom::Test", properties={"SleepSeconds": "6"})
+    stack.publish(request)
+    for _ in range(200):
+        if handlers.running["now"]:
+            break
+        await asyncio.sleep(0.05)
+    assert handlers.running["now"] == 1, "the holder is not running the handler"
+    waiter = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1, grace_period=60)
+    with capture_logs() as logs:
+        stack.publish(request)  # the copy: only the second daemon has a free slot
+        for _ in range(200):
+            if queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 2):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # the waiter has claimed, been refused, and waits
+        started = asyncio.get_running_loop().time()
+        assert await waiter.stop() == 0
+        stopped_in = asyncio.get_running_loop().time() - started
+    assert stopped_in < 30, f"the stop waited {stopped_in:.1f} s for a copy that was only waiting"
+    [event] = [e for e in logs if e.get("event") == "request"]
+    assert event["outcome"] == "in-progress-elsewhere" and event.get("waited_for")
+    response = await response_of(stack, request, timeout=30)
+    assert response is not None and response["Status"] == "SUCCESS"
+    await wait_until_queue_empty(provider, timeout=30)
+    await holder.stop()
+    assert handlers.calls == [(request["RequestId"], "Create")]
