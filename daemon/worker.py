@@ -235,7 +235,9 @@ class Worker:
             if claim.acquired:
                 break
             record = claim.record
-            assert record is not None
+            if record is None:  # refused, then gone before it could be read (an endpoint without ALL_OLD)
+                await asyncio.sleep(0.05)
+                continue
             if record.answered(digest):
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
