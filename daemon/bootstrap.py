@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/budget.py
+
 CREATED, UPDATED, EXISTS = "created", "updated", "exists"
 DAY = 24 * 3600
 MAX_RETENTION_DAYS = 14
@@ -116,7 +118,7 @@ class Bootstrap:
     """The steps, on boto3 clients from one session (region and endpoints from the usual settings)."""
 
     def __init__(self, session: Any, *, name: str = "cfn-provider", topic_arn: str | None = None,
-                 dynamodb_table: str | None = None, max_receive_count: int = 5, visibility_timeout: int = 60,
+                 dynamodb_table: str | None = None, max_receive_count: int = MAX_RECEIVE_COUNT, visibility_timeout: int = 60,
                  retention_days: int = 14, dry_run: bool = False, log: Callable[[Change], None] | None = None):
         if not 1 <= retention_days <= MAX_RETENTION_DAYS:
             raise BootstrapError(f"retention must be 1..{MAX_RETENTION_DAYS} days (SQS's limit)")

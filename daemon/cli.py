@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from . import __version__
 from .atrest import StateExposed
+from .budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
 from .ros_options import ros_options, transport_settings
 from .router import HandlerError, parse_handler_option
@@ -241,8 +242,9 @@ def demo(logs: bool) -> None:
 @click.option("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
 @click.option("--dynamodb-table", metavar="NAME",
               help="Also create the DynamoDB table for fleet mode (run --state dynamodb://NAME).")
-@click.option("--max-receive-count", type=click.IntRange(1, 1000), default=5, show_default=True,
-              help="Receives before a message moves to the dead-letter queue.")
+@click.option("--max-receive-count", type=click.IntRange(1, 1000), default=MAX_RECEIVE_COUNT, show_default=True,
+              help="Receives before a message moves to the dead-letter queue (the receive budget: see the docs "
+                   "before lowering it).")
 @click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
               help="The queue's visibility timeout (use the same value for run).")
 @click.option("--retention-days", type=click.IntRange(1, 14), default=14, show_default=True,

@@ -4,14 +4,18 @@ The same contract as `SQLiteStore` (see daemon/store.py): every transition is ON
 write on the item whose partition key `pk` is the store key, so any number of daemons on any
 number of hosts can share a table.
 
-    claim         UpdateItem, condition: absent, expired, CLAIMED under a lapsed lease, or a stored
-                  FAILED for a URL digest neither answered (`sent_digests`) nor the current one.
-                  ReturnValues=ALL_OLD gives what was taken over; on a failed condition
-                  ReturnValuesOnConditionCheckFailure=ALL_OLD gives what stood in the way.
-    extend        UpdateItem lease_until, condition: same owner, still CLAIMED
-    save_response UpdateItem body/status, condition: same owner, still CLAIMED
-    mark_sent     UpdateItem state/url_digest, ADD to the `sent_digests` string set, condition: answered
-    release       DeleteItem, condition: same owner, still CLAIMED
+    claim         UpdateItem, condition: absent, expired, or (URL digest not answered, `sent_digests`)
+                  CLAIMED under a lapsed lease or a stored FAILED for another URL digest under no
+                  live lease. ReturnValues=ALL_OLD gives what was taken over; on a failed condition
+                  ReturnValuesOnConditionCheckFailure=ALL_OLD gives what stood in the way, and when
+                  that carries this attempt's own token the claim was applied by an earlier try.
+    extend        UpdateItem lease_until, condition: same token, CLAIMED or RESPONSE_READY
+    save_response UpdateItem body/status, condition: same token, still CLAIMED (or already saved
+                  by this token: an earlier try was applied)
+    mark_sent     UpdateItem state/url_digest, ADD to the `sent_digests` string set, condition:
+                  RESPONSE_READY stored by this token or under no live lease; else only the ADD
+    release       DeleteItem, condition: same token, still CLAIMED, no URL answered yet; else
+                  UpdateItem lease_until = 0 (the record of answered URLs stays)
     get           GetItem with ConsistentRead
     scrub         GetItem, then UpdateItem body (without Data) and scrub_at = 0, condition: the same
                   body, still due (daemon.retention: NoEcho Data leaves the table after the window)
@@ -21,6 +25,10 @@ that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or b
 next meets the record past its window (`scrub`, from the worker). A body whose daemon died inside
 the window and whose request never comes back stays until the TTL deletes the item: the record's
 `scrub_at` still tells every reader it is past the window, so it is never re-sent.
+
+Every write names the claim attempt's `token` (see daemon/store.py): botocore's own retries
+repeat a call with identical parameters, and the worker retries after connection errors, so
+each write either is idempotent or recognises its own earlier application.
 
 Expiry is decided by the numeric `expires_at` (as in SQLite), so an item that DynamoDB's TTL
 sweeper has not yet removed is already "as if absent". `ttl` (epoch seconds) is the table's
@@ -42,7 +50,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 from . import retention
-from .store import CLAIMED, DEFAULT_TTL, RESPONSE_READY, SENT, Claim, Record, StoreConfigError
+from .store import CLAIMED, DEFAULT_TTL, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
 
 TTL_ATTRIBUTE = "ttl"
 KEY_ATTRIBUTE = "pk"
@@ -52,17 +60,19 @@ _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _NAMES = {
     "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
     "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
-    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at",
+    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at", "#token": "token",
 }
-_CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #lease = :lease, #digest = :digest, "
+_CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
                  "#expires = :expires, #ttl = :ttl REMOVE #status, #body")
+_LAPSED = "(attribute_not_exists(#lease) OR #lease <= :now)"
 _CLAIM_CONDITION = (
     "attribute_not_exists(#pk)"
     " OR #expires <= :now"
-    " OR (#state = :claimed AND #lease <= :now)"
-    " OR (#state <> :claimed AND #status = :failed AND NOT contains(#sent, :digest) AND #digest <> :digest)"
+    " OR (NOT contains(#sent, :digest) AND ("
+    f"(#state = :claimed AND {_LAPSED})"
+    f" OR (#state <> :claimed AND #status = :failed AND #digest <> :digest AND {_LAPSED})))"
 )
-_OWNED_CLAIM = "#owner = :owner AND #state = :claimed"
+_OWNED_CLAIM = "#token = :token AND #state = :claimed"
 
 
 class TableNotFound(RuntimeError):
@@ -152,12 +162,19 @@ class DynamoDBStore:
         except client.exceptions.ConditionalCheckFailedException as exc:
             return False, exc.response
 
+    async def _in_the_way(self, key: str, resp: dict[str, Any]) -> Record | None:
+        """The item a failed condition returned (ReturnValuesOnConditionCheckFailure=ALL_OLD), or
+        a consistent read of it where the endpoint does not return it."""
+        if "Item" in resp:
+            return _record(resp["Item"])
+        return await self.get(key)
+
     @staticmethod
     def _key(key: str) -> dict[str, Any]:
         return {KEY_ATTRIBUTE: {"S": key}}
 
     # ------------------------------------------------------------------ claim: the lock
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float) -> Claim:
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim:
         now = self.clock()
         expires_at = now + self.ttl
         acquired, resp = await self._conditional(
@@ -165,76 +182,105 @@ class DynamoDBStore:
             Key=self._key(key),
             UpdateExpression=_CLAIM_UPDATE,
             ConditionExpression=_CLAIM_CONDITION,
-            ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#lease", "#digest", "#expires",
+            ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
                                             "#ttl", "#status", "#body", "#sent"),
             ExpressionAttributeValues={
-                ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":lease": _n(now + lease_seconds),
-                ":digest": {"S": url_digest}, ":expires": _n(expires_at),
+                ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
+                ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
                 ":ttl": {"N": str(math.ceil(expires_at))}, ":now": _n(now), ":failed": {"S": "FAILED"},
             },
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        if acquired:
-            before = _record(resp.get("Attributes"))
-            if before is not None and before.expires_at <= now:
-                before = None  # expired: as if absent
-            return Claim(True, before)
-        blocking = _record(resp.get("Item"))
-        if blocking is None:  # not returned (older endpoints/emulators): read it, consistently
-            blocking = await self.get(key)
-        return Claim(False, blocking)
+        before = _record(resp.get("Attributes")) if acquired else await self._in_the_way(key, resp)
+        if before is not None and before.expires_at <= now:
+            before = None  # expired: as if absent
+        if before is not None and before.token == token:
+            return Claim(True, None)  # this attempt's own claim, applied by an earlier try
+        return Claim(acquired, before)
 
     # ------------------------------------------------------------------ the other transitions
-    async def extend(self, key: str, owner: str, lease_seconds: float) -> bool:
+    async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
         ok, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #lease = :lease",
-            ConditionExpression="#owner = :owner AND #state IN (:claimed, :ready)",
-            ExpressionAttributeNames=_names("#lease", "#owner", "#state"),
-            ExpressionAttributeValues={":lease": _n(self.clock() + lease_seconds), ":owner": {"S": owner},
+            ConditionExpression="#token = :token AND #state IN (:claimed, :ready)",
+            ExpressionAttributeNames=_names("#lease", "#token", "#state"),
+            ExpressionAttributeValues={":lease": _n(self.clock() + lease_seconds), ":token": {"S": token},
                                        ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY}},
         )
         return ok
 
-    async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool:
+    async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
         scrub_at = retention.scrub_at(body, self.clock())
         scrubbing = {":scrub": _n(scrub_at)} if scrub_at is not None else {}
-        ok, _ = await self._conditional(
+        ok, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
                              + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
             ConditionExpression=_OWNED_CLAIM,
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#owner", "#scrub"),
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
-                                       ":body": {"B": bytes(body)}, ":owner": {"S": owner},
+                                       ":body": {"B": bytes(body)}, ":token": {"S": token},
                                        ":claimed": {"S": CLAIMED}, **scrubbing},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
+        if not ok:
+            record = await self._in_the_way(key, resp)  # an earlier try of this very write may have been applied
+            ok = _saved_by(record, token, body)
         if ok and scrub_at is not None:
             self._due[key] = scrub_at
         return ok
 
-    async def mark_sent(self, key: str, url_digest: str) -> None:
-        await self._conditional(
+    async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
+        values = {":sent": {"S": SENT}, ":digest": {"S": url_digest}, ":digests": {"SS": [url_digest]},
+                  ":ready": {"S": RESPONSE_READY}, ":now": _n(self.clock())}
+        mine = _LAPSED
+        if token is not None:
+            mine, values[":token"] = f"(#token = :token OR {_LAPSED})", {"S": token}
+        moved, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease",
-            ConditionExpression="attribute_exists(#pk) AND #state <> :claimed",
-            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#pk", "#lease"),
-            ExpressionAttributeValues={":sent": {"S": SENT}, ":digest": {"S": url_digest},
-                                       ":digests": {"SS": [url_digest]}, ":claimed": {"S": CLAIMED}},
+            ConditionExpression=f"#state IN (:ready, :sent) AND {mine}",
+            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", *(["#token"] if token else [])),
+            ExpressionAttributeValues=values,
         )
+        if not moved:  # someone else's claim or delivery: only remember that this URL is answered
+            await self._conditional(
+                "update_item",
+                Key=self._key(key),
+                UpdateExpression="ADD #sent :digests",
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames=_names("#sent", "#pk"),
+                ExpressionAttributeValues={":digests": {"SS": [url_digest]}},
+            )
 
-    async def release(self, key: str, owner: str) -> None:
-        await self._conditional(
+    async def release(self, key: str, token: str) -> None:
+        names = _names("#token", "#state")
+        values = {":token": {"S": token}, ":claimed": {"S": CLAIMED}}
+        deleted, resp = await self._conditional(
             "delete_item",
             Key=self._key(key),
-            ConditionExpression=_OWNED_CLAIM,
-            ExpressionAttributeNames=_names("#owner", "#state"),
-            ExpressionAttributeValues={":owner": {"S": owner}, ":claimed": {"S": CLAIMED}},
+            ConditionExpression=f"{_OWNED_CLAIM} AND attribute_not_exists(#sent)",
+            ExpressionAttributeNames={**names, **_names("#sent")},
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
+        if deleted:
+            return
+        record = await self._in_the_way(key, resp)
+        if record is not None and record.token == token and record.state == CLAIMED:  # URLs already answered
+            await self._conditional(
+                "update_item",
+                Key=self._key(key),
+                UpdateExpression="SET #lease = :zero",
+                ConditionExpression=_OWNED_CLAIM,
+                ExpressionAttributeNames={**names, **_names("#lease")},
+                ExpressionAttributeValues={**values, ":zero": _n(0)},
+            )
 
     async def get(self, key: str) -> Record | None:
         resp = await self._call("get_item", Key=self._key(key), ConsistentRead=True)
@@ -295,4 +341,5 @@ def _record(item: dict[str, Any] | None) -> Record | None:
         expires_at=n("expires_at") or 0.0,
         sent_digests=" ".join(sorted(item.get("sent_digests", {}).get("SS", []))),
         scrub_at=n("scrub_at"),
+        token=s("token"),
     )

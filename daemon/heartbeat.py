@@ -17,6 +17,12 @@ class Heartbeat:
     def __init__(self, queue: Queue, message: Message, visibility_timeout: int):
         self.queue, self.message, self.visibility_timeout = queue, message, visibility_timeout
         self._extras: list[Callable[[], Awaitable[object]]] = []
+        self.defer_seconds: float | None = None  # set by defer()
+
+    def defer(self, seconds: float) -> None:
+        """How long the message is to stay hidden when it is handed back with Disposition.DEFER
+        (e.g. the time left on the lease of whoever holds its request)."""
+        self.defer_seconds = seconds
 
     def also(self, extend: Callable[[], Awaitable[object]]) -> None:
         """Run `extend` on every beat too (e.g. the idempotency store's lease)."""

@@ -33,6 +33,7 @@ log = structlog.get_logger("poller")
 MAX_RECEIVERS = 4  # receives in flight at once while the queue is busy
 RECEIVE_PAUSE = 0.05  # after a part-full receive, before the next: fuller batches, fewer calls
 SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answer or release
+MAX_VISIBILITY = 12 * 3600  # SQS's limit on a message's visibility timeout
 
 
 class Poller:
@@ -63,6 +64,9 @@ class Poller:
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
         self._stop.set()
+        drain = getattr(self.worker, "drain", None)
+        if drain is not None:
+            drain()  # copies waiting for another holder go back to the queue now
         self._wake()
 
     @property
@@ -208,7 +212,7 @@ class Poller:
                 beating.cancel()
             holding = False
             self._release()  # the work is done: the bookkeeping below need not hold a slot
-            await self._finish(self._dispose(message, disposition))
+            await self._finish(self._dispose(message, disposition, heartbeat.defer_seconds))
             self.handled += 1
         except asyncio.CancelledError:
             pass  # hard stop: the message comes back when its visibility timeout lapses
@@ -228,14 +232,14 @@ class Poller:
                 raise
             await task
 
-    async def _dispose(self, message: Message, disposition: Disposition) -> None:
+    async def _dispose(self, message: Message, disposition: Disposition, defer_seconds: float | None = None) -> None:
         try:
             if disposition is Disposition.DELETE:
                 await self.deletes.delete(message)
             elif disposition is Disposition.RELEASE:
                 await self.queue.set_visibility(message, 0)
             elif disposition is Disposition.DEFER:
-                await self.queue.set_visibility(message, self.defer_seconds(message))
+                await self.queue.set_visibility(message, self.defer_seconds(message, defer_seconds))
             elif disposition is Disposition.REJECT:
                 if self.has_dlq is False:
                     log.warning("message.deleted", message_id=message.id,
@@ -245,9 +249,12 @@ class Poller:
             log.warning("message.dispose_failed", message_id=message.id, disposition=disposition.value,
                         error=f"{type(exc).__name__}: {exc}"[:300])
 
-    def defer_seconds(self, message: Message) -> int:
-        """2, 4, 8 ... seconds by receive count, never beyond the visibility timeout."""
-        return min(self.visibility_timeout, 2 ** min(message.receive_count, 12))
+    def defer_seconds(self, message: Message, asked: float | None = None) -> int:
+        """How long a deferred message stays hidden: what the worker asked for (the time left on
+        the lease that blocks it, a backoff), else the visibility timeout; within SQS's 12 h.
+        Every defer costs the message one receive of its maxReceiveCount (docs: receive budget)."""
+        seconds = self.visibility_timeout if asked is None else asked
+        return max(1, min(MAX_VISIBILITY, math.ceil(seconds)))
 
     # ------------------------------------------------------------------ stopping
     async def _drain(self) -> None:

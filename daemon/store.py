@@ -1,14 +1,23 @@
 """Idempotency store, keyed on StackId + RequestId.
 
 States (shared/DESIGN.md):
-    absent ──claim──> CLAIMED(owner, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
+    absent ──claim──> CLAIMED(owner, token, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
 One conditional write is the lock: `claim` succeeds only when the key is absent, expired,
-CLAIMED under a lapsed lease, or holds a FAILED answer sent to a different ResponseURL
-(CloudFormation retrying the operation: a FAILED is re-run, a SUCCESS is re-sent). Every
-ResponseURL answered is remembered, so a late duplicate for an answered URL never re-runs.
-Expiry is derived from `expires_at`, never stored as a state. The body is stored before
-the PUT, so a redelivery re-sends it and never re-runs the handler; while its owner's lease
-lives the owner is still delivering it, so a duplicate waits instead of sending it twice.
+CLAIMED under a lapsed lease, or holds a FAILED answer for a different ResponseURL that
+nobody holds a live lease on (CloudFormation retrying the operation: a FAILED is re-run, a
+SUCCESS is re-sent); never for a ResponseURL already answered. Every ResponseURL answered is
+remembered (`mark_sent` records it in every state, `release` never drops it), so a late
+duplicate for an answered URL never re-runs. Expiry is derived from `expires_at`, never
+stored as a state. The body is stored before the PUT, so a redelivery re-sends it and never
+re-runs the handler; while its owner's lease lives the owner is still delivering it, so a
+duplicate waits instead of sending it twice.
+
+Every write is safe to retry. A claim carries a `token` unique to that claim attempt, and
+every later write of the attempt names it: when a conditional write fails because the
+attempt's own earlier try was applied (its answer lost to a timeout or a reset, then retried
+by botocore or by the worker), the store recognises its token in the record that stood in
+the way and reports success (acquired / saved / extended / sent / released), never another
+worker's claim. `extend` and `mark_sent` are idempotent as they stand.
 """
 from __future__ import annotations
 
@@ -19,6 +28,7 @@ import queue
 import sqlite3
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
@@ -46,9 +56,14 @@ class Record:
     expires_at: float
     sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (daemon.retention); 0 once it has
+    token: str | None = None  # the claim attempt that wrote the current claim
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()
+
+    def leased(self, now: float) -> bool:
+        """Someone holds a live lease: a claim in progress, or a stored answer being delivered."""
+        return self.state != SENT and self.lease_until is not None and self.lease_until > now
 
 
 @dataclass(frozen=True)
@@ -58,15 +73,54 @@ class Claim:
 
 
 class Store(Protocol):
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float) -> Claim: ...
-    async def extend(self, key: str, owner: str, lease_seconds: float) -> bool: ...
-    async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool: ...
-    async def mark_sent(self, key: str, url_digest: str) -> None: ...
-    async def release(self, key: str, owner: str) -> None: ...
+    """`token` names one claim attempt (new_token()); `owner` (the daemon) is for people to read."""
+
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim: ...
+    async def extend(self, key: str, token: str, lease_seconds: float) -> bool: ...
+    async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
+    async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
+    async def release(self, key: str, token: str) -> None: ...
     async def get(self, key: str) -> Record | None: ...
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
     async def close(self) -> None: ...
+
+
+def new_token() -> str:
+    """A token for one claim attempt: every retry of the attempt's writes carries the same one."""
+    return uuid.uuid4().hex
+
+
+_THROTTLED = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "Throttling", "RequestLimitExceeded",
+    "InternalServerError", "InternalFailure", "ServiceUnavailable", "TransactionConflictException",
+    "LimitExceededException", "RequestTimeout", "RequestTimeoutException",
+})
+
+
+def transient(exc: BaseException) -> bool:
+    """A store call that failed this way may have been applied or not, and is worth retrying
+    (with the same token): a connection error or timeout, throttling, a 5xx, a locked SQLite file."""
+    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return "locked" in str(exc) or "busy" in str(exc)
+    try:
+        import botocore.exceptions as bce
+    except ImportError:  # pragma: no cover - botocore comes with aiobotocore
+        return False
+    if isinstance(exc, (bce.ConnectionError, bce.HTTPClientError)):
+        return True
+    if isinstance(exc, bce.ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error.get("Code") in _THROTTLED or status >= 500
+    return False
+
+
+def _saved_by(record: Record | None, token: str, body: bytes) -> bool:
+    """After a conditional save failed: had this attempt's earlier try stored this very body?"""
+    return record is not None and record.token == token and record.state != CLAIMED and record.body == bytes(body)
 
 
 class StoreConfigError(ValueError):
@@ -98,19 +152,32 @@ CREATE TABLE IF NOT EXISTS records (
     body BLOB,
     expires_at REAL NOT NULL,
     sent_digests TEXT NOT NULL DEFAULT '',
-    scrub_at REAL
+    scrub_at REAL,
+    token TEXT
 )"""
+_COLUMNS = "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token"
 _CLAIM = """
-INSERT INTO records (key, state, owner, lease_until, url_digest, expires_at)
-VALUES (:key, 'CLAIMED', :owner, :lease_until, :url_digest, :expires_at)
+INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at)
+VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at)
 ON CONFLICT(key) DO UPDATE SET
-    state = 'CLAIMED', owner = excluded.owner, lease_until = excluded.lease_until,
+    state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
     url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at
 WHERE records.expires_at <= :now
-   OR (records.state = 'CLAIMED' AND records.lease_until <= :now)
-   OR (records.state != 'CLAIMED' AND records.status = 'FAILED'
-       AND instr(records.sent_digests, excluded.url_digest) = 0 AND records.url_digest != excluded.url_digest)
+   OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
+          (records.state = 'CLAIMED' AND coalesce(records.lease_until, 0) <= :now)
+       OR (records.state != 'CLAIMED' AND records.status = 'FAILED' AND records.url_digest != excluded.url_digest
+           AND coalesce(records.lease_until, 0) <= :now)))
 """
+# Every answered URL is added in every state; the record becomes SENT only from RESPONSE_READY,
+# and only for the attempt that stored it or when nobody's lease lives (a replay of a stored answer).
+_MARK_SENT = """
+UPDATE records SET
+    sent_digests = CASE WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END,
+    state = CASE WHEN {moves} THEN 'SENT' ELSE state END,
+    url_digest = CASE WHEN {moves} THEN :d ELSE url_digest END,
+    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END
+WHERE key = :key""".format(
+    moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
 _PURGE_EVERY = 600.0
 
 
@@ -211,7 +278,7 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
             db.execute(_SCHEMA)
-            _add_scrub_column(db)
+            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT"})  # a file from before NoEcho retention / tokens
             db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
         except BaseException:
             db.close()
@@ -234,11 +301,7 @@ class SQLiteStore:
 
     @staticmethod
     def _record(db: sqlite3.Connection, key: str) -> Record | None:
-        row = db.execute(
-            "SELECT key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at "
-            "FROM records WHERE key = ?",
-            (key,),
-        ).fetchone()
+        row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE key = ?", (key,)).fetchone()
         return Record(*row) if row else None
 
     @staticmethod
@@ -251,12 +314,12 @@ class SQLiteStore:
         return fn(self._db, *args)
 
     # --- claim: the one conditional write that is the lock -------------------------------
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float) -> Claim:
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim:
         if self.clock() - self._purged_at < _PURGE_EVERY:
-            claim = self._on_loop(self._claim, key, owner, url_digest, lease_seconds)
+            claim = self._on_loop(self._claim, key, owner, url_digest, lease_seconds, token)
             if not isinstance(claim, _Busy):
                 return claim
-        return await self._run(self._threads, self._claim_and_purge, key, owner, url_digest, lease_seconds)
+        return await self._run(self._threads, self._claim_and_purge, key, owner, url_digest, lease_seconds, token)
 
     def _claim_and_purge(self, db: sqlite3.Connection, *args: Any) -> Claim:
         now = self.clock()
@@ -265,12 +328,13 @@ class SQLiteStore:
             self._write(db, "DELETE FROM records WHERE expires_at <= ?", (now,))
         return self._claim(db, *args)
 
-    def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float) -> Claim:
+    def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float,
+               token: str) -> Claim:
         now = self.clock()
         db.execute("BEGIN IMMEDIATE")
         try:
             before = self._record(db, key)
-            params = dict(key=key, owner=owner, lease_until=now + lease_seconds,
+            params = dict(key=key, owner=owner, token=token, lease_until=now + lease_seconds,
                           url_digest=url_digest, expires_at=now + self.ttl, now=now)
             acquired = self._write(db, _CLAIM, params) == 1
             db.execute("COMMIT")
@@ -279,20 +343,28 @@ class SQLiteStore:
             raise
         if before is not None and before.expires_at <= now:
             before = None  # expired: as if absent
+        if before is not None and before.token == token:
+            return Claim(True, None)  # this attempt's own claim, applied by an earlier try
         return Claim(acquired, before)
 
-    # --- the other transitions, each conditional on the state it expects -------------------
-    async def extend(self, key: str, owner: str, lease_seconds: float) -> bool:
+    # --- the other transitions, each conditional on the attempt's token --------------------
+    async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
         # a stored answer stays leased while its owner delivers it, so duplicates wait, not re-send
-        sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND owner = ? "
+        sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
                "AND state IN ('CLAIMED', 'RESPONSE_READY')")
-        return await self._run(self._threads, self._write, sql, (self.clock() + lease_seconds, key, owner)) == 1
+        return await self._run(self._threads, self._write, sql, (self.clock() + lease_seconds, key, token)) == 1
 
-    async def save_response(self, key: str, owner: str, status: str, body: bytes) -> bool:
+    async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
+        return await self._run(self._threads, self._save, key, token, status, body)
+
+    def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
         sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
-               "WHERE key = ? AND owner = ? AND state = 'CLAIMED'")
+               "WHERE key = ? AND token = ? AND state = 'CLAIMED'")
         scrub_at = retention.scrub_at(body, self.clock())
-        return await self._run(self._threads, self._durable, sql, (status, body, scrub_at, key, owner)) == 1
+        if self._durable(db, sql, (status, body, scrub_at, key, token)) == 1:
+            return True
+        record = self._record(db, key)  # an earlier try of this very write may have been applied
+        return _saved_by(record, token, body)
 
     def _durable(self, db: sqlite3.Connection, sql: str, params: tuple) -> int:
         """The one write that must survive power loss before the PUT: the stored body. In WAL mode
@@ -304,17 +376,26 @@ class SQLiteStore:
         finally:
             db.execute("PRAGMA synchronous=NORMAL")
 
-    async def mark_sent(self, key: str, url_digest: str) -> None:
-        sql = ("UPDATE records SET state = 'SENT', url_digest = :d, lease_until = NULL, sent_digests = CASE "
-               "WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END "
-               "WHERE key = :key AND state != 'CLAIMED'")
-        params = {"d": url_digest, "key": key}
-        if isinstance(self._on_loop(self._write, sql, params), _Busy):
-            await self._run(self._threads, self._write, sql, params)
+    async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
+        params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
+        if isinstance(self._on_loop(self._write, _MARK_SENT, params), _Busy):
+            await self._run(self._threads, self._write, _MARK_SENT, params)
 
-    async def release(self, key: str, owner: str) -> None:
-        sql = "DELETE FROM records WHERE key = ? AND owner = ? AND state = 'CLAIMED'"
-        await self._run(self._threads, self._write, sql, (key, owner))
+    async def release(self, key: str, token: str) -> None:
+        await self._run(self._threads, self._release, key, token)
+
+    def _release(self, db: sqlite3.Connection, key: str, token: str) -> None:
+        """Give a claim up: forget it or, when URLs were already answered for this key, keep the
+        record (and that memory) under a lapsed lease, for anyone to take over."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            owned = "key = ? AND token = ? AND state = 'CLAIMED'"
+            if self._write(db, f"DELETE FROM records WHERE {owned} AND sent_digests = ''", (key, token)) == 0:
+                self._write(db, f"UPDATE records SET lease_until = 0 WHERE {owned}", (key, token))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     async def get(self, key: str) -> Record | None:
         return await self._run(self._threads, self._record, key)
@@ -350,11 +431,14 @@ class SQLiteStore:
         self._quick = self._db = None
 
 
-def _add_scrub_column(db: sqlite3.Connection) -> None:
-    """A state file made before NoEcho retention existed gets the `scrub_at` column."""
-    if "scrub_at" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+def _add_columns(db: sqlite3.Connection, columns: dict[str, str]) -> None:
+    """A state file made by an older release gets the columns it lacks (name -> SQL type)."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+    for name, sql_type in columns.items():
+        if name in present:
+            continue
         try:
-            db.execute("ALTER TABLE records ADD COLUMN scrub_at REAL")
+            db.execute(f"ALTER TABLE records ADD COLUMN {name} {sql_type}")
         except sqlite3.OperationalError as exc:  # another process added it first
             if "duplicate column" not in str(exc):
                 raise

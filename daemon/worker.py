@@ -19,9 +19,10 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Awaitable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import structlog
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from . import response as responses
 from . import retention
@@ -36,12 +37,16 @@ from .ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call
 from .signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from .store import CLAIMED, RESPONSE_READY, Record, Store
+from .store import CLAIMED, Record, Store, new_token, transient
 from .urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
 T = TypeVar("T")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
+STORE_RETRY_MAX = 10.0  # seconds, at most, between tries of a store call that failed transiently
+WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
+CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
+MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
 
 
 _DEAD_LETTER: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("dead_letter", default=None)
@@ -63,7 +68,7 @@ def _gave_marker(record: Record | None, request: Request) -> bool:
 class Disposition(enum.Enum):
     DELETE = "delete"  # done with it
     LEAVE = "leave"  # let it come back after its visibility timeout
-    DEFER = "defer"  # look again soon (backing off): another worker holds it, or a dependency blipped
+    DEFER = "defer"  # hide it for a while (Heartbeat.defer_seconds), then look again
     RELEASE = "release"  # make it visible again now, for another worker
     REJECT = "reject"  # bad input: leave for the dead-letter queue, or delete when there is none
 
@@ -72,6 +77,38 @@ class _Rejected(Exception):
     def __init__(self, reason: str, security: bool = False, transient: bool = False):
         super().__init__(reason)
         self.security, self.transient = security, transient
+
+
+class StoreHealth:
+    """Whether the store answers, said once when that changes ("store.unreachable", "store.back"),
+    not once per message or per retry. A blip (a failure the next try gets past, as when an
+    answer was lost) is no outage: the store is called unreachable after OUTAGE_FAILURES failures
+    in a row (across all calls) spanning OUTAGE_SECONDS."""
+
+    OUTAGE_FAILURES, OUTAGE_SECONDS = 3, 1.0
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None  # logged as unreachable since
+        self.failing_since: float | None = None
+        self.failures = 0  # in a row
+
+    def failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        self.failures += 1
+        if self.failing_since is None:
+            self.failing_since = now
+        if (self.down_since is None and self.failures >= self.OUTAGE_FAILURES
+                and now - self.failing_since >= self.OUTAGE_SECONDS):
+            self.down_since = self.failing_since
+            log.warning("store.unreachable", error=f"{type(exc).__name__}: {exc}"[:300],
+                        detail="store calls are retried with backoff; their messages stay hidden meanwhile")
+
+    def ok(self) -> None:
+        if self.down_since is not None:
+            log.warning("store.back", down_seconds=round(time.monotonic() - self.down_since, 1),
+                        failed_calls=self.failures)
+        self.down_since = self.failing_since = None
+        self.failures = 0
 
 
 @dataclass(frozen=True)
@@ -97,8 +134,15 @@ class Worker:
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
+        self.store_health = StoreHealth()
+        self._draining = asyncio.Event()  # set by drain(): the daemon stopped receiving
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
         self._orphans: dict[str, asyncio.Future] = {}  # timed-out Create's marker -> its handler, still running
+
+    def drain(self) -> None:
+        """The daemon stops receiving: copies waiting for another attempt are handed back at once
+        (hidden for the time left on the lease they wait for) rather than at the grace period's end."""
+        self._draining.set()
 
     # ------------------------------------------------------------------ entry point
     async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
@@ -116,6 +160,12 @@ class Worker:
         outcome: dict[str, Any] = {}
         try:
             disposition = await self._handle(envelope, request, heartbeat, outcome)
+        except Exception as exc:
+            if not (self.stopping and transient(exc)):
+                raise
+            outcome.update(outcome="store-unreachable")  # stopping while the store is down: hand it back
+            heartbeat.defer(STORE_RETRY_MAX)
+            disposition = Disposition.DEFER
         except asyncio.CancelledError:
             outcome.setdefault("outcome", "interrupted")
             raise
@@ -139,12 +189,7 @@ class Worker:
             if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
                 raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
             if self.verifier is not None:
-                try:
-                    await self.verifier.verify(envelope.document)
-                except SignatureError as exc:
-                    raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
-                except CertificateUnavailable as exc:
-                    raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
+                await self._verify(message, envelope)
         try:
             request = parse(envelope.message, self.dialect)
         except NotARequest as exc:
@@ -158,9 +203,30 @@ class Worker:
                 raise _Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
         return envelope, request
 
+    async def _verify(self, message: Message, envelope: Envelope) -> None:
+        """Verify the signature. A certificate that cannot be fetched right now is retried here,
+        with backoff, while the heartbeat keeps the message hidden (no receive is spent on it),
+        until the message is too old for any request in it to be answered in time."""
+        assert self.verifier is not None
+        give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
+        pause = 1.0
+        while True:
+            try:
+                await self.verifier.verify(envelope.document)
+                return
+            except SignatureError as exc:
+                raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
+            except CertificateUnavailable as exc:
+                if pause == 1.0:
+                    log.warning("deferred", reason=f"SNS signing certificate unavailable, will retry: {exc}",
+                                receive_count=message.receive_count)
+                if self.stopping or time.time() + pause > give_up:
+                    raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
+            await asyncio.sleep(pause)
+            pause = min(CERT_RETRY_MAX, pause * 2)
+
     def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
-        if exc.transient:
-            log.warning("deferred", reason=str(exc))
+        if exc.transient:  # already logged ("deferred") when it first failed
             return Disposition.DEFER
         self.metrics.message_rejected("security" if exc.security else "rejected")
         first = message.id not in self._logged_bad
@@ -177,33 +243,49 @@ class Worker:
     async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
                       outcome: dict[str, Any]) -> Disposition:
         digest = hashlib.sha256(request.response_url.encode()).hexdigest()
-        claim, cut_off = await self._settle(self.store.claim(request.key, self.owner, digest, self.policy.lease_seconds))
-        if cut_off:  # stopping: take nothing new on
+        key, lease = request.key, self.policy.lease_seconds
+        token = new_token()  # this attempt: every retry of its writes carries it (daemon/store.py)
+        while True:
+            claim, cut_off = await self._settle(
+                self._store(lambda: self.store.claim(key, self.owner, digest, lease, token=token)))
+            if cut_off:  # stopping: take nothing new on
+                if claim.acquired:
+                    await self._settle(self._store(lambda: self.store.release(key, token)))
+                outcome.update(outcome="released")
+                return Disposition.RELEASE
             if claim.acquired:
-                await self.store.release(request.key, self.owner)
-            outcome.update(outcome="released")
-            return Disposition.RELEASE
-        if not claim.acquired:
+                break
             record = claim.record
-            assert record is not None
-            delivering = (record.state == RESPONSE_READY and record.url_digest == digest
-                          and (record.lease_until or 0) > time.time())
-            if record.state == CLAIMED or delivering:
-                outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
-                return Disposition.DEFER
+            if record is None:  # refused, then gone before it could be read (an endpoint without ALL_OLD)
+                await asyncio.sleep(0.05)
+                continue
             if record.answered(digest):
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
+            if self._must_wait(record, digest):
+                # Another attempt holds it: wait here, the message kept hidden by its heartbeat,
+                # instead of handing it back to the queue (every receive counts toward the DLQ).
+                outcome.setdefault("waited_for", record.owner)
+                try:
+                    if await self._wait_out(record):
+                        continue
+                except asyncio.CancelledError:
+                    if not self.stopping:
+                        raise
+                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
+                heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
+                return Disposition.DEFER
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
             replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
                 return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline)
+            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
-        heartbeat.also(lambda: self.store.extend(request.key, self.owner, self.policy.lease_seconds))
+        heartbeat.also(lambda: self._extend(key, token))
         deadline = envelope.timestamp.timestamp() + request.service_timeout
         try:
             answer = await self._answer(request, deadline)
@@ -212,7 +294,7 @@ class Worker:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             if deadline - time.time() >= HANDOFF_MARGIN:
-                await asyncio.shield(self.store.release(request.key, self.owner))
+                await self._settle(self._store(lambda: self.store.release(key, token)))
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
             answer = responses.cut_short(request, "provider shutting down before the handler finished")
@@ -220,23 +302,23 @@ class Worker:
         if not answer.ok:
             outcome["reason"] = answer.reason
         saved, cut_off = await self._settle(
-            self.store.save_response(request.key, self.owner, answer.status, answer.body))
+            self._store(lambda: self.store.save_response(key, token, answer.status, answer.body)))
         if cut_off and saved:  # stopping: the stored body is re-sent by whoever takes it next
             outcome.update(delivered=False)
-            await self._end_lease(request)
+            await self._end_lease(request, token)
             return Disposition.RELEASE
         if not saved:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
-        return await self._deliver(request, answer.body, digest, outcome, deadline)
+        return await self._deliver(request, answer.body, digest, outcome, deadline, token=token)
 
     async def _replay_scrubbed(self, request: Request, record: Any, digest: str, outcome: dict[str, Any],
                                deadline: float) -> Disposition:
         """The stored SUCCESS held NoEcho Data and the replay window is over (daemon.retention):
         CloudFormation no longer waits for this request. Never re-run the handler (a second
         Create makes a second resource); answer FAILED with the stored id, in case it does."""
-        await asyncio.shield(self.store.scrub(request.key))  # if nobody has yet
+        await asyncio.shield(self._store(lambda: self.store.scrub(request.key)))  # if nobody has yet
         window = round(retention.NOECHO_REPLAY_WINDOW)
         answer = responses.failure(
             request, f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
@@ -244,7 +326,66 @@ class Worker:
                      "Retry the stack operation.", retention.physical_id(record.body))
         log.warning("replay.scrubbed", detail="NoEcho answer past the replay window: answering FAILED, not re-running")
         outcome.update(outcome="replayed-scrubbed", status=answer.status)
-        return await self._deliver(request, answer.body, digest, outcome, deadline)
+        return await self._deliver(request, answer.body, digest, outcome, deadline, token=None)
+
+    @staticmethod
+    def _must_wait(record: Record, digest: str) -> bool:
+        """Whether a claim that was refused must wait for the attempt holding the request: it is
+        running the handler, or delivering an answer to this URL (re-sending it would answer
+        twice), or holds a FAILED that this URL is to re-run once it is let go. A stored SUCCESS
+        for another URL is re-sent at once, whoever holds it."""
+        if record.state == CLAIMED:
+            return True  # held (or, by a clock that runs ahead of ours, only just let go)
+        return record.leased(time.time()) and (record.url_digest == digest or record.status == "FAILED")
+
+    async def _wait_out(self, record: Record) -> bool:
+        """Until the attempt holding `record` lets go of it or its lease runs out (True): look
+        again at the record now and then (early if the holder finishes), never later than its
+        lease ends. False when the daemon starts draining meanwhile."""
+        pause = 0.25
+        while True:
+            remaining = (record.lease_until or 0) - time.time()
+            try:
+                await asyncio.wait_for(self._draining.wait(), min(max(remaining, 0.05), pause))
+                return False
+            except asyncio.TimeoutError:
+                pass
+            pause = min(WAIT_POLL_MAX, pause * 2)
+            now = await self._store(lambda: self.store.get(record.key))
+            if (now is None or now.token != record.token or now.state != record.state
+                    or not now.leased(time.time())):
+                return True
+            record = now
+
+    async def _store(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A store call, tried again (the same call: the same token) while it fails with a
+        connection error, a timeout or throttling: the store recognises a try that was applied
+        although its answer was lost. Backs off up to STORE_RETRY_MAX between tries, while the
+        message stays hidden (the heartbeat); an outage is logged once, by `store_health`; once
+        the daemon is stopping, the next failure is raised."""
+        def failed(state: RetryCallState) -> None:
+            if state.outcome is not None and state.outcome.exception() is not None:
+                self.store_health.failed(state.outcome.exception())  # type: ignore[arg-type]
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
+            stop=lambda _: self.stopping, before_sleep=failed, reraise=True,
+        ):
+            with attempt:
+                result = await call()
+        self.store_health.ok()
+        return result
+
+    async def _extend(self, key: str, token: str) -> None:
+        """The heartbeat's lease extension; a store outage is said once (store_health), not per beat."""
+        try:
+            await self.store.extend(key, token, self.policy.lease_seconds)
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            self.store_health.failed(exc)
+            return
+        self.store_health.ok()
 
     async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
         """Await a store write to its end even if the grace period's cancel lands meanwhile (a write
@@ -258,9 +399,10 @@ class Worker:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             return await task, True
 
-    async def _end_lease(self, request: Request) -> None:
+    async def _end_lease(self, request: Request, token: str | None) -> None:
         """Stop holding a stored answer we could not deliver (no-op when we never held it)."""
-        await asyncio.shield(self.store.extend(request.key, self.owner, 0))
+        if token is not None:
+            await self._settle(self._store(lambda: self.store.extend(request.key, token, 0)))
 
     async def _answer(self, request: Request, deadline: float) -> responses.Response:
         """Decide the answer: from the request alone where possible, else from the handler.
@@ -365,7 +507,8 @@ class Worker:
             f"(message {message_id}, RequestId {request.request_id})."))
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
-                       deadline: float | None = None) -> Disposition:
+                       deadline: float | None = None, *, token: str | None) -> Disposition:
+        """PUT `body`; `token` is this attempt's when it stored the body, None for a replay."""
         # CloudFormation stops listening at the request's deadline, so no PUT outlives it. ROS's
         # deadline is only a lower bound (its Timeout rarely reaches the properties): the URL's
         # expiry alone bounds that delivery.
@@ -378,13 +521,17 @@ class Worker:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             outcome["delivered"] = False
-            await self._end_lease(request)
+            await self._end_lease(request, token)
             return Disposition.RELEASE  # the stored body is re-sent by whoever takes it next
         outcome.update(delivered=delivery.delivered, attempts=delivery.attempts)
         if delivery.delivered:
-            await asyncio.shield(self.store.mark_sent(request.key, digest))
+            try:
+                await self._settle(self._store(lambda: self.store.mark_sent(request.key, digest, token)))
+            except Exception as exc:  # noqa: BLE001 - answered all the same: the message is done
+                log.error("store.mark_sent_failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                          detail="answered, but the store could not record it; a redelivery may re-send it")
             return Disposition.DELETE
-        await self._end_lease(request)  # a redelivery (new URL, or this one) may try at once
+        await self._end_lease(request, token)  # a redelivery (new URL, or this one) may try at once
         outcome["delivery_error"] = delivery.detail
         hint = "the ResponseURL has expired or is forbidden" if delivery.expired else "the response was not accepted"
         log.error("response.undeliverable", detail=delivery.detail, hint=hint)

@@ -264,3 +264,42 @@ async def test_stop_lets_the_long_poll_finish_and_hands_back_what_it_brings(prov
     assert calls.got == [1]  # the poll was let finish and brought the message...
     assert worker.seen == []  # ...which was not worked on...
     assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (1, 0)  # ...but handed back, visible at once
+
+
+class DeferringWorker(FakeWorker):
+    """Defers each message once, asking for `hide` seconds (as the worker does with the time left
+    on a blocking lease), then deletes it; records when it saw each message and its receive count."""
+
+    def __init__(self, hide: float):
+        super().__init__()
+        self.hide = hide
+        self.visits: list[tuple[float, int]] = []
+
+    async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
+        await super().process(message, heartbeat)
+        self.visits.append((time.monotonic(), message.receive_count))
+        if len(self.visits) == 1:
+            heartbeat.defer(self.hide)
+            return Disposition.DEFER
+        return Disposition.DELETE
+
+
+async def test_a_deferred_message_stays_hidden_as_long_as_the_worker_asked(provider: Provider, queue: SqsQueue):
+    """Not the old fixed 2-4-8 s: the message comes back once, after the time the worker gave."""
+    send(provider, 1)
+    worker = DeferringWorker(hide=5)
+    poller = make_poller(queue, worker, concurrency=1)
+    await run_until_seen(poller, worker, 2)
+    (first, count1), (second, count2) = worker.visits
+    assert (count1, count2) == (1, 2)  # one receive spent by the defer, no more
+    assert second - first >= 4.0, f"came back after {second - first:.1f} s, asked for 5"
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
+
+
+def test_defer_seconds_default_to_the_visibility_timeout_and_stay_within_sqs_limits(queue: SqsQueue):
+    poller = make_poller(queue, FakeWorker(), concurrency=1)
+    message = Message("m", "", "r", sent_at=None, receive_count=3)  # type: ignore[arg-type]
+    assert poller.defer_seconds(message) == poller.visibility_timeout
+    assert poller.defer_seconds(message, 0.2) == 1
+    assert poller.defer_seconds(message, 41.3) == 42
+    assert poller.defer_seconds(message, 10 ** 9) == 12 * 3600

@@ -74,7 +74,7 @@ async def backend(request, tmp_path, clock):
 
 
 async def stored(store, body, digest=URL_A):
-    assert (await store.claim(KEY, "w1", digest, LEASE)).acquired
+    assert (await store.claim(KEY, "w1", digest, LEASE, token="w1")).acquired
     assert await store.save_response(KEY, "w1", "SUCCESS", body)
     await store.mark_sent(KEY, digest)
 
@@ -160,7 +160,7 @@ async def test_a_resend_within_the_window_still_gets_the_whole_body(backend, clo
     store, _ = backend
     await stored(store, NOECHO)
     clock.advance(W / 2)
-    claim = await store.claim(KEY, "w2", URL_B, LEASE)
+    claim = await store.claim(KEY, "w2", URL_B, LEASE, token="w2")
     assert not claim.acquired and claim.record.body == NOECHO
     assert not retention.past_window(claim.record.scrub_at, clock.now)
 

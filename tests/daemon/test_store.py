@@ -67,7 +67,7 @@ async def test_open_store_sqlite_absolute_path(tmp_path):
     s = open_store(f"sqlite://{tmp_path}/x.db")
     try:
         assert isinstance(s, SQLiteStore)
-        assert (await s.claim(KEY, "w1", URL_A, LEASE)).acquired
+        assert (await s.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
         assert (tmp_path / "x.db").exists()
     finally:
         await s.close()
@@ -93,7 +93,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     import sqlite3
     import threading
 
-    await store.claim("first-key", "owner-a", URL_A, LEASE)  # the first claim also purges, on the thread
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # the first claim also purges, on the thread
     other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a second daemon mid-write would
     ticks = 0
@@ -107,7 +107,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     ticker = asyncio.create_task(tick())
     threading.Timer(0.6, lambda: other.execute("COMMIT")).start()
     try:
-        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE), 10)
+        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), 10)
     finally:
         ticker.cancel()
     assert claim.acquired
@@ -118,7 +118,7 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     assert await asyncio.wait_for(store.save_response(KEY, "owner-a", "SUCCESS", b"{}"), 10)
     other.execute("BEGIN IMMEDIATE")
     threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
-    await asyncio.wait_for(store.mark_sent(KEY, URL_A), 10)
+    await asyncio.wait_for(store.mark_sent(KEY, URL_A, token="owner-a"), 10)
     other.close()
     record = await store.get(KEY)
     assert record is not None and record.state == "SENT" and record.answered(URL_A)
@@ -128,10 +128,63 @@ async def test_a_closed_store_refuses_work_instead_of_hanging(db_path, clock):
     import asyncio
 
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    await store.claim("first-key", "owner-a", URL_A, LEASE)  # past the purge: the next claim would go on the loop
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # past the purge: the next claim would go on the loop
     await store.close()
     await store.close()  # twice is fine
-    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
+    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
                     store.mark_sent(KEY, URL_A), store.get(KEY)):
         with pytest.raises(RuntimeError, match="closed"):
             await asyncio.wait_for(attempt, 5)
+
+
+# --- which store errors are retried -----------------------------------------------------
+
+def test_transient_errors_are_the_ones_a_retry_can_get_past():
+    """Retried with the same token (the worker's tenacity loop): connection errors, timeouts,
+    throttling, 5xx, a locked SQLite file; never a failed condition or a bad request."""
+    import sqlite3
+
+    from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+    from daemon.store import transient
+
+    def client_error(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "UpdateItem")
+
+    assert transient(ReadTimeoutError(endpoint_url="http://x/"))
+    assert transient(ConnectionClosedError(endpoint_url="http://x/"))
+    assert transient(EndpointConnectionError(endpoint_url="http://x/"))
+    assert transient(ConnectionResetError())
+    assert transient(client_error("ProvisionedThroughputExceededException", 400))
+    assert transient(client_error("ThrottlingException", 400))
+    assert transient(client_error("InternalServerError", 500))
+    assert transient(sqlite3.OperationalError("database is locked"))
+    assert not transient(client_error("ConditionalCheckFailedException", 400))
+    assert not transient(client_error("ValidationException", 400))
+    assert not transient(client_error("ResourceNotFoundException", 400))
+    assert not transient(sqlite3.OperationalError("no such table: records"))
+    assert not transient(RuntimeError("the store is closed"))
+
+
+async def test_a_state_file_from_before_claim_tokens_is_upgraded_in_place(db_path, clock):
+    import sqlite3
+
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.execute("""CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL,
+                   url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL,
+                   sent_digests TEXT NOT NULL DEFAULT '')""")
+    old.execute("INSERT INTO records VALUES (?, 'SENT', 'old-daemon', NULL, ?, 'SUCCESS', ?, ?, ?)",
+                (KEY, URL_A, b"old-body", clock.now + TTL, URL_A))
+    old.commit()
+    old.close()
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    try:
+        record = await store.get(KEY)
+        assert record.state == "SENT" and record.body == b"old-body" and record.token is None
+        assert record.answered(URL_A)
+        claim = await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
+        assert not claim.acquired and claim.record.answered(URL_A)  # answered before the upgrade: not re-run
+        assert (await store.claim(KEY + "-new", "w1", URL_A, LEASE, token="w1")).acquired
+    finally:
+        await store.close()

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from daemon.budget import MAX_RECEIVE_COUNT
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROVIDER = DEPLOY / "provider.yaml"
@@ -168,7 +170,7 @@ def test_queue_is_encrypted_with_redrive_and_the_daemons_visibility_timeout(prov
     assert props["VisibilityTimeout"] == Settings(queue_url="x").visibility_timeout == 60
     assert props["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
                                       "maxReceiveCount": {"Ref": "MaxReceiveCount"}}
-    assert provider["Parameters"]["MaxReceiveCount"]["Default"] == 5
+    assert provider["Parameters"]["MaxReceiveCount"]["Default"] == MAX_RECEIVE_COUNT == 10  # the receive budget
 
 
 def test_queue_policy_lets_only_the_topic_send(provider: dict[str, Any]) -> None:

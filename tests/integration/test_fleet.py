@@ -12,11 +12,9 @@ second version.
 
 N is 300 under `CFN_CHAOS=full` (`make chaos`), smaller in `make test`.
 
-Known gap, reported as an xfail when it shows: a duplicate that is claimed while the first copy's
-answer is stored but its PUT not yet acknowledged (RESPONSE_READY, no lease) is "replayed": the
-same body is PUT a second time. Exactly-once PUT needs the worker to defer on a RESPONSE_READY
-record whose owner still holds a lease (save_response keeping the lease, extend allowed on
-RESPONSE_READY). The handler never runs twice and both PUTs carry identical bytes.
+A copy that meets its request held by another attempt (CLAIMED, or RESPONSE_READY while the
+owner's lease lives and it is still delivering) waits for it in process, so every request is
+PUT exactly once.
 """
 from __future__ import annotations
 
@@ -150,7 +148,7 @@ def test_fleet_answers_every_request_once_although_each_is_published_twice(
     terminal = [e for e in events if e["outcome"] in TERMINAL]
     assert len(terminal) == 2 * REQUESTS, outcomes
     assert outcomes["answered"] == REQUESTS, outcomes
-    assert set(outcomes) <= {*TERMINAL, "in-progress-elsewhere"}, outcomes
+    assert set(outcomes) <= set(TERMINAL), outcomes
     assert set(Counter(e["request_id"] for e in terminal).values()) == {2}
     answered_by = Counter(e["daemon"] for e in events if e["outcome"] == "answered")
     assert len(answered_by) >= 2, f"one daemon did all the work, the test shows no sharing: {answered_by}"
@@ -158,16 +156,9 @@ def test_fleet_answers_every_request_once_although_each_is_published_twice(
     print(f"\n{REQUESTS} requests x2 on {FLEET} daemons: answered in {answered_after:.1f} s; "
           f"outcomes {dict(outcomes)}; answered per daemon {dict(sorted(answered_by.items()))}")
 
-    # Exactly one PUT per request. Known gap (worker + store contract, not fleet mode itself): a copy
-    # claimed between the first copy's save_response and mark_sent finds RESPONSE_READY with no lease
-    # and re-sends the stored body while the first copy's PUT is still under way ("replayed").
-    twice = {k: n for k, n in versions.items() if n != 1}
-    replayed = {e["request_id"] for e in events if e["outcome"] == "replayed"}
-    if twice or replayed:
-        by_key = {key_of(r["ResponseURL"])[1]: r["RequestId"] for r in requests}
-        assert {by_key[k] for k in twice} == replayed and sum(twice.values()) == len(twice) * 2, (twice, replayed)
-        pytest.xfail(f"{len(twice)} of {REQUESTS} requests answered twice (same body) by a replay racing the "
-                     "first PUT: the worker needs a delivery lease on RESPONSE_READY (see test docstring)")
+    # Exactly one PUT per request: a copy waits while the first copy's owner is still delivering
+    assert {k: n for k, n in versions.items() if n != 1} == {}
+    assert outcomes["replayed"] == 0, outcomes
 
 
 def test_lease_of_a_killed_member_is_taken_over_by_a_survivor(
