@@ -38,6 +38,7 @@ import os
 import random
 import re
 import signal
+import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -53,9 +54,12 @@ from daemon.bootstrap import Bootstrap
 from daemon.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack, key_of
 from tests.chaos.conftest import Figures, scale
 from tests.support.aws import bodies_by_key, publish_all, queue_counts
-from tests.support.daemons import SubprocessDaemon, fleet_member, recorded_calls, wait_until
+from tests.support.daemons import REPO, SubprocessDaemon, fleet_member, recorded_calls, wait_until
 from tests.support.dynalite import Dynalite, DynaliteMissing
 from tests.support.fault_proxy import Exchange, FaultProxy, Schedule
+from tests.support.mns_server import MnsServer
+from tests.support.stub_s3 import StubS3
+from tests.ros.conftest import QUEUE as ROS_QUEUE, ros_request
 
 pytestmark = pytest.mark.slow
 
@@ -238,7 +242,7 @@ def test_fault_proxy_lies_as_scheduled(dynalite: Dynalite, emulator: Emulator) -
         direct = dynalite.client()
 
         def put(fault: str, pk: str) -> Exception | None:
-            proxy.schedule = Schedule(SEED, {"PutItem": {fault: 1.0}}, delay_range=(0.5, 0.5), stall_seconds=3)
+            proxy.schedule = Schedule(SEED, {"PutItem": {fault: 1.0}}, delay_range=(0.5, 0.5), stall_seconds=8)
             try:
                 ddb.put_item(TableName=table, Item={"pk": {"S": pk}})
             except Exception as exc:  # noqa: BLE001 - what the client sees is the point
@@ -251,7 +255,7 @@ def test_fault_proxy_lies_as_scheduled(dynalite: Dynalite, emulator: Emulator) -
         assert put("drop", "dropped") is not None and stored("dropped"), "a dropped answer's write must be applied"
         began = time.monotonic()
         assert put("stall", "stalled") is not None and stored("stalled")  # the client's 2 s read timeout fired
-        assert time.monotonic() - began < 3, "the client's own read timeout, not the proxy's reset, ended a stall"
+        assert time.monotonic() - began < 7, "the client's own read timeout, not the proxy's reset, ended a stall"
         assert put("reset", "reset") is not None and not stored("reset")
         error = put("throttle", "throttled")
         assert isinstance(error, ClientError) and error.response["Error"]["Code"] == \
@@ -410,6 +414,7 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     figures.set("kills", kills)
     figures.set("lost", len(lost))
     figures.set("dead_lettered", len(dead_lettered))
+    figures.set("dead_lettered_unanswered", len(set(dead_lettered) - answered))
     figures.set("dlq_messages", dlq_counts[0] + dlq_counts[1])
     figures.set("conflicting_bodies", len(conflicting))
     figures.set("duplicate_puts", duplicate_puts)
@@ -458,3 +463,131 @@ def clock_ahead(daemon: SubprocessDaemon, started_before: float) -> float:
     started = next(e for e in daemon.events() if e.get("event") == "started")
     when = dt.datetime.fromisoformat(str(started["timestamp"]).replace("Z", "+00:00"))
     return when.timestamp() - started_before
+
+
+# ------------------------------------------------------------------------------ the MNS leg
+MNS_REQUESTS = scale(12, 60)
+MNS_MEMBERS = 2
+MNS_KILLS = scale(0, 2)
+MNS_VISIBILITY = scale(20, 30)
+MNS_SETTLE = scale(60, 180)
+
+
+def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
+        dynalite: Dynalite, tmp_path: Path, calls_file: Path, figures: Figures) -> None:
+    """The same lies on the ROS path: MNS (tests/support/mns_server.py) and the ROS response
+    endpoint (tests/support/stub_s3.py, which ROS answers are POSTed to) behind fault proxies, the
+    fleet's table on dynalite behind one too; two members, every request sent twice. The local MNS
+    server has no dead-letter queue: the receive counts say how close a request came to one."""
+    began = time.monotonic()
+    rng = random.Random(f"{SEED}:mns")
+    table = f"mns-lies-{uuid.uuid4().hex[:8]}"
+    dynalite.create_table(table)
+    with MnsServer() as mns, StubS3() as ros:
+        mns.create_queue(ROS_QUEUE, visibility_timeout=MNS_VISIBILITY)
+        proxies = {"mns": FaultProxy("mns", mns.port, Schedule(f"{SEED}:mns", MNS_FAULTS)),
+                   "dynamodb": FaultProxy("dynamodb", dynalite.port, Schedule(f"{SEED}:mns-ddb", DYNAMODB_FAULTS)),
+                   "ros": FaultProxy("s3", ros.port, Schedule(f"{SEED}:ros", S3_FAULTS))}
+        for proxy in proxies.values():
+            proxy.start()
+        members: list[SubprocessDaemon] = []
+        try:
+            env = {**os.environ, **mns.env(), **TEST_CREDENTIALS, "AWS_DEFAULT_REGION": REGION,
+                   "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url, "PYTHONPATH": str(REPO),
+                   "CFN_TEST_CALLS_FILE": str(calls_file)}
+            args = [sys.executable, "-m", "daemon", "run", "--transport", "mns", "--mns-endpoint", proxies["mns"].url,
+                    "--mns-queue", ROS_QUEUE, "--handler", HANDLER, "--allow-response-url", proxies["ros"].url + "/",
+                    "--state", f"dynamodb://{table}", "--visibility-timeout", str(MNS_VISIBILITY),
+                    "--concurrency", CONCURRENCY, "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json"]
+            generation: Counter = Counter()
+
+            def start(slot: int) -> SubprocessDaemon:
+                generation[slot] += 1
+                daemon = SubprocessDaemon(args, env, tmp_path / f"mns{slot}-g{generation[slot]}.log")
+                members.append(daemon)
+                return daemon.start()
+
+            requests = []
+            for i in range(MNS_REQUESTS):
+                url = ros.url(f"mns/R{i:03d}").replace(ros.base_url, proxies["ros"].url + "/", 1)
+                requests.append(ros_request("Create", url, logical=f"R{i:03d}", rtype=RESOURCE_TYPE,
+                                            props={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}", "Timeout": "300"},
+                                            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper()))
+            sent_at = time.time()
+            for request in requests:
+                mns.send(ROS_QUEUE, json.dumps(request))
+                mns.send(ROS_QUEUE, json.dumps(request))
+            running = {slot: start(slot) for slot in range(MNS_MEMBERS)}
+            kills = 0
+            for _ in range(MNS_KILLS):
+                time.sleep(rng.uniform(*KILL_GAP))
+                slot = rng.randrange(MNS_MEMBERS)
+                running[slot].kill()
+                kills += 1
+                running[slot] = start(slot)
+            keys = {f"mns/R{i:03d}": r for i, r in enumerate(requests)}
+            try:
+                wait_until(lambda: all(ros.bodies(k, "POST") for k in keys) and not mns.queue(ROS_QUEUE).live,
+                           MNS_SETTLE, "every ROS request answered and the MNS queue empty")
+            except AssertionError:
+                pass  # measured below
+            for daemon in running.values():
+                daemon.signal(signal.SIGTERM)
+            exits = [daemon.wait(60) for daemon in running.values()]
+        finally:
+            for daemon in members:
+                daemon.stop()
+            for proxy in proxies.values():
+                proxy.stop()
+
+        answers = {k: ros.bodies(k, "POST") for k in keys}
+        lost = sorted(keys[k]["RequestId"] for k, bs in answers.items() if not bs)
+        conflicting = sorted(keys[k]["RequestId"] for k, bs in answers.items() if len(set(bs)) > 1)
+        duplicate_posts = sum(max(0, len(bs) - 1) for bs in answers.values())
+        not_success = sorted(keys[k]["RequestId"] for k, bs in answers.items()
+                             if bs and json.loads(bs[-1]).get("Status") != "SUCCESS")
+        late = sorted(keys[k]["RequestId"] for k in keys
+                      if any(r.ok and r.received_at > sent_at + 300 for r in ros.requests_for(k, "POST")[:1]))
+        dequeues: dict[str, int] = defaultdict(int)
+        for m in mns.queue(ROS_QUEUE).messages:
+            rid = json.loads(m.body)["RequestId"]
+            dequeues[rid] = max(dequeues[rid], m.dequeue_count)
+        left_on_queue = len(mns.queue(ROS_QUEUE).live)
+    completions = Counter(line.split(" ", 1)[0] for line in recorded_calls(calls_file))
+    reruns = sum(n - 1 for n in completions.values() if n > 1)
+    counts = [dequeues.get(r["RequestId"], 0) for r in requests]
+    outcomes, warnings, own_defers, _ = log_evidence(members)
+
+    figures.set("mns.requests", MNS_REQUESTS)
+    figures.set("mns.members", MNS_MEMBERS)
+    figures.set("mns.kills", kills)
+    figures.set("mns.lost", len(lost))
+    figures.set("mns.left_on_queue", left_on_queue)
+    figures.set("mns.conflicting_bodies", len(conflicting))
+    figures.set("mns.duplicate_posts", duplicate_posts)
+    figures.set("mns.handler_reruns", reruns)
+    figures.set("mns.late_answers", len(late))
+    figures.set("mns.answered_not_success", len(not_success))
+    figures.set("mns.receive_count_max", max(counts, default=0))
+    figures.set("mns.receive_count_p99", percentile(counts, 99))
+    for service, proxy in proxies.items():
+        figures.set(f"mns.faults_{service}", dict(sorted((f, n) for f, n in proxy.faults().items() if f != "pass")))
+    figures.set("mns.outcomes", dict(sorted(outcomes.items())))
+    figures.set("mns.defers_against_own_claim", own_defers)
+    figures.set("mns.log_warnings_errors", dict(warnings.most_common(12)))
+    figures.set("mns.seconds", round(time.monotonic() - began, 1))
+
+    problems = []
+    if lost:
+        problems.append(f"{len(lost)} ROS request(s) never answered: {lost[:5]}")
+    if conflicting:
+        problems.append(f"{len(conflicting)} ROS request(s) answered with two different bodies: {conflicting[:5]}")
+    if late:
+        problems.append(f"{len(late)} ROS request(s) answered after their deadline: {late[:5]}")
+    if not_success:
+        problems.append(f"{len(not_success)} ROS request(s) answered other than SUCCESS: {not_success[:5]}")
+    if any(code != 0 for code in exits):
+        problems.append(f"members exited {exits} after SIGTERM")
+    assert not problems, "\n".join(problems) + (
+        f"\noutcomes {dict(outcomes)}; defers against own claim {own_defers}; "
+        f"warnings/errors {dict(warnings.most_common(8))}")

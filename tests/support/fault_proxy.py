@@ -348,6 +348,9 @@ class FaultProxy:
             await client_w.drain()
             return upstream
 
+        if upstream is not None and upstream[0].at_eof():  # the service closed it while idle
+            upstream[1].close()
+            upstream = None
         if upstream is None:
             upstream = await asyncio.open_connection(*self.upstream, limit=_MAX_HEAD * 4)
         up_r, up_w = upstream
