@@ -80,6 +80,9 @@ HANDLER = f"{RESOURCE_TYPE}=tests.support.handlers:stamped"
 TERMINAL = ("answered", "duplicate", "replayed")
 
 # What the network does, per service and operation (the rest of each call's chance is "pass").
+# CFN_CHAOS_HONEST_NETWORK=1 turns every fault off (kills and the clock skew stay): a baseline that
+# tells a failure of the harness from a failure under the lies.
+HONEST = os.environ.get("CFN_CHAOS_HONEST_NETWORK") == "1"
 WRITE = {"drop": 0.10, "stall": 0.01, "delay": 0.05, "reset": 0.03, "throttle": 0.05, "error": 0.02}
 READ = {"drop": 0.02, "delay": 0.05, "reset": 0.02, "throttle": 0.05, "error": 0.02}
 DYNAMODB_FAULTS = {"UpdateItem": WRITE, "DeleteItem": WRITE, "PutItem": WRITE, "*": READ}
@@ -94,6 +97,10 @@ MNS_FAULTS = {"ReceiveMessage": {"delay": 0.03, "reset": 0.03, "throttle": 0.03,
 
 
 # ------------------------------------------------------------------------------ tools
+def schedule(name: str, faults: dict[str, dict[str, float]]) -> Schedule:
+    return Schedule(f"{SEED}:{name}", {} if HONEST else faults)
+
+
 def faketime_env(offset_seconds: int) -> dict[str, str]:
     """Environment that runs a process with its wall clock `offset_seconds` ahead (libfaketime,
     preloaded into the daemon itself, not through the `faketime` wrapper, which forks: a SIGKILL
@@ -294,9 +301,9 @@ def lying_fleet(emulator: Emulator, dynalite: Dynalite, tmp_path: Path) -> Itera
     moto_port = int(emulator.endpoint.rsplit(":", 1)[1])
     receives = ReceiveCounts()
     proxies = {
-        "dynamodb": FaultProxy("dynamodb", dynalite.port, Schedule(f"{SEED}:dynamodb", DYNAMODB_FAULTS)),
-        "sqs": FaultProxy("sqs", moto_port, Schedule(f"{SEED}:sqs", SQS_FAULTS), observe=receives),
-        "s3": FaultProxy("s3", moto_port, Schedule(f"{SEED}:s3", S3_FAULTS)),
+        "dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("dynamodb", DYNAMODB_FAULTS)),
+        "sqs": FaultProxy("sqs", moto_port, schedule("sqs", SQS_FAULTS), observe=receives),
+        "s3": FaultProxy("s3", moto_port, schedule("s3", S3_FAULTS)),
     }
     for proxy in proxies.values():
         proxy.start()
@@ -404,6 +411,7 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     outcomes, warnings, own_defers, _ = log_evidence(members)
 
     figures.set("seed", SEED)
+    figures.set("network", "honest (CFN_CHAOS_HONEST_NETWORK=1)" if HONEST else "lying")
     figures.set("requests", REQUESTS)
     figures.set("published_copies", 2 * REQUESTS)
     figures.set("members", FLEET)
@@ -485,9 +493,9 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
     dynalite.create_table(table)
     with MnsServer() as mns, StubS3() as ros:
         mns.create_queue(ROS_QUEUE, visibility_timeout=MNS_VISIBILITY)
-        proxies = {"mns": FaultProxy("mns", mns.port, Schedule(f"{SEED}:mns", MNS_FAULTS)),
-                   "dynamodb": FaultProxy("dynamodb", dynalite.port, Schedule(f"{SEED}:mns-ddb", DYNAMODB_FAULTS)),
-                   "ros": FaultProxy("s3", ros.port, Schedule(f"{SEED}:ros", S3_FAULTS))}
+        proxies = {"mns": FaultProxy("mns", mns.port, schedule("mns", MNS_FAULTS)),
+                   "dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("mns-ddb", DYNAMODB_FAULTS)),
+                   "ros": FaultProxy("s3", ros.port, schedule("ros", S3_FAULTS))}
         for proxy in proxies.values():
             proxy.start()
         members: list[SubprocessDaemon] = []
