@@ -183,26 +183,39 @@ class ProxiedStack(Stack):
             "put_object", Params={"Bucket": bucket or self.provider.bucket, "Key": key}, ExpiresIn=self.url_expires_in)
 
 
-def log_evidence(daemons: list[SubprocessDaemon]) -> tuple[Counter, Counter, int, list[dict[str, Any]]]:
-    """(request outcomes, warning/error events, defers against the member's own claim, request events)."""
+HOLDING = ("answered", "lost-claim", "replayed", "released", "interrupted")  # outcomes of a message that held the claim
+
+
+def log_evidence(daemons: list[SubprocessDaemon]) -> tuple[Counter, Counter, dict[str, int]]:
+    """(request outcomes, warning/error events, defers against the member's own claim).
+
+    A member defers against its own claim (`in-progress-elsewhere` naming its own owner id) in
+    two cases: both copies of a request reached it and the second met the first's live claim
+    (right), or its claim was applied but the answer lost, and botocore's retry of it failed
+    against the first attempt, so nothing of this member holds the claim it wrote ("orphaned":
+    no message of this member for that request ever held it)."""
     outcomes: Counter = Counter()
     events: Counter = Counter()
-    own_defers = 0
-    requests: list[dict[str, Any]] = []
+    own = {"all": 0, "orphaned": 0}
     for daemon in daemons:
         owner = None
+        held: set[str] = set()
+        own_defers: list[str] = []
         for e in daemon.events():
             name = e.get("event")
             if name == "started":
                 owner = e.get("owner")
             if name == "request":
                 outcomes[e.get("outcome", "?")] += 1
-                requests.append(e)
+                if e.get("outcome") in HOLDING:
+                    held.add(e.get("request_id"))
                 if e.get("outcome") == "in-progress-elsewhere" and owner and e.get("owner") == owner:
-                    own_defers += 1
+                    own_defers.append(e.get("request_id"))
             if e.get("level") in ("warning", "error", "critical"):
                 events[name] += 1
-    return outcomes, events, own_defers, requests
+        own["all"] += len(own_defers)
+        own["orphaned"] += sum(1 for rid in own_defers if rid not in held)
+    return outcomes, events, own
 
 
 def first_answer_times(s3: Any, bucket: str, prefix: str) -> dict[str, float]:
@@ -408,7 +421,7 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     reruns = sum(n - 1 for n in completions.values() if n > 1)
     per_request = receives.per_request()
     counts = [per_request.get(rid, 0) for rid in by_rid]
-    outcomes, warnings, own_defers, _ = log_evidence(members)
+    outcomes, warnings, own_defers = log_evidence(members)
 
     figures.set("seed", SEED)
     figures.set("network", "honest (CFN_CHAOS_HONEST_NETWORK=1)" if HONEST else "lying")
@@ -436,7 +449,8 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
         figures.set(f"faults_{service}", dict(sorted((f, n) for f, n in proxy.faults().items() if f != "pass")))
         figures.set(f"calls_{service}", len(proxy.snapshot()))
     figures.set("outcomes", dict(sorted(outcomes.items())))
-    figures.set("defers_against_own_claim", own_defers)
+    figures.set("defers_against_own_claim", own_defers["all"])
+    figures.set("defers_against_own_orphaned_claim", own_defers["orphaned"])
     figures.set("log_warnings_errors", dict(warnings.most_common(12)))
     figures.set("seconds", round(time.monotonic() - began, 1))
 
@@ -564,7 +578,7 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
     completions = Counter(line.split(" ", 1)[0] for line in recorded_calls(calls_file))
     reruns = sum(n - 1 for n in completions.values() if n > 1)
     counts = [dequeues.get(r["RequestId"], 0) for r in requests]
-    outcomes, warnings, own_defers, _ = log_evidence(members)
+    outcomes, warnings, own_defers = log_evidence(members)
 
     figures.set("mns.requests", MNS_REQUESTS)
     figures.set("mns.members", MNS_MEMBERS)
@@ -581,7 +595,8 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
     for service, proxy in proxies.items():
         figures.set(f"mns.faults_{service}", dict(sorted((f, n) for f, n in proxy.faults().items() if f != "pass")))
     figures.set("mns.outcomes", dict(sorted(outcomes.items())))
-    figures.set("mns.defers_against_own_claim", own_defers)
+    figures.set("mns.defers_against_own_claim", own_defers["all"])
+    figures.set("mns.defers_against_own_orphaned_claim", own_defers["orphaned"])
     figures.set("mns.log_warnings_errors", dict(warnings.most_common(12)))
     figures.set("mns.seconds", round(time.monotonic() - began, 1))
 
