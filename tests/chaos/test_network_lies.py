@@ -518,7 +518,7 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
                    "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url, "PYTHONPATH": str(REPO),
                    "CFN_TEST_CALLS_FILE": str(calls_file)}
             args = [sys.executable, "-m", "daemon", "run", "--transport", "mns", "--mns-endpoint", proxies["mns"].url,
-                    "--mns-queue", ROS_QUEUE, "--handler", HANDLER, "--allow-response-url", proxies["ros"].url + "/",
+                    "--mns-queue", ROS_QUEUE, "--mns-allow-http", "--handler", HANDLER, "--allow-response-url", proxies["ros"].url + "/",
                     "--state", f"dynamodb://{table}", "--visibility-timeout", str(MNS_VISIBILITY),
                     "--concurrency", CONCURRENCY, "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json"]
             generation: Counter = Counter()
