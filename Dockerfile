@@ -25,7 +25,11 @@ FROM ${BASE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/cfn-provider
 COPY setup.cfg pyproject.toml constraints.txt README.md /src/
-RUN /opt/cfn-provider/bin/pip install --quiet -c /src/constraints.txt /src
+# setup.cfg's install_requires (requirements.txt) and its demo extra (demo.txt), without the code yet
+RUN /opt/cfn-provider/bin/python -c "import configparser; c = configparser.ConfigParser(); c.read('/src/setup.cfg'); \
+open('/src/requirements.txt', 'w').write(c['options']['install_requires']); \
+open('/src/demo.txt', 'w').write(c['options.extras_require']['demo'])" \
+ && /opt/cfn-provider/bin/pip install --quiet -c /src/constraints.txt -r /src/requirements.txt
 
 FROM deps AS build
 COPY daemon /src/daemon
@@ -35,11 +39,11 @@ RUN /opt/cfn-provider/bin/pip install --quiet --no-deps --force-reinstall /src \
 
 # The same plus the [demo] extra (moto), for `--target demo`.
 FROM deps AS demo-build
-RUN /opt/cfn-provider/bin/pip install --quiet -c /src/constraints.txt '/src[demo]'
+RUN /opt/cfn-provider/bin/pip install --quiet -c /src/constraints.txt -r /src/demo.txt
 COPY daemon /src/daemon
 COPY handlers /src/handlers
 RUN /opt/cfn-provider/bin/pip install --quiet --no-deps --force-reinstall /src \
- && /opt/cfn-provider/bin/python -c 'import daemon.demo, moto.server'
+ && /opt/cfn-provider/bin/python -c 'import cfn_provider.local.demo, moto.server'
 
 FROM ${BASE} AS image
 # tini (Debian's package) is PID 1 and the daemon its child. A command Custom::Command runs may

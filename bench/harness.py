@@ -19,7 +19,7 @@ from typing import Any, Callable
 import boto3
 from botocore.config import Config
 
-from daemon.emulator import ACCOUNT, REGION, TEST_CREDENTIALS, Provider
+from cfn_provider.local.emulator import ACCOUNT, REGION, TEST_CREDENTIALS, Provider
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
@@ -74,7 +74,7 @@ def machine() -> str:
 
 # ---------------------------------------------------------------------------- the emulator
 class EmulatorProcess:
-    """moto's server (bench.moto_server) in its own process; duck-types daemon.emulator.Emulator."""
+    """moto's server (bench.moto_server) in its own process; duck-types cfn_provider.local.emulator.Emulator."""
 
     def __init__(self, log_dir: Path):
         self.log = open(log_dir / "moto.log", "a")
@@ -165,9 +165,9 @@ class Consumer:
                concurrency: int = 32, extra: list[str] = (), env: dict[str, str] | None = None,
                response_endpoint: str | None = None, name: str = "daemon",
                trace: Path | None = None) -> "Consumer":
-        """`python -m daemon run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
+        """`python -m cfn_provider run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
         its stage timings written to `trace`)."""
-        module = ["-m", "bench.trace_daemon"] if trace else ["-m", "daemon"]
+        module = ["-m", "bench.trace_daemon"] if trace else ["-m", "cfn_provider"]
         env = {**(env or {}), **({"BENCH_TRACE_OUT": str(trace)} if trace else {})}
         args = [sys.executable, *module, "run", "--queue-url", provider.queue_url,
                 "--topic-arn", provider.topic_arn, "--state", state, "--no-verify-signatures",

@@ -1,4 +1,4 @@
-"""MNS transport: daemon.mns (aiohttp) against aliyun-mns-sdk in a thread pool, on a local server.
+"""MNS transport: cfn_provider.transports.mns (aiohttp) against aliyun-mns-sdk in a thread pool, on a local server.
 
     python -m bench.mns_transport [--messages 600] [--sdk-path DIR]
 
@@ -6,7 +6,7 @@ The SDK is not a dependency of the project: install it somewhere apart to includ
 (`pip install --target /tmp/mns-sdk aliyun-mns-sdk==1.3.0`, then `--sdk-path /tmp/mns-sdk`).
 tests/support/mns_server.py runs in a process of its own, so the consumer's CPU is its own.
 
-Scenarios, each for: `raw` (daemon.mns.MnsQueue), `sdk-pool` (the SDK, one client per pool
+Scenarios, each for: `raw` (cfn_provider.transports.mns.MnsQueue), `sdk-pool` (the SDK, one client per pool
 thread: the fair way to use it) and `sdk-shared` (one SDK client behind a lock: the SDK's
 documented usage of one Account/Queue object):
 - drain: N messages, batch receive 16 (waitseconds 1), delete each: wall time, CPU per message;
@@ -34,8 +34,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from daemon.mns import Credentials, MnsQueue  # noqa: E402
-from daemon.queue import Message  # noqa: E402
+from cfn_provider.transports.mns import Credentials, MnsQueue  # noqa: E402
+from cfn_provider.transports.queue import Message  # noqa: E402
 from tests.support.mns_server import MnsClient, MnsServer  # noqa: E402
 
 
@@ -54,7 +54,7 @@ class _Remote:
 
 
 class SdkQueue:
-    """daemon.queue.Queue over aliyun-mns-sdk in a thread pool (bodies as sent: no base64)."""
+    """cfn_provider.transports.queue.Queue over aliyun-mns-sdk in a thread pool (bodies as sent: no base64)."""
 
     max_batch = 16
 

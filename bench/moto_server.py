@@ -3,7 +3,7 @@
     python -m bench.moto_server      # prints one JSON line {"endpoint": ..., "pid": ...}, then serves
                                      # until stdin closes or SIGTERM/SIGINT arrives
 
-Like every `daemon.emulator.Emulator`, it runs with moto's two SQS races closed (see there).
+Like every `cfn_provider.local.emulator.Emulator`, it runs with moto's two SQS races closed (see there).
 It also counts the calls it serves, by operation (X-Amz-Target's operation for SQS and
 DynamoDB, else the HTTP method: PUT = a response uploaded, POST = an SNS publish); GET
 /_bench/calls returns the counts so far as JSON.
@@ -17,7 +17,7 @@ import sys
 import threading
 from collections import Counter
 
-from daemon.emulator import Emulator
+from cfn_provider.local.emulator import Emulator
 
 
 def _count_calls() -> None:

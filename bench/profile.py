@@ -46,13 +46,13 @@ LIBRARIES = {  # where CPU goes, by what the frame belongs to
     "aiohttp (HTTP client)": ("aiohttp/", "aiohappyeyeballs/", "yarl/", "multidict/"),
     "logging (structlog, logging)": ("structlog/", "logging/__init__", "daemon/logs.py"),
     "thread hand-offs (executor)": ("concurrent/futures/",),
-    "idempotency store (sqlite)": ("daemon/store.py",),
+    "idempotency store (sqlite)": ("daemon/stores/sqlite.py",),
     "asyncio event loop": ("asyncio/",),
 }
 
 
 def _frame(frame: str) -> str:
-    """'Worker.process (daemon/worker.py:92)' -> 'Worker.process (daemon/worker.py)'."""
+    """'Worker.process (daemon/pipeline/worker.py:92)' -> 'Worker.process (daemon/pipeline/worker.py)'."""
     return re.sub(r":\d+\)$", ")", frame)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
-from daemon.emulator import Provider
+from cfn_provider.local.emulator import Provider
 
 from .harness import (
     REPO, Consumer, EmulatorProcess, InFlightSampler, build_requests, child_env, cpu_pressure_s, feed, pressure_share,
@@ -322,7 +322,7 @@ def fleet_mode(timeout: float = 60.0) -> tuple[bool, str]:
     port, so whatever open_store does, it reaches no real AWS."""
     probe = (
         "import asyncio, inspect\n"
-        "from daemon.store import open_store\n"
+        "from cfn_provider.stores import open_store\n"
         "try:\n"
         "    store = open_store('dynamodb://x')\n"
         "except Exception as exc:\n"
@@ -353,8 +353,8 @@ def fleet_state_url(em: EmulatorProcess) -> str:
     table = f"cfn-bench-{uuid.uuid4().hex[:8]}"
     client = em.client("dynamodb")
     try:
-        from daemon.bootstrap import ensure_table
-    except ImportError:  # bootstrap not there: the schema daemon/dynamodb.py reads
+        from cfn_provider.ops.bootstrap import ensure_table
+    except ImportError:  # bootstrap not there: the schema daemon/stores/dynamodb.py reads
         client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
                             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
                             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])

@@ -47,7 +47,10 @@ def _wrap(owner: Any, name: str, stage: str) -> None:
 
 
 def _install() -> None:
-    from daemon import queue, responder, store, worker
+    from cfn_provider.transports import queue
+    from cfn_provider.pipeline import responder
+    from cfn_provider.stores import sqlite as store
+    from cfn_provider.pipeline import worker
 
     for name in ("claim", "save_response", "mark_sent"):
         _wrap(store.SQLiteStore, name, f"store.{name}")
@@ -117,7 +120,7 @@ def main() -> None:
     _install()
     atexit.register(_dump)
     threading.Thread(target=_keep_dumping, name="trace-dump", daemon=True).start()
-    from daemon.cli import main as cli
+    from cfn_provider.cli import main as cli
 
     sys.argv = ["cfn-provider", *sys.argv[1:]]
     cli()

@@ -1,2 +1,29 @@
-"""cfn-sns-provider: serve CloudFormation custom resources from an SQS queue subscribed to an SNS topic."""
-__version__ = "0.1.0"
+"""cfn-sns-provider: serve AWS CloudFormation custom resources from your own machines.
+
+The handler SDK's public names import from here: `from cfn_provider import Resource, Call`.
+Everything else in the package is internal and may change without notice.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+__all__ = ["Call", "Context", "PropertyError", "Resource", "__version__"]
+
+if TYPE_CHECKING:
+    from .pipeline.runner import Context
+    from .sdk.resource import Call, PropertyError, Resource
+
+_PUBLIC = {"Call": "sdk.resource", "PropertyError": "sdk.resource", "Resource": "sdk.resource", "Context": "pipeline.runner"}
+
+
+def __getattr__(name: str) -> Any:
+    """The SDK's names, loaded on first use: the daemon's own modules import this package, and
+    they need not pay for the SDK's jsonschema at start-up."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

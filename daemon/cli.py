@@ -9,12 +9,12 @@ import click
 from click.core import ParameterSource
 
 from . import __version__
-from .atrest import StateExposed
-from .budget import MAX_RECEIVE_COUNT
+from .trust.atrest import StateExposed
+from .pipeline.budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
-from .ros_options import ros_options, transport_settings
-from .router import HandlerError, parse_handler_option
-from .store import StoreConfigError
+from .dialects.ros_options import ros_options, transport_settings
+from .pipeline.router import HandlerError, parse_handler_option
+from .stores.base import StoreConfigError
 
 ENV = "CFN_PROVIDER_"
 
@@ -189,7 +189,7 @@ def _exit_past_stuck_handlers(code: int) -> None:
 def check(state: str, health_file: str | None, max_age: float) -> None:
     """Health check for the local daemon (Docker HEALTHCHECK, monitoring): exit 0 when its
     health file is fresh and its last receive from the queue worked, 1 otherwise, saying why."""
-    from . import health
+    from .ops import health
     from .config import health_path
 
     ok, why = health.check(health_path(state, health_file), max_age)
@@ -210,7 +210,7 @@ def redrive(queue_url: str, dlq_url: str | None, region: str | None, limit: int,
     Each message is listed by its request's type, ResourceType, logical id and RequestId."""
     import boto3
 
-    from .redrive import dead_letter_queue_url, redrive as move
+    from .ops.redrive import dead_letter_queue_url, redrive as move
 
     sqs = boto3.client("sqs", region_name=region)
     try:
@@ -229,7 +229,7 @@ def demo(logs: bool) -> None:
     a queue, a bucket, the daemon, and a scripted stack lifecycle. Prints each request and
     the response read back from S3; exits 0 when every answer is the one expected."""
     try:
-        from .demo import run_demo
+        from .local.demo import run_demo
     except ImportError as exc:  # moto is an extra
         raise click.ClickException(f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})")
     sys.exit(run_demo(show_logs=logs))
@@ -268,7 +268,7 @@ def bootstrap(name: str, topic_arn: str | None, region: str | None, dynamodb_tab
     import boto3
     import botocore.exceptions
 
-    from .bootstrap import Bootstrap, BootstrapError, summary, write_config as write_config_file
+    from .ops.bootstrap import Bootstrap, BootstrapError, summary, write_config as write_config_file
 
     def show(change: Any) -> None:
         click.echo(change.describe(dry_run))
@@ -339,7 +339,7 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
     """
     import json
 
-    from .router import Router
+    from .pipeline.router import Router
 
     try:
         router = Router(handler)
@@ -396,7 +396,7 @@ def _echo_table(table: list[tuple[str, ...]]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
-from .simulate import simulate  # noqa: E402 - the command group lives with its engine
+from .local.simulate import simulate  # noqa: E402 - the command group lives with its engine
 
 main.add_command(simulate)
 

@@ -57,8 +57,8 @@ class Settings:
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
     mns_queue: str | None = None
     mns_allow_http: bool = False  # an http:// mns_endpoint (local emulators only): refused otherwise
-    ros_response_url: str = "auto"  # intranet | public | auto (daemon.ros.ResponseUrlChoice)
-    alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (daemon.ros)
+    ros_response_url: str = "auto"  # intranet | public | auto (cfn_provider.dialects.ros.ResponseUrlChoice)
+    alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (cfn_provider.dialects.ros)
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
 
 

@@ -16,11 +16,11 @@ from typing import Any, TextIO
 
 import structlog
 
-from .urls import redact_text
+from .trust.urls import redact_text
 
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
                "ALIBABA_CLOUD_SECURITY_TOKEN")
-_registered: list[str] = []  # secrets read from files at run time (daemon.mns credentials)
+_registered: list[str] = []  # secrets read from files at run time (cfn_provider.transports.mns credentials)
 
 
 def register_secret(value: str) -> None:

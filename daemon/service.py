@@ -15,22 +15,23 @@ import aiobotocore.session
 import aiohttp
 import structlog
 
-from . import health
-from .atrest import secure_key_files
+from .ops import health
+from .trust.atrest import secure_key_files
 from .config import Settings, health_path
-from .deadletters import DeadLetterWatcher, watcher_for
-from .dialect import CLOUDFORMATION
-from .metrics import Metrics
-from .poller import Poller
-from .mns import MnsQueue, load_credentials
-from .queue import Queue, SqsQueue
-from .responder import Responder
-from .ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
-from .router import Router
-from .signature import SignatureVerifier
-from .store import Store, open_store
-from .urls import ResponseUrlPolicy, redact
-from .worker import Policy, Worker
+from .pipeline.deadletters import DeadLetterWatcher, watcher_for
+from .dialects.base import CLOUDFORMATION
+from .ops.metrics import Metrics
+from .pipeline.poller import Poller
+from .transports.mns import MnsQueue, load_credentials
+from .transports.queue import Queue, SqsQueue
+from .pipeline.responder import Responder
+from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
+from .pipeline.router import Router
+from .trust.signature import SignatureVerifier
+from .stores.base import Store
+from .stores import open_store
+from .trust.urls import ResponseUrlPolicy, redact
+from .pipeline.worker import Policy, Worker
 
 log = structlog.get_logger("service")
 HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes
@@ -161,7 +162,7 @@ class Service:
 
     async def _housekeeping(self, store: Store | None = None) -> None:
         """From the event loop itself, so a wedged loop stops both: health file and watchdog.
-        Also takes NoEcho Data out of stored bodies past the replay window (daemon.retention)."""
+        Also takes NoEcho Data out of stored bodies past the replay window (cfn_provider.trust.retention)."""
         watchdog = health.watchdog_interval()
         interval = min(HEALTH_INTERVAL, watchdog or HEALTH_INTERVAL, self.settings.summary_interval)
         next_summary = time.monotonic() + self.settings.summary_interval

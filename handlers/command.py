@@ -16,7 +16,7 @@ CFN_PROVIDER_COMMAND_CONFIG (e.g. in /etc/default/cfn-provider):
     cwd = "/var/lib/dns"
     # shell = true                         # only then: each action is ONE string run by /bin/sh -c
 
-    [types."Custom::DnsRecord"]            # served with --handler Custom::DnsRecord=handlers.command:
+    [types."Custom::DnsRecord"]            # served with --handler Custom::DnsRecord=cfn_provider.handlers.command:
     create = ["/usr/local/bin/dns-record", "create"]       # this type always runs this entry
 
 In the template:
@@ -66,8 +66,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from daemon.config import read_toml
-from daemon.sdk import Call, Resource
+from cfn_provider.config import read_toml
+from cfn_provider import Call, Resource
 
 CONFIG_ENV = "CFN_PROVIDER_COMMAND_CONFIG"
 DEFAULT_TIMEOUT = 300.0

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from daemon.sdk import Call, Resource
+from cfn_provider import Call, Resource
 
 POOL_TAG = "cfn-provider:pool"
 INDEX_TAG = "cfn-provider:index"

@@ -53,7 +53,7 @@ import secrets
 import string
 from typing import Any
 
-from daemon.sdk import Call, Resource
+from cfn_provider import Call, Resource
 
 KEY_ENV = "CFN_PROVIDER_SECRET_KEY_FILE"
 DEFAULT_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits

@@ -7,7 +7,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack
+from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support import handlers
 from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
 from tests.support.stub_s3 import StubS3

@@ -1,6 +1,6 @@
 """Crash chaos: a daemon SIGKILLed again and again in the middle of a burst loses nothing.
 
-One subprocess daemon at a time (`python -m daemon run`, SQLite store shared by all of them)
+One subprocess daemon at a time (`python -m cfn_provider run`, SQLite store shared by all of them)
 serves a burst of requests whose handler sleeps 50-500 ms and appends one line per completed
 call to a file. The daemon is SIGKILLed at random moments and restarted each time; a last one
 is left to finish and is stopped with SIGTERM. Afterwards:
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import pytest
 
-from daemon.emulator import Provider, Stack, key_of
+from cfn_provider.local.emulator import Provider, Stack, key_of
 from tests.chaos.conftest import scale
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls

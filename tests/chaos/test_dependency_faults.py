@@ -13,14 +13,14 @@
   exit, must back off (its CPU time over the outage is read from /proc; a hot loop would use
   a whole core), and must answer everything once SQS is back.
 
-Real daemon subprocesses (`python -m daemon run`, JSON logs), real moto SNS -> SQS.
+Real daemon subprocesses (`python -m cfn_provider run`, JSON logs), real moto SNS -> SQS.
 `make test` runs it reduced, `make chaos` (CFN_CHAOS=full) at full size.
 
 Reduced size and the stall: the responder's read timeout is 30 s and the CLI cannot change
 it, so the reduced run stalls for less than that and shows the other half of the behaviour
 (a slow S3 is waited out, with no second attempt in parallel, then retried on its 503); the
 cut-off of a stall longer than the read timeout is shown by the full run (and, in-process,
-by tests/daemon/test_responder.py::test_read_timeout_is_retried).
+by tests/pipeline/test_responder.py::test_read_timeout_is_retried).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack
+from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.chaos.conftest import Figures, scale
 from tests.support.aws import queue_counts
 from tests.support.daemons import DaemonSpawner, SubprocessDaemon, wait_until
@@ -42,7 +42,7 @@ from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
-READ_TIMEOUT = 30.0  # daemon.responder.Responder's default sock_read timeout; not a CLI option
+READ_TIMEOUT = 30.0  # cfn_provider.pipeline.responder.Responder's default sock_read timeout; not a CLI option
 STALL_SECONDS = scale(3, 32)  # full: longer than READ_TIMEOUT, so the daemon must cut it off
 S3_REQUESTS = scale(6, 24)  # requests with scripted 503s / resets (plus one stall, plus one 403)
 SQS_DOWN_SECONDS = scale(6, 20)

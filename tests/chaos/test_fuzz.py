@@ -1,21 +1,21 @@
 """Chaos suite 5: property-based fuzzing of what parses and answers untrusted input.
 
 Targets (all pure, or talking only to a CertServer on 127.0.0.1):
-- `daemon.envelope.unwrap` on arbitrary text, arbitrary JSON, and mutated real envelopes
+- `cfn_provider.pipeline.envelope.unwrap` on arbitrary text, arbitrary JSON, and mutated real envelopes
   (signed by tests.support.sns_signing): only `BadMessage` may escape; what it accepts is a
   usable Envelope (text message, aware timestamp, a TopicArn unless raw).
-- `daemon.request.parse` on arbitrary text, arbitrary JSON documents and mutated valid
+- `cfn_provider.pipeline.request.parse` on arbitrary text, arbitrary JSON documents and mutated valid
   requests (fields dropped, retyped, huge, unicode, lone surrogates, deep nesting): only
   `NotARequest` may escape; every property of an accepted Request can be read; and what the
-  worker then builds from it with `daemon.response.success` / `failure` (for arbitrary handler
+  worker then builds from it with `cfn_provider.pipeline.response.success` / `failure` (for arbitrary handler
   results and reasons, and the worker's own "invalid request" / "no handler" answers) is at
   most 4096 bytes of strict UTF-8 JSON with StackId, RequestId and LogicalResourceId copied
   verbatim.
-- `daemon.signature.SignatureVerifier.verify` on mutated signed envelopes: only
+- `cfn_provider.trust.signature.SignatureVerifier.verify` on mutated signed envelopes: only
   `SignatureError` / `CertificateUnavailable` may escape, and nothing whose signed fields
   differ from what was signed is ever accepted.
 
-tests/daemon/test_response.py already has properties of the response builder over requests
+tests/pipeline/test_response.py already has properties of the response builder over requests
 made within every limit; here the requests come out of `parse` from hostile text.
 
 A failing example does not stop the run: each target records every failure (exception type,
@@ -33,10 +33,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.envelope import BadMessage, Envelope, unwrap
-from daemon.request import NotARequest, Request, is_utf8, json_size, parse
-from daemon.response import MAX_BODY, Response, failure, success
-from daemon.signature import CertificateUnavailable, SignatureError, SignatureVerifier, string_to_sign
+from cfn_provider.pipeline.envelope import BadMessage, Envelope, unwrap
+from cfn_provider.pipeline.request import NotARequest, Request, is_utf8, json_size, parse
+from cfn_provider.pipeline.response import MAX_BODY, Response, failure, success
+from cfn_provider.trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier, string_to_sign
 from tests.chaos.conftest import Figures, scale
 from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
 

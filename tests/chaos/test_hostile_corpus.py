@@ -65,8 +65,8 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from daemon.emulator import Provider, Stack, key_of
-from daemon.request import MAX_DEPTH
+from cfn_provider.local.emulator import Provider, Stack, key_of
+from cfn_provider.pipeline.request import MAX_DEPTH
 from tests.chaos.conftest import Figures, scale
 from tests.support import handlers
 from tests.support.listener import ConnectionCounter

@@ -43,11 +43,11 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner
 
-import daemon.simulate as simulate_module
-from daemon.emulator import Emulator, Provider, Stack
-from handlers import elastic_ip_pool as eip
-from handlers import random_secret as rs
-from handlers.command import CONFIG_ENV
+import cfn_provider.local.simulate as simulate_module
+from cfn_provider.local.emulator import Emulator, Provider, Stack
+from cfn_provider.handlers import elastic_ip_pool as eip
+from cfn_provider.handlers import random_secret as rs
+from cfn_provider.handlers.command import CONFIG_ENV
 from tests.chaos.conftest import Attacks, scale
 from tests.support.aws import publish_all, response_of, wait_until_queue_empty
 from tests.support.daemons import TEST_HANDLERS, wait_until
@@ -114,7 +114,7 @@ class Simulated:
 @pytest.fixture
 def simulated(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Simulated]:
     monkeypatch.setattr(simulate_module, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
-    monkeypatch.setattr("daemon.logs.configure", lambda *a, **k: None)
+    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     return lambda *handlers: Simulated(emulator, tmp_path, handlers)
 

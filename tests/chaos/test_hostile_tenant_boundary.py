@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from daemon import atrest
-from daemon.atrest import StateExposed
-from daemon.emulator import Provider, Stack
+from cfn_provider.trust import atrest
+from cfn_provider.trust.atrest import StateExposed
+from cfn_provider.local.emulator import Provider, Stack
 from tests.chaos.conftest import Figures
 from tests.support.aws import response_of, send_raw, wait_for_event
 from tests.support.listener import ConnectionCounter

@@ -51,8 +51,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from daemon.bootstrap import Bootstrap
-from daemon.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack, key_of
+from cfn_provider.ops.bootstrap import Bootstrap
+from cfn_provider.local.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack, key_of
 from tests.chaos.conftest import Figures, scale
 from tests.support.aws import bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import REPO, SubprocessDaemon, fleet_member, recorded_calls, wait_until
@@ -60,7 +60,7 @@ from tests.support.dynalite import Dynalite, DynaliteMissing
 from tests.support.fault_proxy import Exchange, FaultProxy, Schedule
 from tests.support.mns_server import MnsServer
 from tests.support.stub_s3 import StubS3
-from tests.ros.conftest import QUEUE as ROS_QUEUE, ros_request
+from tests.dialects.conftest import QUEUE as ROS_QUEUE, ros_request
 
 pytestmark = pytest.mark.slow
 
@@ -517,7 +517,7 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
             env = {**os.environ, **mns.env(), **TEST_CREDENTIALS, "AWS_DEFAULT_REGION": REGION,
                    "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url, "PYTHONPATH": str(REPO),
                    "CFN_TEST_CALLS_FILE": str(calls_file)}
-            args = [sys.executable, "-m", "daemon", "run", "--transport", "mns", "--mns-endpoint", proxies["mns"].url,
+            args = [sys.executable, "-m", "cfn_provider", "run", "--transport", "mns", "--mns-endpoint", proxies["mns"].url,
                     "--mns-queue", ROS_QUEUE, "--mns-allow-http", "--handler", HANDLER, "--allow-response-url", proxies["ros"].url + "/",
                     "--state", f"dynamodb://{table}", "--visibility-timeout", str(MNS_VISIBILITY),
                     "--concurrency", CONCURRENCY, "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json"]

@@ -1,6 +1,6 @@
 """Chaos suite 6: redaction. Nothing secret reaches the daemon's output, whatever is logged.
 
-A real daemon subprocess (`python -m daemon run --log-format json --log-level debug`, stdout and
+A real daemon subprocess (`python -m cfn_provider run --log-format json --log-level debug`, stdout and
 stderr both captured to one file) with AWS_SECRET_ACCESS_KEY set to a distinctive value (the
 emulator accepts any) serves, through the real SNS -> SQS path:
 - a full Create / Update / Delete lifecycle of Custom::Secret (tests.support.noecho_handler),
@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import boto3
 from botocore.config import Config
 
-from daemon.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack
+from cfn_provider.local.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack
 from tests.chaos.conftest import Figures, scale
 from tests.support.daemons import SubprocessDaemon, wait_until
 from tests.support.listener import ConnectionCounter

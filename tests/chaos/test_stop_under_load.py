@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import pytest
 
-from daemon.emulator import Provider, Stack, key_of
+from cfn_provider.local.emulator import Provider, Stack, key_of
 from tests.chaos.conftest import scale
 from tests.support.aws import answered_keys, bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, recorded_calls

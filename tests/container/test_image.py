@@ -36,7 +36,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from daemon.emulator import Emulator, Provider, Stack
+from cfn_provider.local.emulator import Emulator, Provider, Stack
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +203,7 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
             "uid": os.getuid(), "state_dir": [st.st_uid, stat.S_IMODE(st.st_mode)],
             "compilers": [c for c in ("gcc", "cc", "clang") if shutil.which(c)],
             "extras": [m for m in ("moto", "pytest", "hypothesis") if importlib.util.find_spec(m)],
-            "runtime": [m for m in ("aiobotocore", "cryptography", "structlog", "daemon", "handlers.echo")
+            "runtime": [m for m in ("aiobotocore", "cryptography", "structlog", "cfn_provider", "cfn_provider.handlers.echo")
                         if importlib.util.find_spec(m)],
         }))""")
     assert probe.returncode == 0, probe.stderr

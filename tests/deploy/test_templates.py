@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from daemon.budget import MAX_RECEIVE_COUNT
+from cfn_provider.pipeline.budget import MAX_RECEIVE_COUNT
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -156,8 +156,8 @@ def test_cfn_lint_is_not_vacuous(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------- provider: messaging
 def test_queue_is_encrypted_with_redrive_and_the_daemons_visibility_timeout(provider: dict[str, Any]) -> None:
-    from daemon.config import Settings
-    from daemon.store import DEFAULT_TTL
+    from cfn_provider.config import Settings
+    from cfn_provider.stores.base import DEFAULT_TTL
 
     queues = resources(provider, "AWS::SQS::Queue")
     assert set(queues) == {"Queue", "DeadLetterQueue"}
@@ -200,7 +200,7 @@ def test_subscription_is_enveloped_not_raw(provider: dict[str, Any]) -> None:
 
 
 def test_state_table_is_what_fleet_mode_expects(provider: dict[str, Any]) -> None:
-    from daemon.dynamodb import KEY_ATTRIBUTE, TTL_ATTRIBUTE
+    from cfn_provider.stores.dynamodb import KEY_ATTRIBUTE, TTL_ATTRIBUTE
 
     _, table = only(provider, "AWS::DynamoDB::Table")
     props = table["Properties"]
@@ -267,9 +267,9 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "queue.py")}
     dynamodb = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "dynamodb.py")}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= sqs and "dynamodb:GetItem" in dynamodb, (sqs, dynamodb)
-    assert sqs <= SQS_ACTIONS, f"daemon/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
+    assert sqs <= SQS_ACTIONS, f"daemon/transports/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
     assert dynamodb <= DYNAMODB_ACTIONS, (
-        f"daemon/dynamodb.py calls {sorted(dynamodb - DYNAMODB_ACTIONS)}: grant them in deploy/provider.yaml")
+        f"daemon/stores/dynamodb.py calls {sorted(dynamodb - DYNAMODB_ACTIONS)}: grant them in deploy/provider.yaml")
     # and nothing more: a grant the code never uses is a power a compromised daemon should not have
     assert sqs == SQS_ACTIONS, f"granted but never called: {sorted(SQS_ACTIONS - sqs)}"
     assert dynamodb == DYNAMODB_ACTIONS, f"granted but never called: {sorted(DYNAMODB_ACTIONS - dynamodb)}"
@@ -357,8 +357,8 @@ def test_user_data_installs_the_package_and_enables_the_unit(provider: dict[str,
 
 
 def test_user_data_environment_file_points_the_daemon_at_this_stack(provider: dict[str, Any]) -> None:
-    from daemon.cli import run
-    from daemon.router import parse_handler_option
+    from cfn_provider.cli import run
+    from cfn_provider.pipeline.router import parse_handler_option
 
     env_text = heredocs(user_data(provider))["/etc/cfn-provider/cfn-provider.env"]
     env = dict(line.split("=", 1) for line in env_text.splitlines() if line and not line.startswith("#"))
@@ -433,7 +433,7 @@ RESERVED = ("ServiceToken", "ServiceTimeout", "Name", "FailWith")  # handlers/ec
 
 def test_consumer_uses_custom_echo_through_the_providers_service_token(
         consumer: dict[str, Any], provider: dict[str, Any]) -> None:
-    from handlers import echo
+    from cfn_provider.handlers import echo
 
     assert set(RESERVED) == set(echo._RESERVED)
     echoes = resources(consumer, "Custom::Echo")

@@ -1,4 +1,4 @@
-"""handlers.command (Custom::Command): operator-configured commands, run through the real queue."""
+"""cfn_provider.handlers.command (Custom::Command): operator-configured commands, run through the real queue."""
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from handlers import command
-from handlers.command import CONFIG_ENV, ConfigError, env_name, load_config, request_env
+from cfn_provider.handlers import command
+from cfn_provider.handlers.command import CONFIG_ENV, ConfigError, env_name, load_config, request_env
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 
@@ -169,7 +169,7 @@ async def test_changing_command_or_having_no_update_replaces(run_daemon, stack, 
 
 
 async def test_a_type_with_its_own_entry_runs_it(run_daemon, stack, configured, records):
-    await run_daemon(handlers=(("Custom::DnsRecord", "handlers.command"),))
+    await run_daemon(handlers=(("Custom::DnsRecord", "cfn_provider.handlers.command"),))
     create = stack.request("Create", "Rec", "Custom::DnsRecord", {"Name": "api", "Command": "dns"})
     resp = await answer(stack, create)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "cmd-api"

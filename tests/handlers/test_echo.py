@@ -1,13 +1,13 @@
-"""handlers.echo: ResourceProperties come back as Data; Name is the id; FailWith fails."""
+"""cfn_provider.handlers.echo: ResourceProperties come back as Data; Name is the id; FailWith fails."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from daemon.request import parse
-from daemon.response import success
-from handlers import echo
+from cfn_provider.pipeline.request import parse
+from cfn_provider.pipeline.response import success
+from cfn_provider.handlers import echo
 
 TOKEN = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
 

@@ -1,14 +1,14 @@
-"""handlers.elastic_ip_pool (Custom::ElasticIpPool) through the real queue, EC2 on the moto server."""
+"""cfn_provider.handlers.elastic_ip_pool (Custom::ElasticIpPool) through the real queue, EC2 on the moto server."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from daemon.emulator import Stack
-from daemon.request import parse
-from handlers import elastic_ip_pool as eip
-from handlers.elastic_ip_pool import ElasticIpPool, handler
+from cfn_provider.local.emulator import Stack
+from cfn_provider.pipeline.request import parse
+from cfn_provider.handlers import elastic_ip_pool as eip
+from cfn_provider.handlers.elastic_ip_pool import ElasticIpPool, handler
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 

@@ -1,4 +1,4 @@
-"""handlers.random_secret (Custom::RandomSecret) through the real queue, SSM on the moto server."""
+"""cfn_provider.handlers.random_secret (Custom::RandomSecret) through the real queue, SSM on the moto server."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.emulator import Stack
-from handlers import random_secret as rs
+from cfn_provider.local.emulator import Stack
+from cfn_provider.handlers import random_secret as rs
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 

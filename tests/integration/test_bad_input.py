@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 from tests.support import handlers
 from tests.support.aws import (assert_still_serving, response_of, s3_keys, send_raw, wait_for_event,
                                wait_until_queue_empty)

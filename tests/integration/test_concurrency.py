@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of
 

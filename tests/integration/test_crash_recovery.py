@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.emulator import Provider, Stack, key_of
+from cfn_provider.local.emulator import Provider, Stack, key_of
 from tests.support.aws import queue_counts
 from tests.support.daemons import recorded_calls, stop_gracefully, wait_for_event, wait_until
 from tests.support.stub_s3 import StubS3

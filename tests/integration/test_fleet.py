@@ -1,6 +1,6 @@
 """Fleet mode: several daemons on one queue and one DynamoDB table act as one provider.
 
-Real daemon subprocesses (`python -m daemon run --state dynamodb://TABLE`), all on one moto
+Real daemon subprocesses (`python -m cfn_provider run --state dynamodb://TABLE`), all on one moto
 server: topic, queue, DLQ and table made by `cfn-provider bootstrap`'s own code; answers PUT
 to presigned URLs of a versioned S3 bucket, so a second PUT of any answer would show as a
 second version.
@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterator
 import boto3
 import pytest
 
-from daemon.bootstrap import Bootstrap
-from daemon.emulator import REGION, Emulator, Provider, Stack, key_of
+from cfn_provider.ops.bootstrap import Bootstrap
+from cfn_provider.local.emulator import REGION, Emulator, Provider, Stack, key_of
 from tests.support.aws import queue_counts
 from tests.support.daemons import wait_until, SubprocessDaemon, fleet_member, recorded_calls, wait_for_event
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from daemon.emulator import Provider, Stack, key_of
+from cfn_provider.local.emulator import Provider, Stack, key_of
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of
 

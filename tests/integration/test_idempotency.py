@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of
 

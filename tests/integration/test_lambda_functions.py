@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from daemon.emulator import Stack
-from daemon.response import is_failed_create_marker
+from cfn_provider.local.emulator import Stack
+from cfn_provider.pipeline.response import is_failed_create_marker
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 

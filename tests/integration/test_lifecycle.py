@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of
 

@@ -7,7 +7,7 @@ import urllib.request
 
 from structlog.testing import capture_logs
 
-from daemon.emulator import Stack
+from cfn_provider.local.emulator import Stack
 from tests.support.aws import response_of, wait_for_event
 
 
@@ -66,7 +66,7 @@ def _series(registry) -> int:
 
 def test_hostile_label_values_are_bounded(provider, tmp_path) -> None:
     """ResourceType and RequestType come from the message: 1000 made-up ones add no series."""
-    from daemon.service import Service
+    from cfn_provider.service import Service
     from tests.support.daemons import TEST_HANDLERS, settings_for
 
     service = Service(settings_for(provider, tmp_path, handlers=(*TEST_HANDLERS, ("Custom::Acme*", "tests.support.handlers"))))
@@ -89,8 +89,8 @@ def test_hostile_label_values_are_bounded(provider, tmp_path) -> None:
 def test_the_metrics_endpoint_listens_on_loopback_unless_told_otherwise() -> None:
     from click.testing import CliRunner
 
-    from daemon.cli import main
-    from daemon.config import Settings
+    from cfn_provider.cli import main
+    from cfn_provider.config import Settings
 
     assert Settings(queue_url="q").metrics_address == "127.0.0.1"
     result = CliRunner().invoke(main, ["run", "--help"])

@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.bootstrap import ensure_table
-from daemon.emulator import Emulator, Provider, Stack
+from cfn_provider.ops.bootstrap import ensure_table
+from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of, wait_for_event, wait_until_queue_empty
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
@@ -105,7 +105,7 @@ async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attem
         run_daemon, stack: Stack, provider: Provider, monkeypatch) -> None:
     """Every store write the daemon makes is applied and its answer lost on the first try (then
     retried): no copy defers against its own claim, no save is taken for a lost claim."""
-    import daemon.service as service
+    import cfn_provider.service as service
 
     lying: list[LyingStore] = []
 

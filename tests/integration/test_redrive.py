@@ -5,8 +5,8 @@ import json
 
 from click.testing import CliRunner
 
-from daemon.cli import main
-from daemon.emulator import Emulator, Provider, Stack
+from cfn_provider.cli import main
+from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support.aws import queue_counts
 
 

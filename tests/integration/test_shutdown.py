@@ -6,7 +6,7 @@
   deadline is too near to hand it off;
 - a second signal stops at once.
 
-Real daemon subprocesses (`python -m daemon run`), real moto SNS -> SQS, real presigned S3 URLs.
+Real daemon subprocesses (`python -m cfn_provider run`), real moto SNS -> SQS, real presigned S3 URLs.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 from tests.support.aws import queue_counts
 from tests.support.daemons import exit_code, recorded_calls, stop_gracefully, wait_for_event, wait_until
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from daemon.emulator import Emulator, Provider
+from cfn_provider.local.emulator import Emulator, Provider
 from tests.support.daemons import SubprocessDaemon
 
 pytestmark = pytest.mark.slow
 
 
 def run_check(state_dir: Path, max_age: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "daemon", "check", "--state", f"sqlite://{state_dir}/state.db",
+    return subprocess.run([sys.executable, "-m", "cfn_provider", "check", "--state", f"sqlite://{state_dir}/state.db",
                            "--max-age", str(max_age)], capture_output=True, text=True, timeout=30)
 
 

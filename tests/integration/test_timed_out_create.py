@@ -10,9 +10,9 @@ import threading
 import time
 from typing import Any, Mapping
 
-from daemon.emulator import Stack
-from daemon.request import parse
-from daemon.response import FAILED_CREATE_PREFIX, TIMED_OUT_PREFIX, timed_out_marker
+from cfn_provider.local.emulator import Stack
+from cfn_provider.pipeline.request import parse
+from cfn_provider.pipeline.response import FAILED_CREATE_PREFIX, TIMED_OUT_PREFIX, timed_out_marker
 from tests.support.aws import response_of
 
 

@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from daemon.emulator import Provider, Stack
+from cfn_provider.local.emulator import Provider, Stack
 
 
 async def response_of(stack: Stack, request: dict[str, Any], timeout: float = 20.0) -> dict[str, Any] | None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from daemon.config import Settings
-from daemon.emulator import Emulator, Provider
-from daemon.service import Service
+from cfn_provider.config import Settings
+from cfn_provider.local.emulator import Emulator, Provider
+from cfn_provider.service import Service
 
 REPO = Path(__file__).resolve().parents[2]
 # Custom::Echo is the built-in, named (nothing is served unless named); the others are test handlers.
@@ -77,7 +77,7 @@ async def in_process_daemons() -> AsyncIterator[Callable[[Settings], Awaitable[I
 
 @dataclass
 class SubprocessDaemon:
-    """`python -m daemon run ...` with JSON logs captured to a file."""
+    """`python -m cfn_provider run ...` with JSON logs captured to a file."""
 
     args: list[str]
     env: dict[str, str]
@@ -89,7 +89,7 @@ class SubprocessDaemon:
     def for_provider(cls, emulator: Emulator, provider: Provider, state_dir: Path, log_path: Path,
                      extra_args: list[str] = (), env: dict[str, str] | None = None) -> "SubprocessDaemon":
         args = [
-            sys.executable, "-m", "daemon", "run", "--queue-url", provider.queue_url,
+            sys.executable, "-m", "cfn_provider", "run", "--queue-url", provider.queue_url,
             "--topic-arn", provider.topic_arn, "--state", f"sqlite://{state_dir}/state.db",
             "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/",
             "--handler", "Custom::Test=tests.support.handlers", "--handler", "Custom::Echo", "--wait-seconds", "1",

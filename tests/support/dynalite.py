@@ -11,7 +11,7 @@ Makefile's dynalite stamp); `$CFN_DYNALITE` may name another cli.js. It has no U
 
     with Dynalite() as db:                  # node <venv>/node/node_modules/dynalite/cli.js --port P
         db.endpoint, db.port
-        db.create_table("fleet-state")      # daemon.bootstrap.ensure_table, on this endpoint
+        db.create_table("fleet-state")      # cfn_provider.ops.bootstrap.ensure_table, on this endpoint
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from daemon.emulator import REGION, TEST_CREDENTIALS
+from cfn_provider.local.emulator import REGION, TEST_CREDENTIALS
 
 VERSION = "4.0.0"
 INSTALL_HINT = (f"run `make test` (its dynalite stamp target installs it), or by hand: "
@@ -110,7 +110,7 @@ class Dynalite:
         the TTL setting, which dynalite does not implement."""
         from botocore.exceptions import ClientError
 
-        from daemon.bootstrap import ensure_table
+        from cfn_provider.ops.bootstrap import ensure_table
 
         client = self.client()
         try:

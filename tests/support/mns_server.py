@@ -57,7 +57,7 @@ VERSION = "2015-06-06"
 
 
 def string_to_sign(method: str, headers: dict[str, str], resource: str) -> str:
-    """Written here from the documentation, independently of daemon.mns."""
+    """Written here from the documentation, independently of cfn_provider.transports.mns."""
     lower = {k.lower(): v.strip() for k, v in headers.items()}
     canonical = "".join(f"{k}:{lower[k]}\n" for k in sorted(lower) if k.startswith("x-mns-"))
     return (f"{method}\n{lower.get('content-md5', '')}\n{lower.get('content-type', '')}\n"

@@ -1,4 +1,4 @@
-"""Tiny importable handlers for tests/daemon/test_router.py. Each one says who it is."""
+"""Tiny importable handlers for tests/pipeline/test_router.py. Each one says who it is."""
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -1,6 +1,6 @@
 """Test helpers: sign SNS envelopes like Amazon SNS does, and serve the signing certificates.
 
-Deliberately independent of daemon.signature, so a bug in the string-to-sign there is caught.
+Deliberately independent of cfn_provider.trust.signature, so a bug in the string-to-sign there is caught.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import Settings
+from cfn_provider.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "cfn-provider.service"
@@ -47,7 +47,7 @@ def test_unit_is_notify_with_watchdog_and_restart() -> None:
 
 
 def test_stop_timeout_covers_the_last_poll_the_grace_period_and_the_settle_time() -> None:
-    from daemon.poller import SETTLE_SECONDS
+    from cfn_provider.pipeline.poller import SETTLE_SECONDS
 
     service = unit()["Service"]
     defaults = Settings(queue_url="x")
@@ -67,7 +67,7 @@ def test_unit_is_hardened_and_keeps_state_in_its_own_directory() -> None:
 
 def test_environment_file_names_only_real_options() -> None:
     """Every CFN_PROVIDER_* variable in the sample env file is one `cfn-provider run` reads."""
-    from daemon.cli import run
+    from cfn_provider.cli import run
 
     known = {p.envvar for p in run.params if getattr(p, "envvar", None)}
     names = [line.lstrip("#").split("=", 1)[0] for line in ENV_FILE.read_text().splitlines()
@@ -78,7 +78,7 @@ def test_environment_file_names_only_real_options() -> None:
 
 
 def test_state_directory_is_the_default_under_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.config import default_state_url, health_path
+    from cfn_provider.config import default_state_url, health_path
 
     monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/cfn-provider")
     assert default_state_url() == "sqlite:///var/lib/cfn-provider/state.db"

@@ -1,0 +1,1 @@
+"""Dialects: what differs between CloudFormation and Alibaba Cloud ROS requests and answers."""

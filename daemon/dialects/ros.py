@@ -1,0 +1,82 @@
+"""Alibaba Cloud ROS: its dialect of the custom-resource protocol, and telling it apart.
+
+ROS speaks CloudFormation's protocol with differences (shared/DESIGN.md, "ROS"): requests add
+IntranetResponseURL, StackName, ResourceOwnerId, CallerId and RegionId, and StackId is a plain
+id; the answer is POSTed as application/json with a GMT Date header; PhysicalResourceId is at
+most 255 bytes and never changes on Update (ROS cannot replace a resource); there is no NoEcho;
+the resource's timeout is `Timeout` (default 60 s, at most 43200 s).
+
+ROS sends only the template's `Parameters` as ResourceProperties, so the daemon sees a
+`Timeout` only when the template repeats it there; otherwise it keeps to the 60 s default,
+which answers early rather than late.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .base import CLOUDFORMATION, Dialect
+from ..trust.urls import ALIYUN_HOSTS
+
+if TYPE_CHECKING:
+    from ..pipeline.request import Request
+
+ROS = Dialect(
+    name="ros", method="POST", content_type="application/json", dated=True, max_physical_id=255,
+    max_resource_type=68, timeout_property="Timeout", default_timeout=60, max_timeout=43200,
+    no_echo=False, replaces_on_update=False, response_hosts=ALIYUN_HOSTS, stack_name_field="StackName",
+)
+ROS_FIELDS = ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId", "RegionId")
+URL_MODES = ("intranet", "public", "auto")
+_DMI = ("/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name")
+
+
+def detect(doc: Mapping[str, Any], default: Dialect) -> Dialect:
+    """ROS when a ROS-only field is present or StackId is a string but not an ARN;
+    CloudFormation for an ARN StackId; `default` (the transport's) when nothing tells."""
+    if any(name in doc for name in ROS_FIELDS):
+        return ROS
+    stack_id = doc.get("StackId")
+    if isinstance(stack_id, str) and stack_id:
+        return CLOUDFORMATION if stack_id.startswith("arn:") else ROS
+    return default
+
+
+def inside_alibaba_cloud(dmi_files: tuple[str, ...] = _DMI) -> bool:
+    """True on an Alibaba Cloud ECS instance (its DMI vendor / product name say so)."""
+    for path in dmi_files:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        if "Alibaba Cloud" in text or "Aliyun" in text:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class ResponseUrlChoice:
+    """Which of a ROS request's URLs to answer on (--ros-response-url), in the order to try.
+
+    intranet: IntranetResponseURL (ResponseURL when it has none); public: ResponseURL;
+    auto: inside Alibaba Cloud the intranet URL first, then the public one on connection
+    errors; elsewhere the public one only."""
+
+    mode: str = "auto"
+    inside_cloud: bool = False
+
+    def urls(self, request: "Request") -> list[str]:
+        public, intranet = request.response_url, request.intranet_response_url
+        if request.dialect is not ROS or not intranet or self.mode == "public":
+            return [public]
+        if self.mode == "intranet":
+            return [intranet]
+        return [intranet, public] if self.inside_cloud else [public]
+
+
+def replacement_refused(old_id: str, new_id: str) -> str:
+    """The FAILED reason for a handler that returned a new id on Update."""
+    return (f"ROS cannot replace a custom resource: on Update the handler returned PhysicalResourceId "
+            f"{new_id[:100]!r}, but it must stay {old_id[:100]!r}. Update the resource in place (return None "
+            "or its id); to replace it, give it a new logical id in the template.")

@@ -1,0 +1,1 @@
+"""Operator commands and signals: bootstrap, redrive, health checks and metrics."""

@@ -1,0 +1,383 @@
+"""`cfn-provider bootstrap`: create or adopt the AWS side of a provider, idempotently.
+
+    SNS topic (the ServiceToken) ──subscription (envelope delivery)──> SQS queue ──redrive──> DLQ
+                                         queue policy: sns.amazonaws.com may SendMessage only with
+                                         aws:SourceArn = the topic
+    optionally, a DynamoDB table for fleet mode (pk: S hash key, on-demand, TTL on `ttl`)
+
+Every step reads first and reports what it did: "created", "updated" (an attribute differed
+and was set) or "exists" (nothing to do); a second run reports no changes. With `dry_run`
+nothing is written and the same steps report "would create" / "would update".
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..pipeline.budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/pipeline/budget.py
+
+CREATED, UPDATED, EXISTS = "created", "updated", "exists"
+DAY = 24 * 3600
+MAX_RETENTION_DAYS = 14
+TTL_ATTRIBUTE, KEY_ATTRIBUTE = "ttl", "pk"  # as daemon/stores/dynamodb.py uses them
+
+
+class BootstrapError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # "sns topic", "sqs queue", ...
+    name: str  # ARN, URL or name
+    action: str  # created | updated | exists
+    detail: str = ""
+
+    def describe(self, dry_run: bool) -> str:
+        action = {CREATED: "would create", UPDATED: "would update"}.get(self.action, self.action) if dry_run \
+            else self.action
+        line = f"{action:<13} {self.kind:<17} {self.name}"
+        return f"{line}  ({self.detail})" if self.detail else line
+
+
+@dataclass
+class Outcome:
+    region: str
+    topic_arn: str
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    dlq_arn: str
+    table: str | None
+    dry_run: bool
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(c.action != EXISTS for c in self.changes)
+
+    @property
+    def service_token(self) -> str:
+        return self.topic_arn
+
+    @property
+    def state(self) -> str | None:
+        return f"dynamodb://{self.table}" if self.table else None
+
+    def run_args(self, visibility_timeout: int, config_file: str | None = None) -> list[str]:
+        if config_file:
+            return ["cfn-provider", "run", "--config", config_file]
+        args = ["cfn-provider", "run", "--queue-url", self.queue_url, "--region", self.region,
+                "--topic-arn", self.topic_arn]
+        if visibility_timeout != 60:
+            args += ["--visibility-timeout", str(visibility_timeout)]
+        if self.state:
+            args += ["--state", self.state]
+        return args
+
+    def config_text(self, visibility_timeout: int) -> str:
+        lines = [
+            "# Written by `cfn-provider bootstrap`; use with `cfn-provider run --config THIS_FILE`.",
+            f"queue-url = {_toml_str(self.queue_url)}",
+            f"region = {_toml_str(self.region)}",
+            f"topic-arn = [{_toml_str(self.topic_arn)}]",
+            f"visibility-timeout = {visibility_timeout}",
+        ]
+        if self.state:
+            lines.append(f"state = {_toml_str(self.state)}")
+        else:
+            lines.append("# state = \"sqlite:///var/lib/cfn-provider/state.db\"  # default: under the state directory")
+        lines += ["", "[handlers]", "# \"Custom::Thing\" = \"mypkg.thing\"", ""]
+        return "\n".join(lines)
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a TOML basic string
+
+
+def queue_policy(queue_arn: str, topic_arn: str) -> dict[str, Any]:
+    """Only SNS, only for this topic, only SendMessage."""
+    return {
+        "Version": "2012-10-17",
+        "Id": "cfn-provider",
+        "Statement": [{
+            "Sid": "AllowServiceTokenTopicOnly",
+            "Effect": "Allow",
+            "Principal": {"Service": "sns.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": queue_arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": topic_arn}},
+        }],
+    }
+
+
+class Bootstrap:
+    """The steps, on boto3 clients from one session (region and endpoints from the usual settings)."""
+
+    def __init__(self, session: Any, *, name: str = "cfn-provider", topic_arn: str | None = None,
+                 dynamodb_table: str | None = None, max_receive_count: int = MAX_RECEIVE_COUNT, visibility_timeout: int = 60,
+                 retention_days: int = 14, dry_run: bool = False, log: Callable[[Change], None] | None = None):
+        if not 1 <= retention_days <= MAX_RETENTION_DAYS:
+            raise BootstrapError(f"retention must be 1..{MAX_RETENTION_DAYS} days (SQS's limit)")
+        if dynamodb_table is not None:
+            from ..stores.dynamodb import table_from_url
+            from ..stores.base import StoreConfigError
+
+            try:
+                table_from_url(f"dynamodb://{dynamodb_table}")
+            except StoreConfigError as exc:
+                raise BootstrapError(str(exc)) from None
+        self.session, self.name, self.given_topic = session, name, topic_arn
+        self.table, self.max_receive_count = dynamodb_table, max_receive_count
+        self.visibility_timeout, self.retention = visibility_timeout, retention_days * DAY
+        self.dry_run, self.log = dry_run, log
+        self.region = session.region_name
+        if not self.region:
+            raise BootstrapError("no AWS region: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+        self.changes: list[Change] = []
+        self._clients: dict[tuple[str, str], Any] = {}
+
+    def _client(self, service: str, region: str | None = None) -> Any:
+        key = (service, region or self.region)
+        if key not in self._clients:
+            self._clients[key] = self.session.client(service, region_name=key[1])
+        return self._clients[key]
+
+    def _note(self, change: Change) -> Change:
+        self.changes.append(change)
+        if self.log:
+            self.log(change)
+        return change
+
+    # ------------------------------------------------------------------ all of it
+    def run(self) -> Outcome:
+        identity = self._client("sts").get_caller_identity()
+        self.account, self.partition = identity["Account"], identity["Arn"].split(":")[1]
+        topic_arn = self.topic()
+        dlq_url, dlq_arn, _ = self.queue(f"{self.name}-dlq", "sqs dead-letter", self._dlq_attributes())
+        queue_arn = f"arn:{self.partition}:sqs:{self.region}:{self.account}:{self.name}"
+        policy = json.dumps(queue_policy(queue_arn, topic_arn))
+        queue_url, queue_arn, before = self.queue(self.name, "sqs queue", self._queue_attributes(dlq_arn),
+                                                  keep={"Policy": policy})
+        self.policy(queue_url, queue_arn, topic_arn, before.get("Policy"))
+        self.subscription(topic_arn, queue_arn)
+        if self.table:
+            self._note(ensure_table(self._client("dynamodb"), self.table, dry_run=self.dry_run))
+        return Outcome(self.region, topic_arn, queue_url, queue_arn, dlq_url, dlq_arn, self.table, self.dry_run,
+                       self.changes)
+
+    # ------------------------------------------------------------------ topic
+    def topic(self) -> str:
+        if self.given_topic:
+            arn = self.given_topic
+            parts = arn.split(":")
+            if len(parts) != 6 or parts[2] != "sns":
+                raise BootstrapError(f"{arn!r} is not an SNS topic ARN")
+            sns = self._client("sns", region=parts[3])
+            try:
+                sns.get_topic_attributes(TopicArn=arn)
+            except sns.exceptions.NotFoundException:
+                raise BootstrapError(f"topic {arn} does not exist (--topic-arn adopts an existing topic; "
+                                     "leave it out to create one)") from None
+            self._note(Change("sns topic", arn, EXISTS, "adopted"))
+            return arn
+        arn = f"arn:{self.partition}:sns:{self.region}:{self.account}:{self.name}"
+        sns = self._client("sns")
+        try:
+            sns.get_topic_attributes(TopicArn=arn)
+            self._note(Change("sns topic", arn, EXISTS))
+        except sns.exceptions.NotFoundException:
+            if not self.dry_run:
+                arn = sns.create_topic(Name=self.name)["TopicArn"]
+            self._note(Change("sns topic", arn, CREATED))
+        return arn
+
+    # ------------------------------------------------------------------ queues
+    def _dlq_attributes(self) -> dict[str, str]:
+        return {"MessageRetentionPeriod": str(self.retention)}
+
+    def _queue_attributes(self, dlq_arn: str) -> dict[str, str]:
+        return {
+            "VisibilityTimeout": str(self.visibility_timeout),
+            "MessageRetentionPeriod": str(self.retention),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.max_receive_count}),
+        }
+
+    def queue(self, name: str, kind: str, wanted: dict[str, str],
+              keep: dict[str, str] | None = None) -> tuple[str, str, dict[str, str]]:
+        """Create or adopt queue `name`; (url, arn, its attributes before this run)."""
+        sqs = self._client("sqs")
+        arn = f"arn:{self.partition}:sqs:{self.region}:{self.account}:{name}"
+        try:
+            url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        except sqs.exceptions.QueueDoesNotExist:
+            url = f"https://sqs.{self.region}.amazonaws.com/{self.account}/{name}"
+            if not self.dry_run:
+                url = sqs.create_queue(QueueName=name, Attributes=wanted)["QueueUrl"]
+                arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            self._note(Change(kind, url, CREATED))
+            return url, arn, {}
+        current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        arn = current.get("QueueArn", arn)
+        differ = {k: v for k, v in wanted.items() if not _same_attribute(k, current.get(k), v)}
+        if differ:
+            if not self.dry_run:
+                # `keep` (the policy this run enforces anyway) is named too: SQS leaves attributes a call
+                # does not name alone, but some emulators (moto) drop an unnamed Policy.
+                sqs.set_queue_attributes(QueueUrl=url, Attributes={**differ, **(keep or {})})
+            self._note(Change(kind, url, UPDATED, "set " + ", ".join(sorted(differ))))
+        else:
+            self._note(Change(kind, url, EXISTS))
+        return url, arn, current
+
+    def policy(self, queue_url: str, queue_arn: str, topic_arn: str, current: str | None) -> None:
+        """`current`: the queue's policy before this run (None for a queue created just now)."""
+        sqs = self._client("sqs")
+        wanted = json.dumps(queue_policy(queue_arn, topic_arn))
+        if current and _same_attribute("Policy", current, wanted):
+            self._note(Change("sqs queue policy", queue_arn, EXISTS, f"aws:SourceArn = {topic_arn}"))
+            return
+        if not self.dry_run:
+            sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"Policy": wanted})
+        self._note(Change("sqs queue policy", queue_arn, UPDATED if current else CREATED,
+                          f"aws:SourceArn = {topic_arn}" + ("; replaces the previous policy" if current else "")))
+
+    # ------------------------------------------------------------------ subscription
+    def subscription(self, topic_arn: str, queue_arn: str) -> None:
+        sns = self._client("sns", region=topic_arn.split(":")[3])
+        existing = None
+        topic_created = any(c.kind == "sns topic" and c.action == CREATED for c in self.changes)
+        if not (self.dry_run and topic_created):
+            for page in sns.get_paginator("list_subscriptions_by_topic").paginate(TopicArn=topic_arn):
+                for sub in page.get("Subscriptions", []):
+                    if sub.get("Protocol") == "sqs" and sub.get("Endpoint") == queue_arn:
+                        existing = sub["SubscriptionArn"]
+        if existing is None:
+            arn = f"{topic_arn}:(new)"
+            if not self.dry_run:
+                arn = sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn,
+                                    Attributes={"RawMessageDelivery": "false"},
+                                    ReturnSubscriptionArn=True)["SubscriptionArn"]
+            self._note(Change("sns subscription", arn, CREATED, "envelope delivery, raw off"))
+            return
+        if existing in ("PendingConfirmation", "Deleted"):
+            raise BootstrapError(f"the subscription of {queue_arn} to {topic_arn} is {existing}; "
+                                 "confirm or remove it, then run bootstrap again")
+        attrs = sns.get_subscription_attributes(SubscriptionArn=existing)["Attributes"]
+        if attrs.get("RawMessageDelivery", "false").lower() == "true":
+            if not self.dry_run:
+                sns.set_subscription_attributes(SubscriptionArn=existing, AttributeName="RawMessageDelivery",
+                                                AttributeValue="false")
+            self._note(Change("sns subscription", existing, UPDATED,
+                              "raw message delivery turned off, so signatures can be checked"))
+        else:
+            self._note(Change("sns subscription", existing, EXISTS, "envelope delivery, raw off"))
+
+
+def _same_attribute(name: str, current: str | None, wanted: str) -> bool:
+    if current is None:
+        return False
+    if name in ("Policy", "RedrivePolicy"):
+        try:
+            a, b = json.loads(current), json.loads(wanted)
+        except ValueError:
+            return False
+        if name == "RedrivePolicy":  # maxReceiveCount comes back as a string or a number
+            return (a.get("deadLetterTargetArn") == b.get("deadLetterTargetArn")
+                    and str(a.get("maxReceiveCount")) == str(b.get("maxReceiveCount")))
+        return _normalise_policy(a) == _normalise_policy(b)
+    return str(current) == str(wanted)
+
+
+def _normalise_policy(doc: Any) -> Any:
+    """IAM returns single-element lists as scalars and vice versa; compare without caring."""
+    if isinstance(doc, dict):
+        return {k: _normalise_policy(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        items = [_normalise_policy(v) for v in doc]
+        return items[0] if len(items) == 1 else items
+    return doc
+
+
+# ---------------------------------------------------------------------- DynamoDB (fleet mode)
+def ensure_table(dynamodb: Any, table: str, dry_run: bool = False) -> Change:
+    """The fleet-mode table: `pk` (S) hash key, on-demand billing, TTL on `ttl`.
+
+    An existing table is adopted when its key is `pk` (S); only its TTL setting is ever changed.
+    """
+    try:
+        desc = dynamodb.describe_table(TableName=table)["Table"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        if not dry_run:
+            dynamodb.create_table(
+                TableName=table, BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": KEY_ATTRIBUTE, "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}],
+                Tags=[{"Key": "created-by", "Value": "cfn-provider bootstrap"}],
+            )
+            dynamodb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+            dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={
+                "Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+        return Change("dynamodb table", table, CREATED, f"key {KEY_ATTRIBUTE} (S), on-demand, TTL on {TTL_ATTRIBUTE}")
+
+    keys = [(k["AttributeName"], k["KeyType"]) for k in desc["KeySchema"]]
+    types = {a["AttributeName"]: a["AttributeType"] for a in desc.get("AttributeDefinitions", [])}
+    if keys != [(KEY_ATTRIBUTE, "HASH")] or types.get(KEY_ATTRIBUTE) != "S":
+        raise BootstrapError(f"DynamoDB table {table} exists with key {keys}; fleet mode needs a table whose only "
+                             f"key is {KEY_ATTRIBUTE} (S): choose another --dynamodb-table name")
+    ttl = dynamodb.describe_time_to_live(TableName=table).get("TimeToLiveDescription", {})
+    status, attribute = ttl.get("TimeToLiveStatus", "DISABLED"), ttl.get("AttributeName")
+    if status in ("ENABLED", "ENABLING") and attribute == TTL_ATTRIBUTE:
+        return Change("dynamodb table", table, EXISTS, f"TTL on {TTL_ATTRIBUTE}")
+    if status in ("ENABLED", "ENABLING"):
+        raise BootstrapError(f"DynamoDB table {table} has TTL on {attribute!r}; fleet mode expires records through "
+                             f"{TTL_ATTRIBUTE!r}: choose another --dynamodb-table name")
+    if status == "DISABLING":
+        raise BootstrapError(f"DynamoDB table {table}: TTL is being disabled; run bootstrap again in an hour")
+    if not dry_run:
+        dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={
+            "Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+    return Change("dynamodb table", table, UPDATED, f"TTL turned on for {TTL_ATTRIBUTE}")
+
+
+# ---------------------------------------------------------------------- the command's output
+def write_config(path: Path, text: str, dry_run: bool) -> Change:
+    if path.exists():
+        if path.read_text() == text:
+            return Change("config file", str(path), EXISTS)
+        action = UPDATED
+    else:
+        action = CREATED
+    if not dry_run:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return Change("config file", str(path), action)
+
+
+def summary(outcome: Outcome, visibility_timeout: int, config_file: str | None) -> list[str]:
+    counts = {a: sum(c.action == a for c in outcome.changes) for a in (CREATED, UPDATED)}
+    lines = []
+    if outcome.dry_run:
+        lines.append(f"Dry run: nothing was changed; {counts[CREATED]} to create, {counts[UPDATED]} to update.")
+    elif outcome.changed:
+        lines.append(f"{counts[CREATED]} created, {counts[UPDATED]} updated.")
+    else:
+        lines.append("No changes: everything already in place.")
+    lines += [
+        "",
+        "ServiceToken (put this in your templates):",
+        f"  {outcome.service_token}",
+        "",
+        "Run the daemon:",
+        "  " + shlex.join(outcome.run_args(visibility_timeout, config_file)) + " \\",
+        "    --handler 'Custom::Thing=mypkg.thing'",
+    ]
+    if outcome.table:
+        lines += ["", f"Fleet mode: the daemons' role needs dynamodb:GetItem, UpdateItem and DeleteItem on "
+                      f"table {outcome.table}."]
+    return lines

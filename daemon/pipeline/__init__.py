@@ -1,0 +1,1 @@
+"""The pipeline: one message from receive to answer (poller, worker, parsing, routing, running, responding)."""

@@ -1,0 +1,163 @@
+"""Answer the requests left in the queue's dead-letter queue, so no stack hangs on one.
+
+A request whose receives ran out on the queue (a handler that crashed the process each time,
+an outage longer than maxReceiveCount allowed) is moved to the dead-letter queue named by the
+queue's RedrivePolicy (SQS) or enabled DlqPolicy (MNS: DeadLetterTargetQueue), and nothing
+would answer it: its stack would wait out the ServiceTimeout (an hour by default; ROS: its
+Timeout). Every `interval` seconds each daemon looks there and puts
+each message through the main path (`Worker.answer_dead_letter`): the same admission
+(signature, topic allowlist, ResponseURL allowlist), the same store rules; only a request
+nobody has answered gets FAILED, saying the provider could not process it and where to look,
+instead of a run of its handler. The store's conditional claim decides who answers, so a whole
+fleet may watch one dead-letter queue: one answer per request.
+
+What becomes of each message (the worker's disposition):
+- answered now, or already answered (the store says so), or undeliverable (URL expired):
+  deleted from the dead-letter queue. Its answer is final, a `redrive` could only bring back a
+  duplicate, and keeping it would make every pass of every daemon receive it and ask the store
+  again. The `deadletter.answered` log event (error level) and the stored record keep the trace.
+- held by another worker (claimed, or delivering under a live lease), or a transient failure
+  (certificate fetch): hidden until the next pass, then looked at again.
+- anything else (not a request, failed admission: forged, unsigned, foreign topic or URL; a
+  lost claim): left in the dead-letter queue for the operator, never answered, hidden only
+  LEAVE_SECONDS so that later receives of the same pass move past it; it stays visible to
+  `redrive`, the console and depth alarms the rest of the time.
+
+Receives are spent sparingly: one pass at most every `interval` seconds (60 by default; the
+first after a random part of it, so fleet members spread out), a pass ends at the first receive
+that brings nothing new or after `max_per_pass` messages, and a message being worked on is kept
+hidden by a heartbeat, like on the main path. The dead-letter queue normally has no redrive
+policy of its own, so its receive counts are not a budget.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from typing import Any
+
+import structlog
+
+from .heartbeat import Heartbeat
+from ..transports.queue import Message, Queue
+from ..trust.urls import redact
+from .worker import Disposition, Worker
+
+log = structlog.get_logger("deadletters")
+DEFAULT_INTERVAL = 60.0  # seconds between passes
+LEAVE_SECONDS = 30  # a message left for the operator is hidden this long: the pass moves past it
+MAX_PER_PASS = 100  # messages looked at in one pass, at most
+
+
+def queue_name(url: str) -> str:
+    """The queue's name, for Reasons and logs (the last part of its URL: SQS and MNS alike)."""
+    return url.rstrip("/").rpartition("/")[2] or url
+
+
+class DeadLetterWatcher:
+    """`await run()` until `stop()`; `sweep()` is one pass (returns what became of the messages)."""
+
+    def __init__(self, queue: Queue, worker: Worker, *, interval: float = DEFAULT_INTERVAL,
+                 visibility_timeout: int = 60, max_per_pass: int = MAX_PER_PASS, wait_seconds: int = 1):
+        self.queue, self.worker = queue, worker
+        self.name = queue_name(queue.url)
+        self.interval, self.visibility_timeout = interval, visibility_timeout
+        self.max_per_pass, self.wait_seconds = max_per_pass, wait_seconds
+        self._stop = asyncio.Event()
+        self._receive_failed = False  # said once until a receive works again
+
+    def stop(self) -> None:
+        """No new pass, and the running one takes no new message (idempotent)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        log.info("deadletter.watching", dead_letter_queue=self.name, interval=self.interval)
+        await self._pause(random.uniform(0, self.interval))
+        while not self._stop.is_set():
+            await self.sweep()
+            await self._pause(self.interval)
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def sweep(self) -> Counter:
+        """One pass over the dead-letter queue."""
+        outcomes: Counter = Counter()
+        seen: set[str] = set()
+        while len(seen) < self.max_per_pass and not self._stop.is_set():
+            batch = await self._receive(min(self.queue.max_batch, self.max_per_pass - len(seen)))
+            fresh = [m for m in batch if m.id not in seen]
+            if not fresh:
+                break
+            seen.update(m.id for m in fresh)
+            for disposition in await asyncio.gather(*(self._one(m) for m in fresh)):
+                outcomes[disposition] += 1
+        if outcomes:
+            log.info("deadletter.sweep", dead_letter_queue=self.name, **{k: v for k, v in sorted(outcomes.items())})
+        return outcomes
+
+    async def _receive(self, count: int) -> list[Message]:
+        try:
+            messages = await self.queue.receive(count, self.wait_seconds, self.visibility_timeout)
+        except Exception as exc:  # noqa: BLE001 - e.g. no sqs:ReceiveMessage on the DLQ: said once
+            if not self._receive_failed:
+                self._receive_failed = True
+                log.error("deadletter.receive_failed", dead_letter_queue=self.name,
+                          error=f"{type(exc).__name__}: {exc}"[:300],
+                          detail="requests left in the dead-letter queue cannot be answered until this works")
+            return []
+        self._receive_failed = False
+        return messages
+
+    async def _one(self, message: Message) -> str:
+        """Put one message through the worker; carry out what it says. Returns what was done."""
+        heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
+        beating = asyncio.create_task(heartbeat.run())
+        try:
+            disposition = await self.worker.answer_dead_letter(message, heartbeat, self.name)
+        except Exception:  # noqa: BLE001 - one message must never stop the watcher
+            log.exception("deadletter.crashed", message_id=message.id)
+            return "crashed"  # it comes back when its visibility lapses
+        finally:
+            beating.cancel()
+        try:
+            if disposition is Disposition.DELETE:
+                await self.queue.delete(message)
+                return "deleted"
+            if disposition is Disposition.DEFER:
+                await self.queue.set_visibility(message, max(1, int(self.interval)))
+                return "deferred"
+            await self.queue.set_visibility(message, LEAVE_SECONDS)
+            return "left"
+        except Exception as exc:  # noqa: BLE001 - the message simply comes back later
+            log.warning("deadletter.dispose_failed", message_id=message.id, disposition=disposition.value,
+                        error=f"{type(exc).__name__}: {exc}"[:300])
+            return "dispose-failed"
+
+
+async def watcher_for(queue: Any, worker: Worker, *, interval: float, visibility_timeout: int) -> DeadLetterWatcher | None:
+    """The watcher of `queue`'s dead-letter queue; None (saying why) when it is off, the queue has
+    none, or the transport cannot name it."""
+    if interval <= 0:
+        log.info("deadletter.off", detail="--dead-letter-interval 0: requests left in the dead-letter queue "
+                                          "are not answered by this daemon")
+        return None
+    find = getattr(queue, "dead_letter_queue", None)
+    if find is None:  # a transport that cannot name its dead-letter queue
+        if await queue.has_dead_letter_queue():
+            log.warning("deadletter.unsupported", queue_url=redact(queue.url),
+                        detail="this transport's dead-letter queue is not watched: requests left there are not "
+                               "answered by the daemon: watch it")
+        return None
+    try:
+        dlq = await find()
+    except Exception as exc:  # noqa: BLE001 - e.g. no sqs:GetQueueAttributes / GetQueueUrl permission
+        log.error("deadletter.unknown", error=f"{type(exc).__name__}: {exc}"[:300],
+                  detail="cannot find the queue's dead-letter queue; requests left there will not be answered")
+        return None
+    if dlq is None:
+        return None
+    return DeadLetterWatcher(dlq, worker, interval=interval, visibility_timeout=visibility_timeout)

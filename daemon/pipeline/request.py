@@ -1,0 +1,231 @@
+"""Parse a CloudFormation custom-resource request.
+
+Two kinds of bad request are told apart:
+- `NotARequest`: nothing to answer (no usable ResponseURL or ids). Logged, never run.
+- a `Request` whose `problems` is non-empty: answerable, so it gets FAILED naming them.
+
+Each request has a dialect (cfn_provider.dialects.base): CloudFormation unless `parse` is given the
+transport's default, in which case it is detected from the request (cfn_provider.dialects.ros.detect).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..dialects.base import CLOUDFORMATION, Dialect
+from ..dialects.ros import detect
+
+REQUEST_TYPES = ("Create", "Update", "Delete")
+# Without these nothing can be answered: they are copied into every response.
+ANSWERABLE = ("ResponseURL", "StackId", "RequestId", "LogicalResourceId")
+# Upper bounds that keep even a FAILED response under 4096 bytes; CloudFormation stays far below.
+ID_LIMITS = {"ResponseURL": 8192, "StackId": 1024, "RequestId": 256, "LogicalResourceId": 256}
+MAX_PHYSICAL_ID = CLOUDFORMATION.max_physical_id
+DEFAULT_SERVICE_TIMEOUT = CLOUDFORMATION.default_timeout
+MAX_DEPTH = 64  # nesting far beyond any real template; deeper would exhaust the stack
+
+
+def json_size(text: str) -> int:
+    """Bytes `text` takes inside a JSON body (escapes included): what the 4096-byte limit counts."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from a "\ud800" escape
+        return False
+    return True
+
+
+class NotARequest(ValueError):
+    """The message is not an answerable CloudFormation request."""
+
+    def __init__(self, message: str, dialect: Dialect = CLOUDFORMATION):
+        super().__init__(message)
+        self.dialect = dialect  # as far as it could be told, for the log line
+
+
+class FrozenDict(dict):
+    """A dict that refuses mutation; still a dict, so json.dumps(event) works in handlers."""
+
+    def _readonly(self, *_: Any, **__: Any) -> None:
+        raise TypeError("the request is read-only; copy it (dict(event)) to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+    __ior__ = _readonly  # type: ignore[assignment]
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return json.loads(json.dumps(self))
+
+
+def depth(value: Any) -> int:
+    """How deeply `value` nests (iterative: safe on any input json.loads accepted)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return FrozenDict((k, freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+class RequestFields:
+    """Typed reads of the wire fields, shared by the daemon's Request and the SDK's Call."""
+
+    def _mapping(self) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    def _str(self, name: str) -> str:
+        value = self._mapping().get(name)
+        return value if isinstance(value, str) else ""
+
+    @property
+    def request_type(self) -> str:
+        return self._str("RequestType")
+
+    @property
+    def resource_type(self) -> str:
+        return self._str("ResourceType")
+
+    @property
+    def stack_id(self) -> str:
+        return self._str("StackId")
+
+    @property
+    def request_id(self) -> str:
+        return self._str("RequestId")
+
+    @property
+    def logical_id(self) -> str:
+        return self._str("LogicalResourceId")
+
+    @property
+    def stack_name(self) -> str:
+        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
+        parts = self.stack_id.split("/")
+        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
+
+
+@dataclass(frozen=True)
+class Request(RequestFields):
+    wire: FrozenDict  # exactly what a Lambda custom resource receives
+    problems: tuple[str, ...] = ()
+    dialect: Dialect = CLOUDFORMATION
+
+    def _mapping(self) -> Mapping[str, Any]:
+        return self.wire
+
+    @property
+    def stack_name(self) -> str:
+        """A ROS request names its stack in StackName; otherwise the name inside the StackId ARN."""
+        named = self._str(self.dialect.stack_name_field) if self.dialect.stack_name_field else ""
+        return named or super().stack_name
+
+    @property
+    def response_url(self) -> str:
+        return self._str("ResponseURL")
+
+    @property
+    def intranet_response_url(self) -> str:
+        """ROS's IntranetResponseURL ('' when absent or not a string)."""
+        return self._str("IntranetResponseURL")
+
+    @property
+    def physical_id(self) -> str:
+        """The request's PhysicalResourceId when it is usable in a response, else ''."""
+        value = self._str("PhysicalResourceId")
+        return value if json_size(value) <= self.dialect.max_physical_id and is_utf8(value) else ""
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        props = self.wire.get("ResourceProperties")
+        return props if isinstance(props, dict) else FrozenDict()
+
+    @property
+    def key(self) -> str:
+        """Idempotency key: StackId + RequestId."""
+        return idempotency_key(self.stack_id, self.request_id)
+
+    @property
+    def service_timeout(self) -> int:
+        """The dialect's timeout property from ResourceProperties, clamped to 1..its maximum:
+        CloudFormation's ServiceTimeout (default and at most 3600 s), ROS's Timeout (default 60 s)."""
+        d = self.dialect
+        raw = self.properties.get(d.timeout_property)
+        try:
+            value = int(str(raw).strip()) if raw is not None else d.default_timeout
+        except ValueError:
+            return d.default_timeout
+        return min(max(value, 1), d.max_timeout)
+
+
+def idempotency_key(stack_id: str, request_id: str) -> str:
+    """The store's key of a request: StackId + RequestId, unambiguous whatever the ids contain."""
+    return json.dumps([stack_id, request_id])
+
+
+def parse(text: str, default: Dialect | None = None) -> Request:
+    """Parse a request; with `default` (the transport's dialect) its dialect is detected."""
+    dialect = default or CLOUDFORMATION
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotARequest(f"message is not JSON ({type(exc).__name__})", dialect) from None
+    if not isinstance(doc, dict):
+        raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object", dialect)
+    if default is not None:
+        dialect = detect(doc, default)
+
+    unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
+    if unusable:
+        raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}", dialect)
+    too_long = [k for k, limit in ID_LIMITS.items() if json_size(doc[k]) > limit]
+    if too_long:
+        raise NotARequest(f"cannot be answered: oversized {', '.join(too_long)}", dialect)
+    broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
+    if broken:
+        raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8", dialect)
+    if depth(doc) > MAX_DEPTH:  # answer FAILED from the top-level strings alone
+        shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
+        return Request(wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",),
+                       dialect=dialect)
+    return Request(wire=freeze(doc), problems=tuple(_problems(doc, dialect)), dialect=dialect)
+
+
+def _problems(doc: dict[str, Any], dialect: Dialect = CLOUDFORMATION) -> list[str]:
+    problems = []
+    missing = [k for k in ("RequestType", "ResourceType") if k not in doc]
+    if missing:
+        problems.append(f"missing fields: {', '.join(missing)}")
+    for name in ("RequestType", "ResourceType", "PhysicalResourceId"):
+        if name in doc and not isinstance(doc[name], str):
+            problems.append(f"{name} is a {type(doc[name]).__name__}, not a string")
+    kind = doc.get("RequestType")
+    if isinstance(kind, str) and kind not in REQUEST_TYPES:
+        problems.append(f"RequestType {kind[:40]!r} is not one of {', '.join(REQUEST_TYPES)}")
+    if kind == "Update" and not doc.get("PhysicalResourceId"):
+        problems.append("missing fields: PhysicalResourceId (required on Update)")
+    physical_id, limit = doc.get("PhysicalResourceId"), dialect.max_physical_id
+    if isinstance(physical_id, str) and (json_size(physical_id) > limit or not is_utf8(physical_id)):
+        problems.append(f"PhysicalResourceId is not valid UTF-8 of at most {limit} bytes")
+    rtype, rlimit = doc.get("ResourceType"), dialect.max_resource_type
+    if rlimit is not None and isinstance(rtype, str) and len(rtype) > rlimit:
+        problems.append(f"ResourceType is {len(rtype)} characters; ROS allows at most {rlimit}")
+    for name in ("ResourceProperties", "OldResourceProperties"):
+        if name in doc and not isinstance(doc[name], dict):
+            problems.append(f"{name} is a {type(doc[name]).__name__}, not an object")
+    return problems

@@ -1,0 +1,116 @@
+"""Idempotency store, keyed on StackId + RequestId.
+
+States (shared/DESIGN.md):
+    absent ──claim──> CLAIMED(owner, token, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
+One conditional write is the lock: `claim` succeeds only when the key is absent, expired,
+CLAIMED under a lapsed lease, or holds a FAILED answer for a different ResponseURL that
+nobody holds a live lease on (CloudFormation retrying the operation: a FAILED is re-run, a
+SUCCESS is re-sent); never for a ResponseURL already answered. Every ResponseURL answered is
+remembered (`mark_sent` records it in every state, `release` never drops it), so a late
+duplicate for an answered URL never re-runs. Expiry is derived from `expires_at`, never
+stored as a state. The body is stored before the PUT, so a redelivery re-sends it and never
+re-runs the handler; while its owner's lease lives the owner is still delivering it, so a
+duplicate waits instead of sending it twice.
+
+Every write is safe to retry. A claim carries a `token` unique to that claim attempt, and
+every later write of the attempt names it: when a conditional write fails because the
+attempt's own earlier try was applied (its answer lost to a timeout or a reset, then retried
+by botocore or by the worker), the store recognises its token in the record that stood in
+the way and reports success (acquired / saved / extended / sent / released), never another
+worker's claim. `extend` and `mark_sent` are idempotent as they stand.
+"""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+CLAIMED, RESPONSE_READY, SENT = "CLAIMED", "RESPONSE_READY", "SENT"
+DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    state: str
+    owner: str | None
+    lease_until: float | None
+    url_digest: str
+    status: str | None  # SUCCESS | FAILED once a response is stored
+    body: bytes | None
+    expires_at: float
+    sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
+    scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
+    token: str | None = None  # the claim attempt that wrote the current claim
+
+    def answered(self, url_digest: str) -> bool:
+        return url_digest in self.sent_digests.split()
+
+    def leased(self, now: float) -> bool:
+        """Someone holds a live lease: a claim in progress, or a stored answer being delivered."""
+        return self.state != SENT and self.lease_until is not None and self.lease_until > now
+
+
+@dataclass(frozen=True)
+class Claim:
+    acquired: bool
+    record: Record | None  # what stood in the way (not acquired) or what was taken over
+
+
+class Store(Protocol):
+    """`token` names one claim attempt (new_token()); `owner` (the daemon) is for people to read."""
+
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim: ...
+    async def extend(self, key: str, token: str, lease_seconds: float) -> bool: ...
+    async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
+    async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
+    async def release(self, key: str, token: str) -> None: ...
+    async def get(self, key: str) -> Record | None: ...
+    async def scrub(self, key: str) -> None: ...
+    async def scrub_due(self) -> int: ...
+    async def close(self) -> None: ...
+
+
+def new_token() -> str:
+    """A token for one claim attempt: every retry of the attempt's writes carries the same one."""
+    return uuid.uuid4().hex
+
+
+_THROTTLED = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "Throttling", "RequestLimitExceeded",
+    "InternalServerError", "InternalFailure", "ServiceUnavailable", "TransactionConflictException",
+    "LimitExceededException", "RequestTimeout", "RequestTimeoutException",
+})
+
+
+def transient(exc: BaseException) -> bool:
+    """A store call that failed this way may have been applied or not, and is worth retrying
+    (with the same token): a connection error or timeout, throttling, a 5xx, a locked SQLite file."""
+    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return "locked" in str(exc) or "busy" in str(exc)
+    try:
+        import botocore.exceptions as bce
+    except ImportError:  # pragma: no cover - botocore comes with aiobotocore
+        return False
+    if isinstance(exc, (bce.ConnectionError, bce.HTTPClientError)):
+        return True
+    if isinstance(exc, bce.ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error.get("Code") in _THROTTLED or status >= 500
+    return False
+
+
+def _saved_by(record: Record | None, token: str, body: bytes) -> bool:
+    """After a conditional save failed: had this attempt's earlier try stored this very body?"""
+    return record is not None and record.token == token and record.state != CLAIMED and record.body == bytes(body)
+
+
+class StoreConfigError(ValueError):
+    pass
+
+

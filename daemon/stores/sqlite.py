@@ -1,0 +1,335 @@
+"""The idempotency store in a WAL-mode SQLite file (the default; one host).
+
+The contract, states and token rules are in cfn_provider.stores.base; this module keeps them in
+one table with SQL conditional writes.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import queue
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
+
+from ..trust import retention
+from ..trust.atrest import secure_sqlite
+from ..config import default_state_dir
+from .base import DEFAULT_TTL, Claim, Record, _saved_by
+
+T = TypeVar("T")
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    owner TEXT,
+    lease_until REAL,
+    url_digest TEXT NOT NULL,
+    status TEXT,
+    body BLOB,
+    expires_at REAL NOT NULL,
+    sent_digests TEXT NOT NULL DEFAULT '',
+    scrub_at REAL,
+    token TEXT
+)"""
+_COLUMNS = "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token"
+_CLAIM = """
+INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at)
+VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at)
+ON CONFLICT(key) DO UPDATE SET
+    state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
+    url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at
+WHERE records.expires_at <= :now
+   OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
+          (records.state = 'CLAIMED' AND coalesce(records.lease_until, 0) <= :now)
+       OR (records.state != 'CLAIMED' AND records.status = 'FAILED' AND records.url_digest != excluded.url_digest
+           AND coalesce(records.lease_until, 0) <= :now)))
+"""
+# Every answered URL is added in every state; the record becomes SENT only from RESPONSE_READY,
+# and only for the attempt that stored it or when nobody's lease lives (a replay of a stored answer).
+_MARK_SENT = """
+UPDATE records SET
+    sent_digests = CASE WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END,
+    state = CASE WHEN {moves} THEN 'SENT' ELSE state END,
+    url_digest = CASE WHEN {moves} THEN :d ELSE url_digest END,
+    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END
+WHERE key = :key""".format(
+    moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+_PURGE_EVERY = 600.0
+
+
+class _OwnerThread:
+    """The one thread that owns the SQLite connection: calls run on it in order. Each call is a
+    queue entry and, for the event loop, one `call_soon_threadsafe` with the result; the bench's
+    profile showed a ThreadPoolExecutor's per-call machinery (a lock-guarded Future with its
+    Condition, a work item, the thread-count check) as the daemon's busiest frame of its own."""
+
+    def __init__(self, name: str):
+        self.stopped = False
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` on the thread and wait for it (set-up, before any event loop is involved)."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put((done, None, fn, args))
+        return done.result()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        if self.stopped:
+            raise RuntimeError("the store is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((future, loop, fn, args))
+        return future
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self._jobs.put(None)
+            self._thread.join()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, loop, fn, args = job
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                result, error = None, exc
+            if loop is None:
+                future.set_exception(error) if error is not None else future.set_result(result)
+                continue
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SQLiteStore:
+    """A WAL-mode SQLite file with two connections. One belongs to a thread of its own and takes
+    every write that may wait: the stored body (fsync), waits on another process's lock, the
+    hourly purge. The other is used on the event loop itself for the two short writes of every
+    request (claim, SENT), which is cheaper than any hand-off to a thread; it never waits for a
+    lock (busy timeout 0: a busy database sends the write to the thread) and never checkpoints
+    (no fsync on the loop). Neither can block the event loop for longer than one short write."""
+
+    def __init__(self, path: Path, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time):
+        self.path, self.ttl, self.clock = path, ttl, clock
+        self._thread = _OwnerThread("store")
+        self._db: sqlite3.Connection | None = None  # the thread's
+        self._quick: sqlite3.Connection | None = None  # the event loop's
+        self._purged_at = 0.0
+        try:
+            self._thread.call(self._open)
+            quick = sqlite3.connect(self.path, isolation_level=None, timeout=0, check_same_thread=False)
+            quick.execute("PRAGMA synchronous=NORMAL")
+            quick.execute("PRAGMA wal_autocheckpoint=0")
+            quick.execute("PRAGMA secure_delete=ON")
+            self._quick = quick
+        except BaseException:
+            self._thread.call(self._close)
+            self._thread.stop()
+            raise
+
+    @retry(retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+           wait=wait_random_exponential(multiplier=0.05, max=1), stop=stop_after_delay(30), reraise=True)
+    def _open(self) -> None:
+        """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
+        process opening a new file at the same moment gets "locked" at once: retry that."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secure_sqlite(self.path, default_state_dir())  # an existing file open to others: fixed, or refused
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # stored bodies may hold secrets
+        os.close(fd)
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
+            db.execute(_SCHEMA)
+            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT"})  # a file from before NoEcho retention / tokens
+            db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._thread.run(fn, *args)
+
+    def _on_loop(self, fn: Callable[..., T], *args: Any) -> T | _Busy:
+        """`fn(quick_connection, *args)` on the event loop, or _BUSY when the database is locked."""
+        if self._quick is None:
+            return _BUSY
+        try:
+            return fn(self._quick, *args)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return _BUSY  # nothing was written: the statement (or BEGIN) did not start
+            raise
+
+    @staticmethod
+    def _record(db: sqlite3.Connection, key: str) -> Record | None:
+        row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE key = ?", (key,)).fetchone()
+        return Record(*row) if row else None
+
+    @staticmethod
+    def _write(db: sqlite3.Connection, sql: str, params: tuple | dict) -> int:
+        return db.execute(sql, params).rowcount
+
+    def _threads(self, fn: Callable[..., T], *args: Any) -> T:
+        """On the store's thread: `fn` with the thread's connection."""
+        assert self._db is not None
+        return fn(self._db, *args)
+
+    # --- claim: the one conditional write that is the lock -------------------------------
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim:
+        if self.clock() - self._purged_at < _PURGE_EVERY:
+            claim = self._on_loop(self._claim, key, owner, url_digest, lease_seconds, token)
+            if not isinstance(claim, _Busy):
+                return claim
+        return await self._run(self._threads, self._claim_and_purge, key, owner, url_digest, lease_seconds, token)
+
+    def _claim_and_purge(self, db: sqlite3.Connection, *args: Any) -> Claim:
+        now = self.clock()
+        if now - self._purged_at >= _PURGE_EVERY:
+            self._purged_at = now
+            self._write(db, "DELETE FROM records WHERE expires_at <= ?", (now,))
+        return self._claim(db, *args)
+
+    def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float,
+               token: str) -> Claim:
+        now = self.clock()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            before = self._record(db, key)
+            params = dict(key=key, owner=owner, token=token, lease_until=now + lease_seconds,
+                          url_digest=url_digest, expires_at=now + self.ttl, now=now)
+            acquired = self._write(db, _CLAIM, params) == 1
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if before is not None and before.expires_at <= now:
+            before = None  # expired: as if absent
+        if before is not None and before.token == token:
+            return Claim(True, None)  # this attempt's own claim, applied by an earlier try
+        return Claim(acquired, before)
+
+    # --- the other transitions, each conditional on the attempt's token --------------------
+    async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
+        # a stored answer stays leased while its owner delivers it, so duplicates wait, not re-send
+        sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
+               "AND state IN ('CLAIMED', 'RESPONSE_READY')")
+        return await self._run(self._threads, self._write, sql, (self.clock() + lease_seconds, key, token)) == 1
+
+    async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
+        return await self._run(self._threads, self._save, key, token, status, body)
+
+    def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
+               "WHERE key = ? AND token = ? AND state = 'CLAIMED'")
+        scrub_at = retention.scrub_at(body, self.clock())
+        if self._durable(db, sql, (status, body, scrub_at, key, token)) == 1:
+            return True
+        record = self._record(db, key)  # an earlier try of this very write may have been applied
+        return _saved_by(record, token, body)
+
+    def _durable(self, db: sqlite3.Connection, sql: str, params: tuple) -> int:
+        """The one write that must survive power loss before the PUT: the stored body. In WAL mode
+        this fsync also makes every earlier commit durable; a claim or SENT mark lost with the
+        power only costs a re-run of an unfinished handler or a re-send of the same body."""
+        db.execute("PRAGMA synchronous=FULL")
+        try:
+            return self._write(db, sql, params)
+        finally:
+            db.execute("PRAGMA synchronous=NORMAL")
+
+    async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
+        params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
+        if isinstance(self._on_loop(self._write, _MARK_SENT, params), _Busy):
+            await self._run(self._threads, self._write, _MARK_SENT, params)
+
+    async def release(self, key: str, token: str) -> None:
+        await self._run(self._threads, self._release, key, token)
+
+    def _release(self, db: sqlite3.Connection, key: str, token: str) -> None:
+        """Give a claim up: forget it or, when URLs were already answered for this key, keep the
+        record (and that memory) under a lapsed lease, for anyone to take over."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            owned = "key = ? AND token = ? AND state = 'CLAIMED'"
+            if self._write(db, f"DELETE FROM records WHERE {owned} AND sent_digests = ''", (key, token)) == 0:
+                self._write(db, f"UPDATE records SET lease_until = 0 WHERE {owned}", (key, token))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    async def get(self, key: str) -> Record | None:
+        return await self._run(self._threads, self._record, key)
+
+    # --- NoEcho retention (cfn_provider.trust.retention): Data out of bodies past the replay window -----
+    async def scrub(self, key: str) -> None:
+        await self._run(self._threads, self._scrub, key)
+
+    async def scrub_due(self) -> int:
+        return await self._run(self._threads, self._scrub, None)
+
+    def _scrub(self, db: sqlite3.Connection, key: str | None) -> int:
+        now, where = self.clock(), "scrub_at > 0 AND scrub_at <= ?" + (" AND key = ?" if key is not None else "")
+        rows = db.execute(f"SELECT key, body FROM records WHERE {where}", (now, key) if key is not None else (now,))
+        done = sum(self._write(db, f"UPDATE records SET body = ?, scrub_at = {retention.SCRUBBED} "
+                                   "WHERE key = ? AND body IS ? AND scrub_at > 0 AND scrub_at <= ?",
+                               (retention.scrub(body) if body else None, k, body, now))
+                   for k, body in rows.fetchall())
+        if done:  # the old pages may still sit in the WAL: fold it in and empty it
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return done
+
+    async def close(self) -> None:
+        if self._thread.stopped:
+            return
+        await self._run(self._close)
+        self._thread.stop()
+
+    def _close(self) -> None:
+        for db in (self._quick, self._db):
+            if db is not None:
+                db.close()
+        self._quick = self._db = None
+
+
+def _add_columns(db: sqlite3.Connection, columns: dict[str, str]) -> None:
+    """A state file made by an older release gets the columns it lacks (name -> SQL type)."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+    for name, sql_type in columns.items():
+        if name in present:
+            continue
+        try:
+            db.execute(f"ALTER TABLE records ADD COLUMN {name} {sql_type}")
+        except sqlite3.OperationalError as exc:  # another process added it first
+            if "duplicate column" not in str(exc):
+                raise
+
+
+class _Busy:
+    """The database was locked: the write did not happen on the event loop."""
+
+
+_BUSY = _Busy()

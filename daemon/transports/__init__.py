@@ -1,0 +1,1 @@
+"""Transports: the queue interface the pipeline consumes, over SQS or Alibaba MNS."""

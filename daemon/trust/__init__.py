@@ -1,0 +1,1 @@
+"""The trust boundary: SNS signatures, ResponseURL rules and redaction, secrets at rest."""

@@ -1,0 +1,58 @@
+"""Handlers for the simulate tests (served by the daemon simulate runs on its own thread).
+
+- `recorded`: Custom::Echo's behaviour (properties back as Data, Name as the id, FailWith fails),
+  recording every request it gets in `requests`, so a test can read the wire.
+- `slow`: Create takes CreateSeconds, either blocking the daemon's event loop (Block: "true",
+  an async handler calling time.sleep: the daemon itself cannot answer until it returns) or in
+  the thread pool; Update and Delete answer at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Mapping
+
+from cfn_provider.handlers import echo
+
+requests: list[dict[str, Any]] = []
+
+
+class _Recorded:
+    def _record(self, event: Mapping[str, Any]) -> None:
+        requests.append(dict(event))
+
+    def create(self, event: Mapping[str, Any]) -> Any:
+        self._record(event)
+        return echo.create(event)
+
+    def update(self, event: Mapping[str, Any]) -> Any:
+        self._record(event)
+        return echo.update(event)
+
+    def delete(self, event: Mapping[str, Any]) -> Any:
+        self._record(event)
+        return echo.delete(event)
+
+
+recorded = _Recorded()
+
+
+class _Slow:
+    async def create(self, event: Mapping[str, Any]) -> Any:
+        props = event["ResourceProperties"]
+        seconds = float(props.get("CreateSeconds", 0))
+        if props.get("Block") == "true":
+            time.sleep(seconds)  # noqa: ASYNC251 - the point: a handler that blocks the daemon's loop
+        else:
+            await asyncio.sleep(seconds)
+        return {"PhysicalResourceId": f"slow-{event['LogicalResourceId']}"}
+
+    async def update(self, event: Mapping[str, Any]) -> Any:
+        return None
+
+    async def delete(self, event: Mapping[str, Any]) -> Any:
+        requests.append(dict(event))
+        return None
+
+
+slow = _Slow()

@@ -1,0 +1,194 @@
+"""cfn_provider.stores.sqlite: the SQLite idempotency store, driven by a fake clock.
+
+The behavioural cases are the shared Store contract (tests/stores/contract.py), run here
+against SQLiteStore; the cases below are about the SQLite file itself and `open_store`.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from cfn_provider.stores.base import StoreConfigError
+
+from cfn_provider.stores.sqlite import SQLiteStore
+
+from cfn_provider.stores import open_store
+from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
+from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "state.db"
+
+
+@pytest.fixture
+async def store(db_path, clock):
+    s = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def make_store(db_path, clock):
+    """More SQLiteStores on the same file."""
+    return lambda: SQLiteStore(db_path, ttl=TTL, clock=clock)
+
+
+@pytest.mark.parametrize("factory", [SQLiteStore, open_store])
+def test_default_ttl_outlives_sqs_retention(factory):
+    assert inspect.signature(factory).parameters["ttl"].default > 14 * 24 * 3600
+
+
+# --- the file ---------------------------------------------------------------------------
+
+async def test_file_and_its_companions_are_private(store, db_path):
+    await answered(store, body=b"secret-data")
+    assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600
+    companions = list(db_path.parent.glob(db_path.name + "-*"))  # -wal, -shm hold the same data
+    assert companions
+    for companion in companions:
+        assert stat.S_IMODE(os.stat(companion).st_mode) & 0o077 == 0, companion
+
+
+async def test_missing_parent_directory_is_created_private(tmp_path, clock):
+    path = tmp_path / "new" / "state.db"
+    s = SQLiteStore(path, clock=clock)
+    try:
+        assert path.exists()
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) & 0o077 == 0
+    finally:
+        await s.close()
+
+
+# --- open_store -------------------------------------------------------------------------
+
+async def test_open_store_sqlite_absolute_path(tmp_path):
+    s = open_store(f"sqlite://{tmp_path}/x.db")
+    try:
+        assert isinstance(s, SQLiteStore)
+        assert (await s.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
+        assert (tmp_path / "x.db").exists()
+    finally:
+        await s.close()
+
+
+@pytest.mark.parametrize("url", ["sqlite://relative/state.db", "sqlite://state.db", "sqlite://"])
+def test_open_store_refuses_relative_paths(url):
+    with pytest.raises(StoreConfigError, match="absolute path"):
+        open_store(url)
+
+
+@pytest.mark.parametrize("url", ["", "/var/lib/state.db", "redis://localhost/0", "file:///tmp/x.db",
+                                 "postgres://db/state", "SQLITE:///tmp/x.db"])
+def test_open_store_refuses_unknown_schemes(url):
+    with pytest.raises(StoreConfigError, match="sqlite:///PATH or dynamodb://TABLE"):
+        open_store(url)
+
+
+async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_path):
+    """Another process holding the write lock: claim and SENT wait on the store's thread (up to its
+    30 s busy timeout), not on the event loop, and go through once the lock is let go."""
+    import asyncio
+    import sqlite3
+    import threading
+
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # the first claim also purges, on the thread
+    other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a second daemon mid-write would
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    threading.Timer(0.6, lambda: other.execute("COMMIT")).start()
+    try:
+        claim = await asyncio.wait_for(store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), 10)
+    finally:
+        ticker.cancel()
+    assert claim.acquired
+    assert ticks >= 10, f"the event loop stalled while the database was locked ({ticks} ticks in 0.6 s)"
+
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    assert await asyncio.wait_for(store.save_response(KEY, "owner-a", "SUCCESS", b"{}"), 10)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    await asyncio.wait_for(store.mark_sent(KEY, URL_A, token="owner-a"), 10)
+    other.close()
+    record = await store.get(KEY)
+    assert record is not None and record.state == "SENT" and record.answered(URL_A)
+
+
+async def test_a_closed_store_refuses_work_instead_of_hanging(db_path, clock):
+    import asyncio
+
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # past the purge: the next claim would go on the loop
+    await store.close()
+    await store.close()  # twice is fine
+    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
+                    store.mark_sent(KEY, URL_A), store.get(KEY)):
+        with pytest.raises(RuntimeError, match="closed"):
+            await asyncio.wait_for(attempt, 5)
+
+
+# --- which store errors are retried -----------------------------------------------------
+
+def test_transient_errors_are_the_ones_a_retry_can_get_past():
+    """Retried with the same token (the worker's tenacity loop): connection errors, timeouts,
+    throttling, 5xx, a locked SQLite file; never a failed condition or a bad request."""
+    import sqlite3
+
+    from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+    from cfn_provider.stores.base import transient
+
+    def client_error(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "UpdateItem")
+
+    assert transient(ReadTimeoutError(endpoint_url="http://x/"))
+    assert transient(ConnectionClosedError(endpoint_url="http://x/"))
+    assert transient(EndpointConnectionError(endpoint_url="http://x/"))
+    assert transient(ConnectionResetError())
+    assert transient(client_error("ProvisionedThroughputExceededException", 400))
+    assert transient(client_error("ThrottlingException", 400))
+    assert transient(client_error("InternalServerError", 500))
+    assert transient(sqlite3.OperationalError("database is locked"))
+    assert not transient(client_error("ConditionalCheckFailedException", 400))
+    assert not transient(client_error("ValidationException", 400))
+    assert not transient(client_error("ResourceNotFoundException", 400))
+    assert not transient(sqlite3.OperationalError("no such table: records"))
+    assert not transient(RuntimeError("the store is closed"))
+
+
+async def test_a_state_file_from_before_claim_tokens_is_upgraded_in_place(db_path, clock):
+    import sqlite3
+
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.execute("""CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL,
+                   url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL,
+                   sent_digests TEXT NOT NULL DEFAULT '')""")
+    old.execute("INSERT INTO records VALUES (?, 'SENT', 'old-daemon', NULL, ?, 'SUCCESS', ?, ?, ?)",
+                (KEY, URL_A, b"old-body", clock.now + TTL, URL_A))
+    old.commit()
+    old.close()
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    try:
+        record = await store.get(KEY)
+        assert record.state == "SENT" and record.body == b"old-body" and record.token is None
+        assert record.answered(URL_A)
+        claim = await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
+        assert not claim.acquired and claim.record.answered(URL_A)  # answered before the upgrade: not re-run
+        assert (await store.claim(KEY + "-new", "w1", URL_A, LEASE, token="w1")).acquired
+    finally:
+        await store.close()

@@ -1,0 +1,103 @@
+"""The house rules of the source tree (docs/architecture.md): the package's folders read as the
+architecture, no import cycles, no module past about 400 lines, and each module's docstring says
+what it is."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROOTS = {"cfn_provider": REPO / "daemon", "cfn_provider.handlers": REPO / "handlers"}
+MAX_LINES = 420  # "about 400"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for prefix, folder in ROOTS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = [prefix, *path.relative_to(folder).with_suffix("").parts]
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module of the package that `name` imports, at any depth of its code."""
+    is_package = path.name == "__init__.py"
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    out.add(f"{target}.{alias.name}")
+                elif target in MODULES:
+                    out.add(target)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in MODULES)
+    out.discard(name)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    # a package's __init__ may name its own submodules (open_store picks one); that is no cycle
+    for name in graph:
+        graph[name] = {m for m in graph[name] if not m.startswith(name + ".")}
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_short_and_says_what_it_is(name: str):
+    path = MODULES[name]
+    text = path.read_text()
+    docstring = ast.get_docstring(ast.parse(text)) or ""
+    lines = len(text.splitlines())
+    assert name.endswith("__main__") or docstring.strip(), f"{path}: no docstring saying what it is"
+    assert lines <= MAX_LINES, f"{path} has {lines} lines, over {MAX_LINES}: split it along its seams"
+
+
+def test_the_folders_read_as_the_architecture():
+    packages = sorted(p.name for p in (REPO / "daemon").iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["dialects", "local", "ops", "pipeline", "sdk", "stores", "transports", "trust"]

@@ -1,0 +1,245 @@
+"""cfn_provider.logs.configure: formats, the stdlib bridge, and redaction of every rendered line."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+import structlog
+
+from cfn_provider import logs
+
+SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+TOKEN = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+example=="
+QUERY = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20240101T000000Z&X-Amz-Expires=7200&X-Amz-SignedHeaders=host&X-Amz-Signature=" + "5d" * 32
+URL = "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/arn%3Aaws%3Acloudformation/req?" + QUERY
+SIGV2_URL = ("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/key"
+             "?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1700000000&Signature=abc%2Bdef%2Fghi%3D")
+# fragments of the query string that must never be seen
+LEAKS = ("X-Amz-Signature", "5d5d5d5d", "X-Amz-Credential", "AKIAIOSFODNN7EXAMPLE", "Signature=abc", "abc%2Bdef")
+NOISY = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in NOISY})
+    structlog.contextvars.clear_contextvars()
+    yield
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name, level in saved[2].items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.fixture
+def secrets(monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", TOKEN)
+
+
+def configured(fmt: str = "json", level: str = "info") -> io.StringIO:
+    stream = io.StringIO()
+    logs.configure(fmt, level, stream)
+    return stream
+
+
+def lines(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().splitlines()
+
+
+def records(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in lines(stream)]
+
+
+def assert_clean(text: str) -> None:
+    for leak in LEAKS + (SECRET, TOKEN):
+        assert leak not in text, f"{leak!r} leaked into the log output:\n{text}"
+
+
+# ---- formats -----------------------------------------------------------------------------------
+
+def test_json_lines_with_event_level_timestamp():
+    stream = configured("json")
+    structlog.get_logger("t").info("hello", answer=42)
+    [record] = records(stream)
+    assert record["event"] == "hello"
+    assert record["level"] == "info"
+    assert record["answer"] == 42
+    assert record["timestamp"].endswith("Z") and record["timestamp"][:2] == "20"
+
+
+def test_auto_on_a_non_tty_stream_is_json():
+    stream = configured("auto")
+    structlog.get_logger("t").warning("auto", n=1)
+    [record] = records(stream)
+    assert (record["event"], record["level"], record["n"]) == ("auto", "warning", 1)
+
+
+def test_bound_contextvars_appear_in_structlog_and_stdlib_lines():
+    stream = configured("json")
+    structlog.contextvars.bind_contextvars(request_id="req-1", stack="s-1")
+    structlog.get_logger("t").info("one")
+    logging.getLogger("x").warning("two")
+    structlog.contextvars.unbind_contextvars("stack")
+    structlog.get_logger("t").info("three")
+    one, two, three = records(stream)
+    assert (one["request_id"], one["stack"]) == ("req-1", "s-1")
+    assert (two["request_id"], two["stack"]) == ("req-1", "s-1")
+    assert three["request_id"] == "req-1" and "stack" not in three
+
+
+def test_console_format():
+    stream = configured("console")
+    structlog.get_logger("t").info("hello_console", answer=42)
+    logging.getLogger("x").info("from stdlib")
+    first, second = lines(stream)
+    with pytest.raises(ValueError):
+        json.loads(first)
+    assert "hello_console" in first and "answer=42" in first and "info" in first
+    assert "from stdlib" in second and "info" in second
+    assert "\x1b[" not in stream.getvalue()  # no colours on a non-terminal
+
+
+def test_stdlib_loggers_come_out_through_the_same_renderer():
+    stream = configured("json")
+    logging.getLogger("botocore").warning("endpoint %s is slow", "sqs")
+    logging.getLogger("x").info("plain %d", 7)
+    botocore, plain = records(stream)
+    assert (botocore["event"], botocore["level"], botocore["logger"]) == ("endpoint sqs is slow", "warning", "botocore")
+    assert (plain["event"], plain["level"], plain["logger"]) == ("plain 7", "info", "x")
+    assert "timestamp" in botocore and "timestamp" in plain
+
+
+def test_botocore_debug_noise_is_suppressed_at_info():
+    stream = configured("json", "info")
+    for name in ("botocore", "botocore.endpoint", "aiobotocore", "urllib3.connectionpool"):
+        logging.getLogger(name).debug("noise from %s", name)
+        logging.getLogger(name).info("more noise from %s", name)
+    logging.getLogger("botocore.endpoint").warning("kept")
+    logging.getLogger("x").debug("below info")
+    assert [r["event"] for r in records(stream)] == ["kept"]
+
+
+def test_configure_twice_does_not_duplicate_lines():
+    configured("json")
+    stream = configured("json")
+    logging.getLogger("x").warning("once")
+    assert [r["event"] for r in records(stream)] == ["once"]
+
+
+def test_level_filters_structlog_and_stdlib():
+    stream = configured("json", "warning")
+    structlog.get_logger("t").info("dropped")
+    logging.getLogger("x").info("dropped too")
+    structlog.get_logger("t").error("kept")
+    assert [r["event"] for r in records(stream)] == ["kept"]
+
+
+# ---- redaction ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_url_query_redacted_in_structlog_events(fmt):
+    stream = configured(fmt)
+    log = structlog.get_logger("t")
+    log.info("response.put", url=URL)
+    log.info(f"PUT {SIGV2_URL} failed")
+    log.info("nested", request={"ResponseURL": URL, "Other": [SIGV2_URL]})
+    text = stream.getvalue()
+    assert_clean(text)
+    assert text.count("?<redacted>") >= 4
+    assert "s3.amazonaws.com/arn%3Aaws%3Acloudformation/req?<redacted>" in text  # the path stays
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_url_query_redacted_in_stdlib_messages(fmt):
+    stream = configured(fmt)
+    logging.getLogger("botocore").warning("Making request to %s", URL)
+    logging.getLogger("aiohttp.client").error("PUT %r -> 503", SIGV2_URL)
+    text = stream.getvalue()
+    assert_clean(text)
+    assert text.count("?<redacted>") == 2
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_url_query_redacted_in_tracebacks(fmt):
+    stream = configured(fmt)
+
+    def fail() -> None:
+        try:
+            raise ConnectionError(f"cannot reach {SIGV2_URL}")
+        except ConnectionError as exc:
+            raise RuntimeError(f"PUT to {URL} failed") from exc
+
+    try:
+        fail()
+    except RuntimeError:
+        structlog.get_logger("t").exception("structlog.boom")
+        structlog.get_logger("t").error("structlog.exc_info", exc_info=True)
+        logging.getLogger("x").error("stdlib.boom", exc_info=True)
+        logging.getLogger("x").exception("stdlib.exception")
+    text = stream.getvalue()
+    assert text.count("Traceback") == 8  # each of 4 lines shows both chained exceptions
+    assert "RuntimeError: PUT to https://" in text
+    assert_clean(text)
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_secret_access_key_never_appears(fmt, secrets):
+    stream = configured(fmt)
+    log = structlog.get_logger("t")
+    log.info("creds", key=SECRET, token=TOKEN)
+    log.info(f"the secret is {SECRET}")
+    log.info("nested", creds={"aws_secret_access_key": SECRET, "tokens": [TOKEN]})
+    logging.getLogger("botocore.credentials").warning("loaded %s", SECRET)
+    logging.getLogger("x").info("token=%s", TOKEN)
+    try:
+        raise PermissionError(f"bad key {SECRET!r}")
+    except PermissionError:
+        log.exception("failed")
+        logging.getLogger("x").error("failed", exc_info=True)
+    text = stream.getvalue()
+    assert_clean(text)
+    assert len(lines(stream)) >= 7
+    assert text.count("<redacted>") >= 7
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+@pytest.mark.parametrize("odd", ["caf\u00e9", "a\\b", "\u2603"], ids=["latin1", "backslash", "snowman"])
+def test_whole_query_redacted_when_it_holds_characters_the_renderer_escapes(fmt, odd):
+    """JSON renders non-ASCII as \\uXXXX and a backslash as \\\\ (console repr doubles a
+    backslash too); redaction must still take the query up to its end, not stop at the escape."""
+    stream = configured(fmt)
+    url = f"https://bucket.s3.amazonaws.com/key?note={odd}&X-Amz-Signature=" + "5d" * 32
+    structlog.get_logger("t").info("put", url=url)
+    logging.getLogger("x").warning("PUT %s", url)
+    text = stream.getvalue()
+    assert text.count("?<redacted>") == 2
+    assert_clean(text)
+
+
+def test_every_json_line_is_valid_json_after_redaction(secrets):
+    """Redaction must not break the JSON it runs on: a URL inside a JSON document logged as a
+    string (a raw message body, a handler's exception quoting the request) is escaped as
+    \\"...\\" in the rendered line, and the escape must survive."""
+    stream = configured("json")
+    body = json.dumps({"RequestType": "Create", "ResponseURL": URL})
+    structlog.get_logger("t").warning("message.unparseable", body=body)
+    logging.getLogger("x").warning("body was %s", body)
+    try:
+        raise ValueError(f"unexpected request {body}")
+    except ValueError:
+        structlog.get_logger("t").warning("handler.raised", exc_info=True)
+    text = stream.getvalue()
+    assert_clean(text)
+    parsed = []
+    for line in lines(stream):
+        try:
+            parsed.append(json.loads(line))
+        except ValueError as exc:
+            pytest.fail(f"log line is not valid JSON after redaction ({exc}):\n{line}")
+    assert [p["event"].split(" ")[0] for p in parsed] == ["message.unparseable", "body", "handler.raised"]
+    assert "?<redacted>" in parsed[0]["body"]

@@ -1,0 +1,127 @@
+"""`cfn-provider run --transport mns ...`: its options, and a real daemon process serving ROS end to end.
+
+Skipped until daemon/cli.py's `run` has the options of cfn_provider.dialects.ros_options."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import cfn_provider.cli as cli
+from tests.dialects.conftest import QUEUE, ros_request
+from tests.support.daemons import REPO, SubprocessDaemon, stop_gracefully, wait_until
+from tests.support.mns_server import MnsClient, MnsServer
+from tests.support.stub_s3 import StubS3
+
+pytestmark = pytest.mark.skipif(not any(p.name == "transport" for p in cli.run.params),
+                                reason="daemon/cli.py's run has no --transport yet (apply the ros_options diff)")
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    settings = []
+    monkeypatch.setattr(cli, "_serve", lambda s: settings.append(s) or 0)
+    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
+    for name in list(os.environ):
+        if name.startswith("CFN_PROVIDER_"):
+            monkeypatch.delenv(name)
+    return settings
+
+
+def test_options_reach_settings(captured):
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
+                                           "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q",
+                                           "--ros-response-url", "intranet"])
+    assert result.exit_code == 0, result.output
+    [s] = captured
+    assert (s.transport, s.mns_endpoint, s.mns_queue, s.ros_response_url, s.queue_url) == (
+        "mns", "https://1.mns.cn-hangzhou.aliyuncs.com", "q", "intranet", "")
+
+
+def test_environment_and_defaults(captured, monkeypatch):
+    monkeypatch.setenv("CFN_PROVIDER_TRANSPORT", "mns")
+    monkeypatch.setenv("CFN_PROVIDER_MNS_ENDPOINT", "https://1.mns.cn-hangzhou.aliyuncs.com")
+    monkeypatch.setenv("CFN_PROVIDER_MNS_QUEUE", "q")
+    assert CliRunner().invoke(cli.main, ["run"]).exit_code == 0
+    assert captured[0].ros_response_url == "auto"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--transport", "mns", "--mns-queue", "q"], "--transport mns needs --mns-endpoint"),
+    (["--transport", "mns", "--mns-endpoint", "https://x"], "--transport mns needs --mns-queue"),
+    ([], "Missing option '--queue-url'"),
+    (["--ros-response-url", "vpc", "--queue-url", "https://sqs"], "Invalid value for '--ros-response-url'"),
+])
+def test_usage_errors(captured, args, message):
+    result = CliRunner().invoke(cli.main, ["run", *args])
+    assert result.exit_code == 2 and message in result.output and not captured
+
+
+@pytest.mark.parametrize("env", [{}, {"CFN_PROVIDER_MNS_ALLOW_HTTP": "1"}])
+def test_plain_http_endpoint_is_refused_at_start_naming_the_option(captured, monkeypatch, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = ["run", "--transport", "mns", "--mns-endpoint", "http://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"]
+    result = CliRunner().invoke(cli.main, args)
+    if env:
+        assert result.exit_code == 0 and captured[0].mns_allow_http is True
+        return
+    assert result.exit_code == 2 and not captured
+    assert "plain http" in result.output and "--mns-allow-http" in result.output
+    result = CliRunner().invoke(cli.main, [*args, "--mns-allow-http"])
+    assert result.exit_code == 0 and captured[0].mns_allow_http is True
+
+
+def test_https_endpoint_needs_no_opt_in(captured):
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
+                                           "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"])
+    assert result.exit_code == 0 and captured[0].mns_allow_http is False
+
+
+def test_missing_credentials_exit_2(monkeypatch, tmp_path):
+    for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint", "http://127.0.0.1:9",
+                                           "--mns-allow-http", "--mns-queue", "q", "--state", f"sqlite://{tmp_path}/s.db"])
+    assert result.exit_code == 2 and "no Alibaba Cloud credentials" in result.output
+
+
+@pytest.mark.slow
+def test_run_serves_ros_over_mns(tmp_path: Path, stub_s3: StubS3):
+    with MnsServer() as mns:
+        mns.create_queue(QUEUE)
+        env = {**os.environ, **mns.env(), "PYTHONPATH": str(REPO)}
+        args = [sys.executable, "-m", "cfn_provider", "run", "--transport", "mns", "--mns-endpoint", mns.endpoint,
+                "--mns-allow-http", "--mns-queue", QUEUE, "--handler", "Custom::Test=tests.support.handlers",
+                "--allow-response-url", stub_s3.base_url, "--state", f"sqlite://{tmp_path}/state.db",
+                "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json", "--log-level", "debug"]
+        daemon = SubprocessDaemon(args, env, tmp_path / "daemon.log").start()
+        try:
+            client, pid = MnsClient(mns), None
+            stack_id = "b0c1d2e3-0000-4000-8000-000000000001"
+            for kind in ("Create", "Update", "Delete"):
+                req = ros_request(kind, stub_s3.url(f"cli/{kind}"), stack_id=stack_id, physical_id=pid,
+                                  props={"Size": kind})
+                client.send_message(QUEUE, json.dumps(req), base64_encode=kind == "Update")
+                wait_until(lambda k=kind: [r for r in stub_s3.requests_for(f"cli/{k}", "POST") if r.ok], 30,
+                           f"the {kind} answer")
+                [posted] = stub_s3.requests_for(f"cli/{kind}", "POST")
+                doc = json.loads(posted.body)
+                assert doc["Status"] == "SUCCESS" and posted.header("Content-Type") == ["application/json"]
+                pid = pid or doc["PhysicalResourceId"]
+                assert doc["PhysicalResourceId"] == pid
+            wait_until(lambda: not mns.queue(QUEUE).live, 10, "every message deleted")
+            assert stop_gracefully(daemon) == 0
+        finally:
+            daemon.stop()
+        log = daemon.log_path.read_text()
+        requests = [e for e in daemon.events() if e.get("event") == "request"]
+        assert [(e["request_type"], e["dialect"], e["outcome"]) for e in requests] == [
+            ("Create", "ros", "answered"), ("Update", "ros", "answered"), ("Delete", "ros", "answered")]
+        assert mns.secret not in log

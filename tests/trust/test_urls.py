@@ -1,0 +1,325 @@
+"""cfn_provider.trust.urls: which ResponseURLs may be called, how they are logged, when they expire."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from cfn_provider.trust.urls import ResponseUrlPolicy, UrlRejected, expires_at, matches_prefix, redact, redact_text
+
+SIGV4_QUERY = (
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20240501T120000Z&X-Amz-SignedHeaders=host"
+    "&X-Amz-Expires=7200&X-Amz-Credential=AKIAEXAMPLE%2F20240501%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Signature=0123456789abcdef"
+)
+CFN_PATH = "/arn%3Aaws%3Acloudformation%3Aus-east-1%3A123456789012%3Astack/MyStack/guid%7CThing%7Creq-1"
+
+
+def allowed(url: str, prefixes: tuple[str, ...] = ()) -> bool:
+    try:
+        ResponseUrlPolicy(prefixes).check(url)
+    except UrlRejected:
+        return False
+    return True
+
+
+# --- default policy: CloudFormation's own response buckets, every S3 endpoint form ---------
+
+def bucket(region: str) -> str:
+    return "cloudformation-custom-resource-response-" + region.replace("-", "")
+
+
+ACCEPTED = [
+    # aws, regionless (us-east-1's endpoint and its legacy alias): us-east-1's bucket
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://s3.amazonaws.com/{bucket('us-east-1')}{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://{bucket('us-east-1')}.s3-external-1.amazonaws.com{CFN_PATH}",
+    f"https://s3-external-1.amazonaws.com/{bucket('us-east-1')}{CFN_PATH}",
+    # aws, regional: dotted, legacy dashed and dual-stack endpoints, both styles
+    f"https://{bucket('us-east-1')}.s3.us-east-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('us-west-2')}.s3-us-west-2.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}",
+    f"https://{bucket('eu-west-1')}.s3.eu-west-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('ap-southeast-2')}.s3.dualstack.ap-southeast-2.amazonaws.com{CFN_PATH}",
+    f"https://s3.eu-central-1.amazonaws.com/{bucket('eu-central-1')}{CFN_PATH}",
+    f"https://s3-ap-northeast-1.amazonaws.com/{bucket('ap-northeast-1')}{CFN_PATH}",
+    f"https://s3.dualstack.me-south-1.amazonaws.com/{bucket('me-south-1')}{CFN_PATH}",
+    # aws-us-gov
+    f"https://{bucket('us-gov-west-1')}.s3.us-gov-west-1.amazonaws.com{CFN_PATH}",
+    f"https://{bucket('us-gov-east-1')}.s3-us-gov-east-1.amazonaws.com{CFN_PATH}",
+    f"https://s3.us-gov-west-1.amazonaws.com/{bucket('us-gov-west-1')}{CFN_PATH}",
+    # aws-cn
+    f"https://{bucket('cn-north-1')}.s3.cn-north-1.amazonaws.com.cn{CFN_PATH}",
+    f"https://s3.cn-northwest-1.amazonaws.com.cn/{bucket('cn-northwest-1')}{CFN_PATH}",
+    f"https://{bucket('cn-north-1')}.s3.dualstack.cn-north-1.amazonaws.com.cn{CFN_PATH}",
+    # SigV2 presigned, explicit default port
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com/key?AWSAccessKeyId=AKIAEXAMPLE&Expires=1714572000&Signature=abc%3D",
+    f"https://{bucket('us-east-1')}.s3.amazonaws.com:443{CFN_PATH}",
+]
+
+
+@pytest.mark.parametrize("url", ACCEPTED)
+def test_cloudformation_response_buckets_are_accepted_in_every_endpoint_form(url):
+    ResponseUrlPolicy().check(url)  # does not raise
+
+
+# --- default policy: everything else is refused, with a reason ---------------------------
+
+B = bucket("us-east-1")
+REFUSED = [
+    # any other bucket: a template author's own, on any real S3 endpoint
+    ("https://bucket.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://s3.amazonaws.com/bucket/key", "not CloudFormation's response bucket"),
+    ("https://attacker.s3.us-east-1.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://my.dotted.bucket.s3.amazonaws.com/key", "not"),
+    # look-alike bucket names
+    (f"https://{B}-evil.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/{B}-evil/key", "not CloudFormation's response bucket"),
+    (f"https://evil-{B}.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://{B}x.s3.amazonaws.com/key", "not CloudFormation's response bucket"),
+    ("https://cloudformation-custom-resource-response-us-east-1.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-response-.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-responses-useast1.s3.amazonaws.com/key", "not CloudFormation's"),
+    ("https://cloudformation-custom-resource-response-useast1.evil.s3.amazonaws.com/key", "not"),
+    (f"https://s3.amazonaws.com/{B}.evil/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/{B}%2devil/key", "not CloudFormation's response bucket"),
+    (f"https://s3.amazonaws.com/x/{B}/key", "not CloudFormation's response bucket"),
+    # a made-up region's bucket on the regionless endpoint could be anyone's
+    ("https://cloudformation-custom-resource-response-evil1.s3.amazonaws.com/key", "us-east-1"),
+    (f"https://{bucket('eu-west-1')}.s3.amazonaws.com/key", "us-east-1"),
+    (f"https://s3.amazonaws.com/{bucket('us-west-2')}/key", "us-east-1"),
+    # the bucket's region must be the endpoint's
+    (f"https://{bucket('us-east-1')}.s3.us-west-2.amazonaws.com/key", "region us-west-2"),
+    (f"https://{bucket('eu-west-1')}.s3-eu-west-2.amazonaws.com/key", "region eu-west-2"),
+    (f"https://s3.eu-west-1.amazonaws.com/{bucket('eu-west-2')}/key", "region eu-west-1"),
+    (f"https://{bucket('cn-north-1')}.s3.cn-northwest-1.amazonaws.com.cn/key", "region cn-northwest-1"),
+    (f"https://{bucket('us-gov-west-1')}.s3.us-west-1.amazonaws.com/key", "region us-west-1"),
+    # partitions: amazonaws.com.cn is aws-cn's alone, with no regionless endpoint
+    (f"https://{bucket('us-east-1')}.s3.us-east-1.amazonaws.com.cn/key", "not CloudFormation's response bucket"),
+    (f"https://{bucket('cn-north-1')}.s3.cn-north-1.amazonaws.com/key", "not CloudFormation's response bucket"),
+    (f"https://{B}.s3.amazonaws.com.cn/key", "not CloudFormation's response bucket"),
+    # other region suffixes and look-alike endpoints
+    (f"https://{B}.s3.amazonaws.com.evil.example/key", "not CloudFormation's response bucket"),
+    (f"https://{B}.s3.amazonaws.com.cn.evil.example/key", "not"),
+    (f"https://{B}.s3.amazonaws.co/key", "not"),
+    (f"https://{B}.s3.us-east-1.amazonaws.com./key", "not"),
+    (f"https://{B}.s3-website-us-east-1.amazonaws.com/key", "not"),
+    (f"https://{B}.s3-accesspoint.us-east-1.amazonaws.com/key", "not"),
+    (f"https://{B}.s3.us-east-1.vpce.amazonaws.com/key", "not"),
+    (f"https://{B}.s3-x.us-east-1.elb.amazonaws.com/key", "not"),
+    ("https://s3-attacker-1234567890.us-east-1.elb.amazonaws.com/key", "not"),
+    (f"https://{B}.evil-s3.amazonaws.com/key", "not"),
+    (f"https://{B}%2Es3.amazonaws.com/key", "not"),
+    (f"https://{B}.s3%2Eamazonaws.com/key", "not"),
+    (f"https://{B}.s3.amazonaws.com%2eevil.example/key", "not"),
+    # case variants: CloudFormation's URLs are lower-case, and path-style bucket names are exact
+    (f"https://{B.upper()}.S3.AMAZONAWS.COM/key", "lower-case"),
+    (f"https://{B}.S3.amazonaws.com/key", "lower-case"),
+    (f"https://s3.amazonaws.com/{B.upper()}/key", "not CloudFormation's response bucket"),
+    # dot-segments, fragments, no object
+    (f"https://s3.amazonaws.com/{B}/../attacker/key", "dot-segments"),
+    (f"https://s3.amazonaws.com/{B}/%2e%2e/attacker/key", "dot-segments"),
+    (f"https://{B}.s3.amazonaws.com/a/./key", "dot-segments"),
+    (f"https://{B}.s3.amazonaws.com/key#frag", "fragment"),
+    (f"https://s3.amazonaws.com/{B}", "no object"),
+    (f"https://s3.amazonaws.com/{B}/", "no object"),
+    (f"https://{B}.s3.amazonaws.com/", "no object"),
+    (f"https://{B}.s3.amazonaws.com", "no object"),
+    # scheme, userinfo, ports
+    (f"http://{B}.s3.amazonaws.com/key", "https"),
+    (f"ftp://{B}.s3.amazonaws.com/key", "https"),
+    (f"//{B}.s3.amazonaws.com/key", "https"),
+    (f"https://{B}.s3.amazonaws.com@evil.example/key", "userinfo"),
+    (f"https://user:pw@{B}.s3.amazonaws.com/key", "userinfo"),
+    (f"https://{B}.s3.amazonaws.com:@evil.example/key", "userinfo"),
+    (f"https://{B}.s3.amazonaws.com:8443/key", "port"),
+    (f"https://{B}.s3.amazonaws.com:80/key", "port"),
+    # not S3 at all
+    ("https://169.254.169.254/latest/meta-data/", "not"),
+    ("http://169.254.169.254/latest/meta-data/", "https"),
+    ("https://localhost/key", "not"),
+    ("https://127.0.0.1/key", "not"),
+    ("https://[::1]/key", "not"),
+    ("https://s3.amazonaws.com.evil.example/key", "not"),
+    ("https://evils3.amazonaws.com/key", "not"),
+]
+
+
+@pytest.mark.parametrize("url, why", REFUSED)
+def test_anything_but_cloudformations_buckets_is_refused_with_a_reason(url, why):
+    with pytest.raises(UrlRejected, match=why):
+        ResponseUrlPolicy().check(url)
+
+
+def test_every_refusal_reason_is_free_of_the_query_string():
+    for url, _ in REFUSED:
+        try:
+            ResponseUrlPolicy().check(url + "?X-Amz-Signature=SECRETSIG")
+        except UrlRejected as exc:
+            assert "SECRETSIG" not in str(exc)
+
+
+@pytest.mark.parametrize("url", [
+    "",
+    "not a url",
+    "https://",
+    "https://[::1/key",  # broken IPv6 literal
+    f"https://{B}.s3.amazonaws.com:notaport/key",
+    f"https://{B}.s3.amazonaws.com:99999/key",
+    "mailto:someone@s3.amazonaws.com",
+    f"https://{B}.s3.amazonaws.com/key with space",
+    f"https://{B}.s3.amazonaws.com/key\r\nX-Injected: 1",
+])
+def test_garbage_is_rejected_not_crashed_on(url):
+    with pytest.raises(UrlRejected):
+        ResponseUrlPolicy().check(url)
+
+
+def test_ros_hosts_keep_their_own_rule():
+    """The ROS dialect answers on ROS/OSS hosts; CloudFormation's buckets are not among them."""
+    from cfn_provider.trust.urls import ALIYUN_HOSTS
+
+    ok = ResponseUrlPolicy()
+    ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback?x=1", ALIYUN_HOSTS)
+    ok.check("https://bucket.oss-cn-hangzhou-internal.aliyuncs.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="ROS or OSS"):
+        ok.check(f"https://{B}.s3.amazonaws.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="ROS or OSS"):
+        ok.check("https://evil.fc.aliyuncs.com/key", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="not CloudFormation's"):
+        ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback")
+
+
+# --- configured prefixes: compared as parsed URLs ----------------------------------------
+
+def test_configured_prefix_allows_an_emulator_url():
+    assert allowed("http://127.0.0.1:5000/bucket/key?X-Amz-Signature=x", ("http://127.0.0.1:5000/",))
+
+
+def test_prefix_port_must_match_exactly_not_as_a_string_prefix():
+    assert not allowed("http://127.0.0.1:50001/bucket/key", ("http://127.0.0.1:5000/",))
+    assert not allowed("http://127.0.0.1:5000/bucket/key", ("http://127.0.0.1:50001/",))
+    assert not allowed("http://127.0.0.1/bucket/key", ("http://127.0.0.1:5000/",))
+
+
+def test_prefix_host_must_match_exactly_not_as_a_string_prefix():
+    assert not allowed("http://127.0.0.10:5000/key", ("http://127.0.0.1:5000/",))
+    assert not allowed("http://127.0.0.1.evil.example:5000/key", ("http://127.0.0.1:5000/",))
+
+
+def test_prefix_scheme_must_match():
+    assert not allowed("https://127.0.0.1:5000/key", ("http://127.0.0.1:5000/",))
+
+
+def test_prefix_path_must_match():
+    prefix = ("http://127.0.0.1:5000/responses/",)
+    assert allowed("http://127.0.0.1:5000/responses/abc", prefix)
+    assert not allowed("http://127.0.0.1:5000/other/abc", prefix)
+
+
+def test_prefix_never_matches_userinfo_tricks():
+    assert not allowed("http://127.0.0.1:5000@evil.example/key", ("http://127.0.0.1:5000/",))
+    assert not matches_prefix("https://good.example@evil.example/", "https://good.example/")
+    assert not matches_prefix("https://good.example:pw@good.example/", "https://good.example/")
+
+
+def test_prefix_does_not_loosen_the_default_rules_for_other_urls():
+    prefix = ("http://127.0.0.1:5000/",)
+    assert allowed(f"https://{B}.s3.amazonaws.com/key", prefix)
+    assert not allowed("https://bucket.s3.amazonaws.com/key", prefix)
+    assert not allowed("http://169.254.169.254/latest/meta-data/", prefix)
+
+
+def test_matches_prefix_tolerates_unparseable_input():
+    assert not matches_prefix("http://[::1/key", "http://127.0.0.1:5000/")
+    assert not matches_prefix("http://127.0.0.1:5000/key", "http://127.0.0.1:notaport/")
+
+
+# --- redaction: presigned credentials never reach the logs ------------------------------
+
+SECRET_URL = f"https://bucket.s3.amazonaws.com{CFN_PATH}?{SIGV4_QUERY}"
+
+
+def test_redact_replaces_the_query_string_and_keeps_the_path():
+    out = redact(SECRET_URL)
+    assert "X-Amz-Signature" not in out and "0123456789abcdef" not in out and "AKIAEXAMPLE" not in out
+    assert out == f"https://bucket.s3.amazonaws.com{CFN_PATH}?<redacted>"
+
+
+def test_redact_leaves_a_url_without_query_unchanged():
+    assert redact("https://bucket.s3.amazonaws.com/key") == "https://bucket.s3.amazonaws.com/key"
+
+
+@pytest.mark.parametrize("url", [SECRET_URL, "https://h/p", "https://h/p?", "https://h/p?a=1?b=2"])
+def test_redact_is_idempotent(url):
+    assert redact(redact(url)) == redact(url)
+
+
+def test_redact_text_removes_every_query_string_in_free_text():
+    text = (f"PUT {SECRET_URL} failed: 403; retried via \"http://127.0.0.1:5000/b/k?X-Amz-Signature=deadbeef\" "
+            f"and '{SECRET_URL}'")
+    out = redact_text(text)
+    for secret in ("0123456789abcdef", "deadbeef", "AKIAEXAMPLE", "X-Amz-Credential"):
+        assert secret not in out
+    assert f"https://bucket.s3.amazonaws.com{CFN_PATH}?<redacted>" in out
+    assert "http://127.0.0.1:5000/b/k?<redacted>" in out
+    assert out.startswith("PUT ") and "failed: 403; retried via" in out
+
+
+def test_redact_text_leaves_text_without_urls_alone():
+    text = "handler raised: KeyError('Bucket') ? what now"
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    f"error at {SECRET_URL} then {SECRET_URL}",
+    "https://h/p?a=b",
+    "already https://h/p?<redacted> done",
+])
+def test_redact_text_is_idempotent(text):
+    once = redact_text(text)
+    assert redact_text(once) == once
+
+
+def test_redact_text_matches_redact_for_a_bare_url():
+    assert redact_text(SECRET_URL) == redact(SECRET_URL)
+
+
+# --- expiry of presigned URLs -----------------------------------------------------------
+
+def test_expires_at_sigv4_is_date_plus_expires():
+    expected = dt.datetime(2024, 5, 1, 14, 0, 0, tzinfo=dt.timezone.utc).timestamp()  # 12:00Z + 7200 s
+    assert expires_at(SECRET_URL) == expected
+
+
+def test_expires_at_sigv2_is_the_expires_epoch():
+    url = "https://bucket.s3.amazonaws.com/key?AWSAccessKeyId=AKIAEXAMPLE&Expires=1714572000&Signature=abc%3D"
+    assert expires_at(url) == 1714572000.0
+
+
+@pytest.mark.parametrize("url", [
+    "https://bucket.s3.amazonaws.com/key",
+    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z",  # no X-Amz-Expires
+    "https://bucket.s3.amazonaws.com/key?X-Amz-Expires=7200",  # no X-Amz-Date
+    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=yesterday&X-Amz-Expires=7200",
+    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z&X-Amz-Expires=soon",
+    "https://bucket.s3.amazonaws.com/key?Expires=tomorrow",
+    "https://bucket.s3.amazonaws.com/key?Expires=" + "9" * 400,
+    "not a url at all",
+])
+def test_expires_at_is_none_when_unknown_or_unreadable(url):
+    assert expires_at(url) is None
+
+
+@pytest.mark.parametrize("url, prefix, expected", [
+    ("http://127.0.0.1:5000/cfn/../admin", "http://127.0.0.1:5000/cfn/", False),
+    ("http://127.0.0.1:5000/cfn/%2e%2e/admin", "http://127.0.0.1:5000/cfn/", False),
+    ("http://127.0.0.1:5000/cfn/./x", "http://127.0.0.1:5000/cfn/", False),
+    ("http://127.0.0.1:5000/cfnother/x", "http://127.0.0.1:5000/cfn", False),
+    ("http://127.0.0.1:5000/cfn/x", "http://127.0.0.1:5000/cfn", True),
+    ("http://127.0.0.1:5000/cfn", "http://127.0.0.1:5000/cfn", True),
+    ("http://127.0.0.1:5000/bucket/key?X-Amz-Signature=a", "http://127.0.0.1:5000", True),
+])
+def test_prefixes_match_whole_path_segments_without_dot_segments(url, prefix, expected):
+    from cfn_provider.trust.urls import matches_prefix
+
+    assert matches_prefix(url, prefix) is expected
