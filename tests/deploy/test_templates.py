@@ -264,8 +264,8 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
         action = "".join(part.capitalize() for part in op.split("_"))
         return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
 
-    sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "queue.py")}
-    dynamodb = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "dynamodb.py")}
+    sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
+    dynamodb = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= sqs and "dynamodb:GetItem" in dynamodb, (sqs, dynamodb)
     assert sqs <= SQS_ACTIONS, f"daemon/transports/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
     assert dynamodb <= DYNAMODB_ACTIONS, (
@@ -273,7 +273,7 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     # and nothing more: a grant the code never uses is a power a compromised daemon should not have
     assert sqs == SQS_ACTIONS, f"granted but never called: {sorted(SQS_ACTIONS - sqs)}"
     assert dynamodb == DYNAMODB_ACTIONS, f"granted but never called: {sorted(DYNAMODB_ACTIONS - dynamodb)}"
-    assert "put_item" not in (REPO / "daemon" / "dynamodb.py").read_text()
+    assert "put_item" not in (REPO / "daemon" / "stores" / "dynamodb.py").read_text()
 
 
 # ---------------------------------------------------------------------------------------- provider: topic policy

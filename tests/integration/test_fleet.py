@@ -190,7 +190,11 @@ def test_lease_of_a_killed_member_is_taken_over_by_a_survivor(
     answer = stack.response(request, timeout=45)
     assert answer is not None, "no answer after the kill"
     assert answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"] == "slow-1"
-    taken = [e for e in request_events(survivors) if e.get("took_over_from") == first_owner]
+    # the request's log line is written after the PUT and the SENT mark: wait for it, not only for S3
+    def takeovers() -> list[dict[str, Any]]:
+        return [e for e in request_events(survivors) if e.get("took_over_from") == first_owner]
+    wait_until(takeovers, 30, "the survivor's request line")
+    taken = takeovers()
     assert len(taken) == 1, request_events(survivors)
     assert taken[0]["outcome"] == "answered" and taken[0]["request_id"] == request["RequestId"]
     assert holder() is None and ddb.get_item(TableName=table, Key=pk, ConsistentRead=True)["Item"]["state"]["S"] == "SENT"

@@ -125,7 +125,7 @@ async def test_certificate_url_answering_404_is_a_forged_message(run_daemon, sta
     assert "HTTP 404" in event["reason"]
     assert not [e for e in logs if e.get("event") in ("deferred", "request")]
     assert certs.hits == {"/SimpleNotificationService-made-up.pem": 1}
-    registry = cfn_provider.service.metrics.registry  # the security metric
+    registry = daemon.service.metrics.registry  # the security metric
     assert registry.get_sample_value("cfn_provider_rejected_messages_total", {"kind": "security"}) == 1
     await assert_still_serving_signed(stack, provider, certs, identity)
     assert await response_of(stack, req, timeout=1) is None

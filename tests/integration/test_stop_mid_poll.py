@@ -12,7 +12,7 @@ async def test_message_received_while_stopping_is_visible_again_at_once(run_daem
                                                                         provider: Provider) -> None:
     daemon = await run_daemon(wait_seconds=5)
     await asyncio.sleep(0.5)  # the daemon is now inside a 5 s long poll
-    cfn_provider.service.stop()
+    daemon.service.stop()
     req = stack.request("Create", "Late", resource_type="Custom::Test")
     stack.publish(req)  # arrives during that poll, after the stop
     assert await asyncio.wait_for(daemon.task, 30) == 0
