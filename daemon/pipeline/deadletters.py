@@ -41,7 +41,8 @@ import structlog
 from .heartbeat import Heartbeat
 from ..transports.queue import Message, Queue
 from ..trust.urls import redact
-from .worker import Disposition, Worker
+from .disposition import Disposition
+from .worker import Worker
 
 log = structlog.get_logger("deadletters")
 DEFAULT_INTERVAL = 60.0  # seconds between passes

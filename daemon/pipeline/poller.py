@@ -27,7 +27,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from .deletes import DeleteBatcher
 from .heartbeat import Heartbeat
 from ..transports.queue import Message, Queue
-from .worker import Disposition, Worker
+from .disposition import Disposition
+from .worker import Worker
 
 log = structlog.get_logger("poller")
 MAX_RECEIVERS = 4  # receives in flight at once while the queue is busy

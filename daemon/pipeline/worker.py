@@ -11,27 +11,27 @@ Every message ends in exactly one log line: `request` for a request that was han
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import enum
 import hashlib
-import json
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any
 
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from . import response as responses
+from .cleanup import TimedOutCreates
+from .disposition import Disposition
+from .dlqanswer import DEAD_LETTER, dead_letter_answer
+from .storecalls import STORE_RETRY_MAX, StoreCalls
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
 from .envelope import BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
 from ..transports.queue import Message
-from .request import NotARequest, Request, idempotency_key, parse
+from .request import NotARequest, Request, parse
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
@@ -41,74 +41,16 @@ from ..stores.base import CLAIMED, Record, Store, new_token, transient
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
-T = TypeVar("T")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
-STORE_RETRY_MAX = 10.0  # seconds, at most, between tries of a store call that failed transiently
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
 CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
 MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
-
-
-_DEAD_LETTER: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("dead_letter", default=None)
-"""(dead-letter queue name, message id) while answer_dead_letter runs a message through the main path."""
-
-
-def _gave_marker(record: Record | None, request: Request) -> bool:
-    """Whether `record` (a Create's) holds the FAILED answer that gave `request` its timed-out marker."""
-    if record is None or record.status != "FAILED" or not record.body:
-        return False
-    try:
-        doc = json.loads(record.body)
-    except ValueError:
-        return False
-    return (isinstance(doc, dict) and doc.get("PhysicalResourceId") == request.physical_id
-            and doc.get("LogicalResourceId") == request.logical_id and doc.get("StackId") == request.stack_id)
-
-
-class Disposition(enum.Enum):
-    DELETE = "delete"  # done with it
-    LEAVE = "leave"  # let it come back after its visibility timeout
-    DEFER = "defer"  # hide it for a while (Heartbeat.defer_seconds), then look again
-    RELEASE = "release"  # make it visible again now, for another worker
-    REJECT = "reject"  # bad input: leave for the dead-letter queue, or delete when there is none
 
 
 class _Rejected(Exception):
     def __init__(self, reason: str, security: bool = False, transient: bool = False):
         super().__init__(reason)
         self.security, self.transient = security, transient
-
-
-class StoreHealth:
-    """Whether the store answers, said once when that changes ("store.unreachable", "store.back"),
-    not once per message or per retry. A blip (a failure the next try gets past, as when an
-    answer was lost) is no outage: the store is called unreachable after OUTAGE_FAILURES failures
-    in a row (across all calls) spanning OUTAGE_SECONDS."""
-
-    OUTAGE_FAILURES, OUTAGE_SECONDS = 3, 1.0
-
-    def __init__(self) -> None:
-        self.down_since: float | None = None  # logged as unreachable since
-        self.failing_since: float | None = None
-        self.failures = 0  # in a row
-
-    def failed(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        self.failures += 1
-        if self.failing_since is None:
-            self.failing_since = now
-        if (self.down_since is None and self.failures >= self.OUTAGE_FAILURES
-                and now - self.failing_since >= self.OUTAGE_SECONDS):
-            self.down_since = self.failing_since
-            log.warning("store.unreachable", error=f"{type(exc).__name__}: {exc}"[:300],
-                        detail="store calls are retried with backoff; their messages stay hidden meanwhile")
-
-    def ok(self) -> None:
-        if self.down_since is not None:
-            log.warning("store.back", down_seconds=round(time.monotonic() - self.down_since, 1),
-                        failed_calls=self.failures)
-        self.down_since = self.failing_since = None
-        self.failures = 0
 
 
 @dataclass(frozen=True)
@@ -134,10 +76,10 @@ class Worker:
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
-        self.store_health = StoreHealth()
+        self.calls = StoreCalls(store, lambda: self.stopping)
+        self.timed_out = TimedOutCreates(store)
         self._draining = asyncio.Event()  # set by drain(): the daemon stopped receiving
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
-        self._orphans: dict[str, asyncio.Future] = {}  # timed-out Create's marker -> its handler, still running
 
     def drain(self) -> None:
         """The daemon stops receiving: copies waiting for another attempt are handed back at once
@@ -246,11 +188,11 @@ class Worker:
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
         while True:
-            claim, cut_off = await self._settle(
-                self._store(lambda: self.store.claim(key, self.owner, digest, lease, token=token)))
+            claim, cut_off = await self.calls.write(
+                lambda: self.store.claim(key, self.owner, digest, lease, token=token))
             if cut_off:  # stopping: take nothing new on
                 if claim.acquired:
-                    await self._settle(self._store(lambda: self.store.release(key, token)))
+                    await self.calls.write(lambda: self.store.release(key, token))
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
             if claim.acquired:
@@ -285,7 +227,7 @@ class Worker:
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
-        heartbeat.also(lambda: self._extend(key, token))
+        heartbeat.also(lambda: self.calls.extend(key, token, lease))
         deadline = envelope.timestamp.timestamp() + request.service_timeout
         try:
             answer = await self._answer(request, deadline)
@@ -294,15 +236,15 @@ class Worker:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             if deadline - time.time() >= HANDOFF_MARGIN:
-                await self._settle(self._store(lambda: self.store.release(key, token)))
+                await self.calls.write(lambda: self.store.release(key, token))
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
             answer = responses.cut_short(request, "provider shutting down before the handler finished")
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
-        saved, cut_off = await self._settle(
-            self._store(lambda: self.store.save_response(key, token, answer.status, answer.body)))
+        saved, cut_off = await self.calls.write(
+            lambda: self.store.save_response(key, token, answer.status, answer.body))
         if cut_off and saved:  # stopping: the stored body is re-sent by whoever takes it next
             outcome.update(delivered=False)
             await self._end_lease(request, token)
@@ -318,7 +260,7 @@ class Worker:
         """The stored SUCCESS held NoEcho Data and the replay window is over (cfn_provider.trust.retention):
         CloudFormation no longer waits for this request. Never re-run the handler (a second
         Create makes a second resource); answer FAILED with the stored id, in case it does."""
-        await asyncio.shield(self._store(lambda: self.store.scrub(request.key)))  # if nobody has yet
+        await asyncio.shield(self.calls.call(lambda: self.store.scrub(request.key)))  # if nobody has yet
         window = round(retention.NOECHO_REPLAY_WINDOW)
         answer = responses.failure(
             request, f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
@@ -351,58 +293,16 @@ class Worker:
             except asyncio.TimeoutError:
                 pass
             pause = min(WAIT_POLL_MAX, pause * 2)
-            now = await self._store(lambda: self.store.get(record.key))
+            now = await self.calls.call(lambda: self.store.get(record.key))
             if (now is None or now.token != record.token or now.state != record.state
                     or not now.leased(time.time())):
                 return True
             record = now
 
-    async def _store(self, call: Callable[[], Awaitable[T]]) -> T:
-        """A store call, tried again (the same call: the same token) while it fails with a
-        connection error, a timeout or throttling: the store recognises a try that was applied
-        although its answer was lost. Backs off up to STORE_RETRY_MAX between tries, while the
-        message stays hidden (the heartbeat); an outage is logged once, by `store_health`; once
-        the daemon is stopping, the next failure is raised."""
-        def failed(state: RetryCallState) -> None:
-            if state.outcome is not None and state.outcome.exception() is not None:
-                self.store_health.failed(state.outcome.exception())  # type: ignore[arg-type]
-
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
-            stop=lambda _: self.stopping, before_sleep=failed, reraise=True,
-        ):
-            with attempt:
-                result = await call()
-        self.store_health.ok()
-        return result
-
-    async def _extend(self, key: str, token: str) -> None:
-        """The heartbeat's lease extension; a store outage is said once (store_health), not per beat."""
-        try:
-            await self.store.extend(key, token, self.policy.lease_seconds)
-        except Exception as exc:
-            if not transient(exc):
-                raise
-            self.store_health.failed(exc)
-            return
-        self.store_health.ok()
-
-    async def _settle(self, aw: Awaitable[T]) -> tuple[T, bool]:
-        """Await a store write to its end even if the grace period's cancel lands meanwhile (a write
-        whose outcome is unknown is worse than a late one); say whether that cancel came."""
-        task = asyncio.ensure_future(aw)
-        try:
-            return await asyncio.shield(task), False
-        except asyncio.CancelledError:
-            if not self.stopping:
-                raise
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            return await task, True
-
     async def _end_lease(self, request: Request, token: str | None) -> None:
         """Stop holding a stored answer we could not deliver (no-op when we never held it)."""
         if token is not None:
-            await self._settle(self._store(lambda: self.store.extend(request.key, token, 0)))
+            await self.calls.write(lambda: self.store.extend(request.key, token, 0))
 
     async def _answer(self, request: Request, deadline: float) -> responses.Response:
         """Decide the answer: from the request alone where possible, else from the handler.
@@ -413,11 +313,11 @@ class Worker:
             not request.physical_id or responses.is_failed_create_marker(request.physical_id)
         ):
             return responses.success(request, None)  # nothing of ours was created: nothing to delete
-        dead_letter = _DEAD_LETTER.get()
+        dead_letter = DEAD_LETTER.get()
         if dead_letter is not None:
-            return self._dead_letter_answer(request, dead_letter)
+            return dead_letter_answer(request, dead_letter)
         if request.request_type == "Delete" and responses.is_timed_out_marker(request.physical_id):
-            return await self._after_timed_out_create(request, deadline)
+            return await self.timed_out.clean_up(request, deadline, self._run_handler)
         return await self._run_handler(request, deadline)
 
     async def _run_handler(self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
@@ -442,7 +342,7 @@ class Worker:
         except HandlerTimeout as exc:
             answer = responses.cut_short(request, str(exc))
             if exc.orphan is not None and responses.is_timed_out_marker(answer.physical_id):
-                self._track_orphan(answer.physical_id, exc.orphan)
+                self.timed_out.track(answer.physical_id, exc.orphan)
             return answer
         except Exception as exc:  # noqa: BLE001 - a raising handler is a FAILED answer
             log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
@@ -451,39 +351,6 @@ class Worker:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         return responses.success(request, result)
 
-    # ------------------------------------------------------------------ a Create cut short
-    def _track_orphan(self, marker: str, orphan: asyncio.Future) -> None:
-        """Remember a timed-out Create's handler still running here, for its rollback Delete."""
-        self._orphans[marker] = orphan
-        orphan.add_done_callback(lambda _: self._orphans.pop(marker, None))
-
-    async def _after_timed_out_create(self, request: Request, deadline: float) -> responses.Response:
-        """The rollback Delete of a Create that was cut short: give the handler's `delete` its chance
-        to remove what the Create may have made after its answer, with the Create's properties.
-
-        The marker is attacker-chosen text on a Delete, so `delete` is called only when it is one
-        this provider gave: it matches this Delete's stack, logical id, type and properties, and the
-        store holds that Create's FAILED answer carrying exactly this marker. Anything else is
-        answered SUCCESS without the handler (as for the failed-Create marker). A `delete` that
-        fails (or times out) here is logged and answered SUCCESS too: the Create most likely made
-        nothing, and the stack's rollback must not be stuck on it."""
-        create_id = responses.timed_out_create(request)
-        record = await self.store.get(idempotency_key(request.stack_id, create_id)) if create_id else None
-        if not _gave_marker(record, request):
-            log.warning("timed_out_create.unverified", physical_id=request.physical_id[:120],
-                        detail="the Delete carries a timed-out-Create marker this provider did not give for this "
-                               "stack, resource and properties (or its record has expired): delete is not called")
-            return responses.success(request, None)
-        orphan = self._orphans.get(request.physical_id)
-        answer = await self._run_handler(request, deadline, wait_for=orphan)
-        if not answer.ok:
-            log.error("timed_out_create.cleanup_failed", reason=answer.reason,
-                      detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback "
-                             "goes on: check for a leaked resource")
-            return responses.success(request, None)
-        log.info("timed_out_create.cleaned_up")
-        return answer
-
     # ------------------------------------------------------------------ the dead-letter queue
     async def answer_dead_letter(self, message: Message, heartbeat: Heartbeat, queue_name: str) -> Disposition:
         """A message found in the dead-letter queue, through exactly the main path (admission:
@@ -491,20 +358,11 @@ class Worker:
         rules; record; PUT; mark sent), except that a request nobody has answered gets FAILED
         saying where to look instead of a run of its handler. A message that fails admission is
         REJECT (never answered: a forged one must not fail someone else's resource)."""
-        token = _DEAD_LETTER.set((queue_name, message.id))
+        token = DEAD_LETTER.set((queue_name, message.id))
         try:
             return await self.process(message, heartbeat)
         finally:
-            _DEAD_LETTER.reset(token)
-
-    def _dead_letter_answer(self, request: Request, where: tuple[str, str]) -> responses.Response:
-        queue_name, message_id = where
-        log.error("deadletter.answered", dead_letter_queue=queue_name,
-                  detail="the request ran out of receives on the queue; answering FAILED")
-        return responses.cut_short(request, (
-            f"The provider could not process this request: it ran out of receives and was moved to the "
-            f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
-            f"(message {message_id}, RequestId {request.request_id})."))
+            DEAD_LETTER.reset(token)
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
                        deadline: float | None = None, *, token: str | None) -> Disposition:
@@ -526,7 +384,7 @@ class Worker:
         outcome.update(delivered=delivery.delivered, attempts=delivery.attempts)
         if delivery.delivered:
             try:
-                await self._settle(self._store(lambda: self.store.mark_sent(request.key, digest, token)))
+                await self.calls.write(lambda: self.store.mark_sent(request.key, digest, token))
             except Exception as exc:  # noqa: BLE001 - answered all the same: the message is done
                 log.error("store.mark_sent_failed", error=f"{type(exc).__name__}: {exc}"[:300],
                           detail="answered, but the store could not record it; a redelivery may re-send it")

@@ -15,7 +15,7 @@ from cfn_provider.local.emulator import Provider
 from cfn_provider.pipeline.heartbeat import Heartbeat
 from cfn_provider.pipeline.poller import Poller
 from cfn_provider.transports.queue import Message, SqsQueue
-from cfn_provider.pipeline.worker import Disposition
+from cfn_provider.pipeline.disposition import Disposition
 from tests.support.aws import queue_counts
 
 
