@@ -43,8 +43,9 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner
 
-import cfn_provider.local.simulate as simulate_module
+import cfn_provider.local.simulate.session as simulate_session
 from cfn_provider.local.emulator import Emulator, Provider, Stack
+from cfn_provider.local.simulate import simulate
 from cfn_provider.handlers import elastic_ip_pool as eip
 from cfn_provider.handlers import random_secret as rs
 from cfn_provider.handlers.command import CONFIG_ENV
@@ -101,7 +102,7 @@ class Simulated:
         argv = [*args, "--stack-name", stack, "--endpoint", self.emulator.endpoint]
         for handler in self.handlers:
             argv += ["--handler", handler]
-        result = CliRunner().invoke(simulate_module.simulate, argv, catch_exceptions=False)
+        result = CliRunner().invoke(simulate, argv, catch_exceptions=False)
         state = self.tmp_path / ".cfn-simulate" / f"{stack}.json"
         return result.exit_code, result.stdout + result.stderr, state.read_text() if state.exists() else ""
 
@@ -113,7 +114,7 @@ class Simulated:
 
 @pytest.fixture
 def simulated(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Simulated]:
-    monkeypatch.setattr(simulate_module, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
+    monkeypatch.setattr(simulate_session, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
     monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     return lambda *handlers: Simulated(emulator, tmp_path, handlers)

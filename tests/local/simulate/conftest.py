@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner, Result
 
-import cfn_provider.local.simulate as simulate_module
+import cfn_provider.local.simulate.session as simulate_session
 from cfn_provider.local.emulator import Emulator
 from cfn_provider.local.simulate import simulate
 from tests.local import handlers as sim_handlers
@@ -22,7 +22,7 @@ TEST_HANDLERS = ("Custom::Test=tests.support.handlers", "Custom::Recorded=tests.
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Never os._exit() inside pytest; leave the process's logging alone; work in tmp_path."""
-    monkeypatch.setattr(simulate_module, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
+    monkeypatch.setattr(simulate_session, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
     monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     sim_handlers.requests.clear()

@@ -1,0 +1,236 @@
+"""The `cfn-provider simulate` click group and its create / update / delete commands: options,
+the checks made before anything starts, and the operation each one runs."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import click
+
+from ..template import StackInfo, Template, TemplateError, load as load_template, parse_parameters
+from .backend import Backend
+from .console import Console
+from .engine import Engine
+from .session import announce, run
+from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
+
+_STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
+
+
+def default_stack_name(template_path: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9-]+", "-", Path(template_path).stem).strip("-") or "stack"
+    if not stem[0].isalpha():
+        stem = "stack-" + stem
+    return stem[:128]
+
+
+def _state_path(stack_name: str | None, state_file: str | None, must_exist: bool) -> tuple[Path, str | None]:
+    if state_file:
+        return Path(state_file), stack_name
+    if stack_name:
+        return Path(DEFAULT_STATE_DIR) / f"{stack_name}.json", stack_name
+    if must_exist:
+        found = sorted(Path(DEFAULT_STATE_DIR).glob("*.json"))
+        if len(found) == 1:
+            return found[0], None
+        if not found:
+            raise SimulateError(f"no simulated stack in ./{DEFAULT_STATE_DIR}/: give --stack-name or --state-file")
+        raise SimulateError(f"several simulated stacks in ./{DEFAULT_STATE_DIR}/ "
+                            f"({', '.join(p.stem for p in found)}): give --stack-name")
+    raise AssertionError("unreachable")
+
+
+def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    from ...pipeline.router import parse_handler_option
+
+    try:
+        return tuple(parse_handler_option(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    try:
+        return parse_parameters(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--stack-name", help="Name of the simulated stack (create: default from the template's "
+                                          "file name; update/delete: default the only stack in ./.cfn-simulate/)."),
+        click.option("--state-file", type=click.Path(dir_okay=False),
+                     help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json)."),
+        click.option("--handler", "handlers", multiple=True, callback=_handlers, metavar="TYPE=MODULE[:ATTR]",
+                     help="Serve ResourceType TYPE with this handler, as for `run` (repeatable); the current "
+                          "directory is importable. A bare TYPE serves the built-in or installed entry point "
+                          "of that name (e.g. --handler Custom::Echo); nothing else is served."),
+        click.option("--endpoint", metavar="URL",
+                     help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
+                          "the embedded moto server."),
+        click.option("--region", help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
+                                      "/ us-east-1). The embedded emulator is us-east-1."),
+        click.option("--wait-limit", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
+                     help="Wait at most this long for each response, even when ServiceTimeout allows more "
+                          "(CloudFormation waits the whole ServiceTimeout, default 3600 s)."),
+        click.option("--logs/--no-logs", "show_logs", default=False,
+                     help="Also show the daemon's log lines (handler tracebacks included) on stderr."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def simulate() -> None:
+    """A local stand-in for CloudFormation, to try handlers: drive a template's custom
+    resources through SNS -> SQS -> the daemon -> a presigned S3 URL, with CloudFormation's
+    semantics (dependency order, OldResourceProperties, replacement and its cleanup Delete,
+    rollbacks, ServiceTimeout, Fn::GetAtt on the answers' Data, Outputs).
+
+    \b
+      cfn-provider simulate create template.yaml --handler Custom::Thing=mything
+      cfn-provider simulate update --template template-v2.yaml --parameter Size=4
+      cfn-provider simulate delete
+
+    Everything runs on this machine (an embedded moto server, unless --endpoint). Only custom
+    resources are simulated; other resources are not created, and a Ref or Fn::GetAtt to one
+    gives a placeholder. Each custom resource's ServiceToken is replaced by the simulated topic.
+    The stack is kept in ./.cfn-simulate/STACK.json. Exit status: 0 when the stack ends
+    CREATE_COMPLETE / UPDATE_COMPLETE / DELETE_COMPLETE, 1 otherwise (failed, rolled back),
+    2 when nothing could be done (bad template, options or stack state).
+    """
+
+
+@simulate.command("create")
+@click.argument("template_path", metavar="TEMPLATE", type=click.Path(dir_okay=False))
+@click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
+              help="A template parameter (repeatable); others take their Default.")
+@_common
+def create_command(template_path: str, parameters: dict[str, str], **options: Any) -> None:
+    """Create the stack from TEMPLATE (YAML or JSON): Create requests in dependency order; on a
+    failure, the rollback (Delete of what was created)."""
+    stack_name = options["stack_name"] or default_stack_name(template_path)
+    _check_stack_name(stack_name)
+    path, _ = _state_path(stack_name, options["state_file"], must_exist=False)
+    existing = read_state(path)
+    if existing is not None:
+        hint = (" and can only be deleted: cfn-provider simulate delete" if existing.status == "ROLLBACK_COMPLETE"
+                else ": update it, or delete it first")
+        raise SimulateError(f"Stack [{existing.name}] already exists ({existing.status}, in {path}){hint}")
+    doc = load_template_or_fail(template_path)
+    make_template(doc, parameters, StackInfo.new(stack_name), None)  # a bad template fails before anything starts
+
+    def operation(engine: Engine, backend: Backend, console: Console) -> str:
+        template = make_template(doc, parameters, engine.state.info, console)
+        engine.state.parameters = template.parameters
+        announce(console, backend, template, engine.state, path)
+        return engine.create(template)
+
+    def new_state(backend: Backend) -> StackState:
+        info = StackInfo.new(stack_name, backend.region, backend.account_id)
+        return StackState(stack_name, info.stack_id, info.region, info.account_id, doc,
+                          template_file=str(Path(template_path).resolve()), parameter_overrides=parameters)
+
+    run("create", path, options, new_state, operation)
+
+
+@simulate.command("update")
+@click.option("--template", "template_path", type=click.Path(dir_okay=False),
+              help="The new template (default: the stack's current one, e.g. to change parameters).")
+@click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
+              help="A template parameter (repeatable). Values given before are kept unless given again "
+                   "(as `aws cloudformation deploy` does); others take their Default.")
+@_common
+def update_command(template_path: str | None, parameters: dict[str, str], **options: Any) -> None:
+    """Update the stack: Update requests (with OldResourceProperties) for changed resources,
+    Create for new ones; then the cleanup phase Deletes replaced ids and removed resources. On a
+    failure, the rollback: Update back to the old properties, Delete of what was created."""
+    if options["stack_name"]:
+        _check_stack_name(options["stack_name"])
+    path, _ = _state_path(options["stack_name"], options["state_file"], must_exist=True)
+    state = read_state(path)
+    if state is None:
+        raise SimulateError(f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): "
+                            "create it first")
+    if state.status not in UPDATABLE:
+        raise SimulateError(f"Stack [{state.name}] is in {state.status} state and can not be updated"
+                            + (": delete it (cfn-provider simulate delete)" if state.status != "DELETE_COMPLETE" else ""))
+    doc = load_template_or_fail(template_path) if template_path else state.template
+    declared = doc.get("Parameters") if isinstance(doc.get("Parameters"), dict) else {}
+    overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
+    overrides.update(parameters)
+    new = make_template(doc, overrides, state.info, None)  # a bad template fails before anything starts
+    changed_types = [k for k in new.custom if k in state.resources and state.resources[k].type != new.resources[k]["Type"]]
+    if changed_types:
+        raise SimulateError("Update of resource type is not permitted. The new template modifies resource type "
+                            f"of the following resources: [{', '.join(changed_types)}]")
+
+    def operation(engine: Engine, backend: Backend, console: Console) -> str:
+        st = engine.state
+        old = make_template(st.template, st.parameter_overrides, st.info, None)
+        new = make_template(doc, overrides, st.info, console)
+        announce(console, backend, new, st, path)
+        if not engine.changes(old, new):
+            st.template, st.parameter_overrides, st.parameters = doc, overrides, new.parameters
+            engine.save(st)
+            console.line("No updates are to be performed.")
+            return "NO_CHANGES"
+        return engine.update(old, new, overrides, str(Path(template_path).resolve()) if template_path else None)
+
+    run("update", path, options, lambda _backend: state, operation)
+
+
+@simulate.command("delete")
+@_common
+def delete_command(**options: Any) -> None:
+    """Delete the stack: Delete requests in reverse dependency order (DeletionPolicy Retain is
+    honoured); the state file goes once the stack is DELETE_COMPLETE."""
+    if options["stack_name"]:
+        _check_stack_name(options["stack_name"])
+    try:
+        path, _ = _state_path(options["stack_name"], options["state_file"], must_exist=True)
+    except SimulateError as exc:
+        if "no simulated stack" not in str(exc):
+            raise
+        click.echo(f"No simulated stack to delete ({exc.message.split(':')[0]}).")
+        return
+    state = read_state(path)
+    if state is None:
+        click.echo(f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): nothing to delete.")
+        return
+
+    def operation(engine: Engine, backend: Backend, console: Console) -> str:
+        st = engine.state
+        try:
+            template: Template | None = make_template(st.template, st.parameter_overrides, st.info, None)
+        except SimulateError:
+            template = None
+        announce(console, backend, template, st, path)
+        return engine.delete(template)
+
+    run("delete", path, options, lambda _backend: state, operation)
+
+
+def _check_stack_name(name: str) -> None:
+    if not _STACK_NAME.fullmatch(name):
+        raise SimulateError(f"1 validation error detected: Value '{name}' at 'stackName' failed to satisfy constraint: "
+                            "a letter, then letters, digits and hyphens, at most 128 characters")
+
+
+def load_template_or_fail(path: str) -> dict[str, Any]:
+    try:
+        return load_template(path)
+    except TemplateError as exc:
+        raise SimulateError(str(exc)) from None
+
+
+def make_template(doc: Mapping[str, Any], parameters: Mapping[str, str], info: StackInfo,
+                  console: Console | None) -> Template:
+    try:
+        template = Template(doc, parameters, info, on_warning=console.warn if console else None)
+    except TemplateError as exc:
+        raise SimulateError(str(exc)) from None
+    return template

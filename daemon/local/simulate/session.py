@@ -1,0 +1,115 @@
+"""One invocation of simulate: the backend and the embedded daemon up, the operation announced, run
+(Ctrl-C included), summarised, and the exit status CloudFormation's outcome gives."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import click
+
+from ..template import Template
+from .backend import Backend
+from .console import Console, Event, status_colour
+from .engine import Engine
+from .state import COMPLETE, INTERRUPTED, STACK_TYPE, SimulateError, StackState, write_state
+
+# For tests, which run the commands inside pytest: never os._exit() there (see _exit_code).
+HARD_EXIT_PAST_STUCK_HANDLERS = True
+
+
+def announce(console: Console, backend: Backend, template: Template | None, state: StackState, path: Path) -> None:
+    """Say what is about to be simulated (after the template's own notes)."""
+    console.note(f"stack {state.name} ({state.stack_id}), kept in {path}")
+    console.note(backend.describe() + "; handlers: " + (", ".join(backend.handler_names()) or "none"))
+    if template is None:
+        return
+    for note in template.notes:
+        console.note(note)
+    custom = template.custom
+    if custom:
+        console.note(f"ServiceToken of {', '.join(custom)} replaced by the simulated topic {backend.topic_arn}")
+    for rtype in sorted({template.resources[k]["Type"] for k in custom}):
+        if not backend.serves(rtype):
+            hint = f"--handler '{rtype}'" if backend.available(rtype) else f"--handler '{rtype}=MODULE[:ATTR]'"
+            console.warn(f"no handler serves {rtype}: its requests will be answered FAILED (add {hint})")
+    types = [template.resources[k]["Type"] for k in template.order] + [r.type for r in state.resources.values()]
+    console.widths(list(template.resources) + list(state.resources) + [state.name], types + [STACK_TYPE])
+
+
+def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[[Backend], StackState],
+        operation: Callable[[Engine, Backend, Console], str]) -> None:
+    from ... import logs
+    from ...pipeline.router import HandlerError
+
+    if options["show_logs"]:
+        logs.configure("auto", "info", stream=sys.stderr)
+    else:
+        logs.configure("auto", "error", stream=sys.stderr)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --handler mymodule, from the author's working directory
+    console = Console()
+    status = ""
+    engine: Engine | None = None
+    try:
+        with Backend(handlers=options["handlers"], endpoint=options["endpoint"], region=options["region"]) as backend:
+            state = make_state(backend)
+
+            def save(st: StackState) -> None:
+                write_state(path, st)
+
+            engine = Engine(backend, state, console, save, options["wait_limit"])
+            try:
+                status = operation(engine, backend, console)
+            except KeyboardInterrupt:
+                console.clear_progress()
+                if state.status.endswith("IN_PROGRESS"):
+                    engine.stack_status(INTERRUPTED[kind], "interrupted by the user (Ctrl-C): the resources created so "
+                                                           "far are in the state file; delete the stack to clean up")
+                raise
+    except HandlerError as exc:
+        raise SimulateError(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        _exit(130)
+    if status == "NO_CHANGES":
+        _exit(0)
+    if status == "DELETE_COMPLETE":
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    _summary(console, state, status, path, engine.failures if engine else [])
+    _exit(0 if status in COMPLETE else 1)
+
+
+def _summary(console: Console, state: StackState, status: str, path: Path, failures: list[Event]) -> None:
+    console.line()
+    console.line(f"Stack {state.name}: {status}", bold=True, fg=status_colour(status))
+    if state.status_reason and status not in COMPLETE:
+        console.line(f"  {state.status_reason}")
+    for ev in failures:
+        console.line(f"  {ev.logical_id} {ev.status}: {ev.reason}", fg="red")
+    if state.outputs and status in ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"):
+        console.line("Outputs:")
+        width = max(map(len, state.outputs))
+        for name, entry in state.outputs.items():
+            export = f"  (Export: {entry['ExportName']})" if entry.get("ExportName") else ""
+            console.line(f"  {name:<{width}}  {entry['Value']}{export}")
+    if status == "DELETE_COMPLETE":
+        console.line(f"(state file {path} removed)")
+    else:
+        console.line(f"(state: {path})")
+
+
+def _exit(code: int) -> None:
+    """Exit; a sync handler still running on an abandoned request cannot be killed and Python would
+    wait for its thread, so leave it behind (as `cfn-provider run` does)."""
+    stuck = [t.name for t in threading.enumerate() if t.name.startswith("handler") and t.is_alive()]
+    if stuck and HARD_EXIT_PAST_STUCK_HANDLERS:
+        click.echo(f"note: leaving {len(stuck)} handler thread(s) still running behind", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
