@@ -13,9 +13,11 @@ __all__ = ["Call", "Context", "PropertyError", "Resource", "__version__"]
 
 if TYPE_CHECKING:
     from .pipeline.runner import Context
-    from .sdk.resource import Call, PropertyError, Resource
+    from .sdk.call import Call
+    from .sdk.resource import Resource
+    from .sdk.schema import PropertyError
 
-_PUBLIC = {"Call": "sdk.resource", "PropertyError": "sdk.resource", "Resource": "sdk.resource", "Context": "pipeline.runner"}
+_PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner"}
 
 
 def __getattr__(name: str) -> Any:

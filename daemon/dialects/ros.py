@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from .base import CLOUDFORMATION, Dialect
 from ..trust.urls import ALIYUN_HOSTS
-
-if TYPE_CHECKING:
-    from ..pipeline.request import Request
 
 ROS = Dialect(
     name="ros", method="POST", content_type="application/json", dated=True, max_physical_id=255,
@@ -55,6 +52,19 @@ def inside_alibaba_cloud(dmi_files: tuple[str, ...] = _DMI) -> bool:
     return False
 
 
+class Answerable(Protocol):
+    """What choosing a response URL reads of a request (cfn_provider.pipeline.request.Request has it)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def response_url(self) -> str: ...
+
+    @property
+    def intranet_response_url(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class ResponseUrlChoice:
     """Which of a ROS request's URLs to answer on (--ros-response-url), in the order to try.
@@ -66,7 +76,7 @@ class ResponseUrlChoice:
     mode: str = "auto"
     inside_cloud: bool = False
 
-    def urls(self, request: "Request") -> list[str]:
+    def urls(self, request: Answerable) -> list[str]:
         public, intranet = request.response_url, request.intranet_response_url
         if request.dialect is not ROS or not intranet or self.mode == "public":
             return [public]

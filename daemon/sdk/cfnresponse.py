@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lambda_adapter import Answer, deliver
+from .lambda_context import Answer, deliver
 
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
