@@ -35,7 +35,8 @@ $(DYNALITE): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/cfn-provider demo
 
-test: $(STAMP) $(DYNALITE)
+test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then the tests
+	$(BIN)/mypy -p cfn_provider
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 chaos: $(STAMP) $(DYNALITE)   # the chaos suites at full size, with their table of figures

@@ -9,15 +9,17 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
-__all__ = ["Call", "Context", "PropertyError", "Resource", "__version__"]
+__all__ = ["Call", "Context", "CustomResourceRequest", "HandlerResult", "PropertyError", "Resource", "__version__"]
 
 if TYPE_CHECKING:
     from .pipeline.runner import Context
     from .sdk.call import Call
     from .sdk.resource import Resource
     from .sdk.schema import PropertyError
+    from .sdk.types import CustomResourceRequest, HandlerResult
 
-_PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner"}
+_PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner",
+           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types"}
 
 
 def __getattr__(name: str) -> Any:

@@ -237,7 +237,9 @@ class RandomSecret(Resource):
     @staticmethod
     def _owns(owner: dict[str, str] | None, physical_id: str, call: Call) -> bool:
         """The marker names this very resource: its id, in this stack, under this logical id."""
-        return bool(owner) and owner.get("id") == physical_id and owner.get("stack") == call.stack_id \
+        if not owner:
+            return False
+        return owner.get("id") == physical_id and owner.get("stack") == call.stack_id \
             and owner.get("logical") == call.logical_id
 
     async def _claim(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:

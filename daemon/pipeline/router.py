@@ -16,6 +16,7 @@ unchanged (cfn_provider.sdk.lambda_adapter).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import importlib
 import re
 from dataclasses import dataclass, field
@@ -96,6 +97,11 @@ def entry_point_origin(dist: str) -> str:
     return "built-in" if dist == PACKAGE else f"entry point of {dist}"
 
 
+def _given(handler: Any) -> Callable[[], Any]:
+    """A loader for a handler object given as it is (not as a module path)."""
+    return lambda: handler
+
+
 class Router:
     """`configured`: (TYPE, "MODULE[:ATTR]" | object | None) pairs, None naming the entry point
     registered as TYPE. `use_entry_points=False`: none are available to name (tests)."""
@@ -115,9 +121,9 @@ class Router:
                                        "(or give a module: --handler TYPE=MODULE[:ATTR])")
                 route = available[rtype]
             elif isinstance(target, str):
-                route = Route(rtype, target, "config", lambda s=target: load_spec(s))
+                route = Route(rtype, target, "config", functools.partial(load_spec, target))
             else:
-                route = Route(rtype, repr(target), "config", lambda o=target: o)
+                route = Route(rtype, repr(target), "config", _given(target))
             route.handler()  # fail fast on a configuration mistake
             routes[rtype] = route
         self.available = [r for k, r in available.items() if k not in routes]  # named nowhere: never served

@@ -27,11 +27,11 @@ from .request import Request
 
 log = structlog.get_logger("runner")
 CANCEL_GRACE = 0.1  # seconds an async action gets to unwind its cancellation before it is abandoned
-_orphans: set[asyncio.Future] = set()  # strong references: the loop keeps only weak ones to tasks
+_orphans: set[asyncio.Future[Any]] = set()  # strong references: the loop keeps only weak ones to tasks
 
 
 class HandlerTimeout(Exception):
-    def __init__(self, seconds: float, orphan: asyncio.Future | None = None):
+    def __init__(self, seconds: float, orphan: asyncio.Future[Any] | None = None):
         super().__init__(f"timed out after {seconds:.0f} s")
         self.seconds = seconds
         self.orphan = orphan  # done when the abandoned action has really ended (None: it never started)
@@ -86,7 +86,8 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     raise HandlerTimeout(budget, None if ended.done() else ended)
 
 
-def _start(fn: Callable[..., Any], args: tuple, executor: Executor) -> tuple[asyncio.Future, Future | None]:
+def _start(fn: Callable[..., Any], args: tuple[Any, ...],
+           executor: Executor) -> tuple[asyncio.Future[Any], Future[Any] | None]:
     """Start the action: its result, and for a sync action its job in the thread pool."""
     if inspect.iscoroutinefunction(fn):
         return asyncio.ensure_future(fn(*args)), None  # a task copies the caller's contextvars
@@ -100,7 +101,7 @@ def _start(fn: Callable[..., Any], args: tuple, executor: Executor) -> tuple[asy
     return asyncio.ensure_future(result()), job
 
 
-def _ended(run: asyncio.Future, job: Future | None) -> asyncio.Future:
+def _ended(run: asyncio.Future[Any], job: Future[Any] | None) -> asyncio.Future[Any]:
     """Done when the action's code has really stopped running (only built for one being abandoned):
     cancelling `run` stops a job still queued (it never runs); a running thread goes on until it returns."""
     if job is None:
@@ -111,7 +112,7 @@ def _ended(run: asyncio.Future, job: Future | None) -> asyncio.Future:
     return asyncio.ensure_future(both())
 
 
-def _abandon(run: asyncio.Future, ended: asyncio.Future, why: str) -> None:
+def _abandon(run: asyncio.Future[Any], ended: asyncio.Future[Any], why: str) -> None:
     """Stop waiting for the action: cancel it, keep it referenced, and log it if it is still running."""
     run.cancel()
     run.add_done_callback(_quiet)
@@ -122,7 +123,7 @@ def _abandon(run: asyncio.Future, ended: asyncio.Future, why: str) -> None:
                 detail="the answer goes out now; the handler is still running and was left to finish")
     _orphans.add(ended)
 
-    def finished(future: asyncio.Future) -> None:
+    def finished(future: asyncio.Future[Any]) -> None:
         _orphans.discard(future)
         _quiet(future)
         log.warning("handler.orphan_ended", after_seconds=round(time.monotonic() - started, 1))
@@ -130,7 +131,7 @@ def _abandon(run: asyncio.Future, ended: asyncio.Future, why: str) -> None:
     ended.add_done_callback(finished)
 
 
-def _quiet(future: asyncio.Future) -> None:
+def _quiet(future: asyncio.Future[Any]) -> None:
     """Retrieve an abandoned future's outcome, so asyncio does not report it as never retrieved."""
     if not future.cancelled():
         future.exception()

@@ -38,6 +38,7 @@ import base64
 import configparser
 import datetime as dt
 import email.utils
+import functools
 import hashlib
 import hmac
 import json
@@ -89,7 +90,7 @@ def load_credentials(environ: Mapping[str, str] = os.environ, home: Path | None 
         parser.read(ini, encoding="utf-8")
     except configparser.Error as exc:
         raise TransportConfigError(f"{ini}: unreadable credentials file ({type(exc).__name__})") from None
-    if parser.has_section(profile) and parser.get(profile, "access_key_secret", fallback=""):
+    if parser.has_section(profile) and parser[profile].get("access_key_secret"):
         section = parser[profile]
         return _known(Credentials(section.get("access_key_id", ""), section["access_key_secret"],
                                   section.get("sts_token", section.get("security_token", "")), str(ini)))
@@ -220,7 +221,7 @@ class MnsQueue:
         await self._settled(message)
         task = asyncio.ensure_future(self._change(message, min(max(seconds, VISIBILITY_RANGE[0]), VISIBILITY_RANGE[1])))
         self._changing[id(message)] = task
-        task.add_done_callback(lambda t, key=id(message): self._forget(key, t))
+        task.add_done_callback(functools.partial(self._forget, id(message)))
         await asyncio.shield(task)
 
     async def has_dead_letter_queue(self) -> bool | None:

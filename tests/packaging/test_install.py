@@ -107,3 +107,42 @@ def test_a_users_own_handlers_package_is_served_beside_the_built_ins(venv: Path,
     outputs = dict(line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines()
                    if line.startswith("  "))
     assert outputs == {"Mine": "yes", "Echo": "echoed"}
+
+
+HANDLER = '''\
+from __future__ import annotations
+
+from typing import Any
+
+from cfn_provider import Call, CustomResourceRequest, HandlerResult, Resource
+
+
+class Thing(Resource):
+    async def create(self, props: dict[str, Any], call: Call) -> HandlerResult:
+        return {"PhysicalResourceId": f"thing-{props['Size']}", "Data": {"Region": call.region or ""}}
+
+
+def update(event: CustomResourceRequest) -> HandlerResult | None:
+    size = event["ResourceProperties"]["Size"]
+    return {"Data": {"Size": size, "Old": event.get("OldResourceProperties", {}).get("Size")}}
+'''
+
+
+def test_the_wheel_ships_its_types_to_a_handler_authors_mypy(venv: Path, tmp_path: Path):
+    """py.typed is installed, so mypy reads the SDK's annotations (without it, `--strict` reports
+    cfn_provider as an untyped import); this repository's mypy checks against the installed wheel."""
+    assert (_site_packages(venv) / "cfn_provider" / "py.typed").is_file()
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+
+    def mypy(source: str) -> subprocess.CompletedProcess:
+        (tmp_path / "handler.py").write_text(source)
+        return _run(sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini", "--verbose",
+                    "--cache-dir", tmp_path / "cache", "--python-executable", venv / "bin" / "python",
+                    "handler.py", cwd=tmp_path)
+
+    checked = mypy(HANDLER)
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
+    found = [line for line in checked.stderr.splitlines() if "cfn_provider/__init__.py" in line]
+    assert found and all(str(_site_packages(venv)) in line for line in found), found  # the wheel, not this checkout
+    wrong = mypy(HANDLER.replace('event["ResourceProperties"]', 'event["ResourceProps"]'))
+    assert wrong.returncode == 1 and 'has no key "ResourceProps"' in wrong.stdout, wrong.stdout
