@@ -139,8 +139,8 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
     env.update(entry.env)
     env.update(request_env(event))
     env.update(extra_env or {})
-    pipes = dict(stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                 env=env, cwd=entry.cwd, start_new_session=True)
+    pipes: dict[str, Any] = dict(stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                 stderr=asyncio.subprocess.PIPE, env=env, cwd=entry.cwd, start_new_session=True)
     command = entry.actions[action]
     try:
         if entry.shell:
@@ -151,9 +151,10 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
         raise CommandError(f"command {entry.name!r} ({action}) could not start: {exc.strerror or exc}") from None
 
     assert proc.stdin and proc.stdout and proc.stderr
-    tasks = [asyncio.create_task(_feed(proc.stdin, request_json(event))),
-             asyncio.create_task(_collect_head(proc.stdout, STDOUT_LIMIT)),
-             asyncio.create_task(_collect_tail(proc.stderr, STDERR_TAIL))]
+    feed = asyncio.create_task(_feed(proc.stdin, request_json(event)))
+    head = asyncio.create_task(_collect_head(proc.stdout, STDOUT_LIMIT))
+    tail = asyncio.create_task(_collect_tail(proc.stderr, STDERR_TAIL))
+    tasks: list[asyncio.Task[Any]] = [feed, head, tail]
     limit = asyncio.timeout(max(0.0, timeout))
     try:
         async with limit:
@@ -176,8 +177,8 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
         for task in tasks:
             if not task.done():
                 task.cancel()
-    stdout, overflow = tasks[1].result() if tasks[1].done() and not tasks[1].cancelled() else (b"", False)
-    stderr = tasks[2].result() if tasks[2].done() and not tasks[2].cancelled() else b""
+    stdout, overflow = head.result() if head.done() and not head.cancelled() else (b"", False)
+    stderr = tail.result() if tail.done() and not tail.cancelled() else b""
     return Outcome(returncode, stdout, overflow, stderr)
 
 

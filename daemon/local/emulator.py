@@ -47,7 +47,7 @@ def _close_sqs_races() -> None:
     gate, holding = threading.Lock(), threading.local()
     unlocked_receive, unlocked_wait = SQSBackend.receive_message, Queue.wait_for_messages
 
-    def receive_message(self: SQSBackend, *args: object, **kwargs: object) -> object:
+    def receive_message(self: SQSBackend, *args: Any, **kwargs: Any) -> Any:
         with gate:
             holding.gate = True
             try:
@@ -64,6 +64,7 @@ def _close_sqs_races() -> None:
         finally:
             gate.acquire()
 
+    # moto's methods are replaced on purpose (the races above); mypy objects to assigning to a method
     Queue.delete_message = delete_message  # type: ignore[method-assign]
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
     Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]

@@ -53,6 +53,7 @@ class FrozenDict(dict):
     def _readonly(self, *_: Any, **__: Any) -> None:
         raise TypeError("the request is read-only; copy it (dict(event)) to change it")
 
+    # one refusal for every mutating method: their signatures differ from _readonly's, hence the ignores
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
     __ior__ = _readonly  # type: ignore[assignment]
 

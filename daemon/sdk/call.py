@@ -69,4 +69,5 @@ class Call(RequestFields):
         from ..pipeline.request import Request
         from ..pipeline.response import default_physical_id
 
+        # Request.wire is typed FrozenDict (the daemon's own); default_physical_id only reads it
         return default_physical_id(Request(wire=self.event))  # type: ignore[arg-type]

@@ -43,12 +43,15 @@ def patch() -> None:
         return
     from crhelper import log_helper, resource_helper, utils
 
-    cls = resource_helper.CfnResource
+    # crhelper's stubs (its *.pyi) leave out the private names patched here: the class is Any to mypy
+    cls: Any = resource_helper.CfnResource
     if getattr(cls, "_cfn_provider_patched", False):
         return
-    send_defaults = getattr(cls._send, "__defaults__", None) or ()
-    wait_defaults = getattr(getattr(cls, "_wait_for_cwlogs", None), "__defaults__", None) or ()
-    if (not send_defaults or send_defaults[-1] is not utils._send_response or len(wait_defaults) != 1
+    send_defaults: tuple[Any, ...] = getattr(cls._send, "__defaults__", None) or ()
+    wait_defaults: tuple[Any, ...] = getattr(getattr(cls, "_wait_for_cwlogs", None), "__defaults__", None) or ()
+    # utils._send_response is private too: crhelper's utils.pyi does not list it
+    if (not send_defaults or send_defaults[-1] is not utils._send_response  # type: ignore[attr-defined]
+            or len(wait_defaults) != 1
             or not callable(getattr(cls, "_crhelper_init", None)) or not callable(getattr(log_helper, "setup", None))):
         version = getattr(sys.modules.get("crhelper"), "__version__", None) or _dist_version("crhelper")
         raise CrhelperUnsupported(f"crhelper {version} is installed but its send path is not the one cfn-provider "

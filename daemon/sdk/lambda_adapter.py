@@ -199,7 +199,8 @@ def _configured_region() -> str | None:
     try:
         import botocore.session
 
-        return botocore.session.get_session().get_config_variable("region")
+        region: str | None = botocore.session.get_session().get_config_variable("region")
+        return region
     except Exception:  # noqa: BLE001 - no region is a normal configuration
         return None
 

@@ -175,7 +175,7 @@ def _function_arn(name: str, stack_id: str) -> str:
 
 def lambda_event(wire: Mapping[str, Any]) -> dict[str, Any]:
     """The request as Lambda delivers it (a plain dict), ResponseURLs without their signature."""
-    event = json.loads(json.dumps(wire))
+    event: dict[str, Any] = json.loads(json.dumps(wire))
     for key in _URL_KEYS:
         if isinstance(event.get(key), str):
             event[key] = redact(event[key])

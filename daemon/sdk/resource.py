@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Generator, Mapping, Sequence
 
 from .call import Call
 from .schema import PropertyError, check_schema, coerce, thaw, validate
@@ -62,6 +62,9 @@ from .schema import PropertyError, check_schema, coerce, thaw, validate
 __all__ = ["Call", "Handler", "PropertyError", "Resource", "coerce", "validate"]
 
 CLOUDFORMATION_OWN = ("ServiceToken", "ServiceTimeout")  # never shown to the author
+
+# An action's steps: yields (method, args) to call, is sent each result, returns the answer.
+_Steps = Generator[tuple[Callable[..., Any], tuple[Any, ...]], Any, Any]
 
 
 class Resource:
@@ -110,10 +113,10 @@ class Resource:
         props = {k: v for k, v in thaw(raw if isinstance(raw, Mapping) else {}).items() if k not in CLOUDFORMATION_OWN}
         if self.schema is None:
             return props
-        props = coerce(props, self.schema)
+        coerced: dict[str, Any] = coerce(props, self.schema)
         if check:
-            validate(props, self.schema)
-        return props
+            validate(coerced, self.schema)
+        return coerced
 
 
 class Handler:
@@ -136,11 +139,11 @@ class Handler:
 
     # Each step is a generator: it yields (method, args) to call and receives the result, so
     # one body serves the sync and the async shapes of the action.
-    def _create(self, event: Mapping[str, Any], context: Any):
+    def _create(self, event: Mapping[str, Any], context: Any) -> _Steps:
         props = self.resource.properties(event)
         return (yield self.resource.create, (props, Call(event, context)))
 
-    def _update(self, event: Mapping[str, Any], context: Any):
+    def _update(self, event: Mapping[str, Any], context: Any) -> _Steps:
         res = self.resource
         props = res.properties(event)
         old = res.properties(event, "OldResourceProperties", check=False)
@@ -151,7 +154,7 @@ class Handler:
         result = yield res.create, (props, call)
         return _with_new_id(result, call)
 
-    def _delete(self, event: Mapping[str, Any], context: Any):
+    def _delete(self, event: Mapping[str, Any], context: Any) -> _Steps:
         props = self.resource.properties(event, check=False)
         return (yield self.resource.delete, (props, Call(event, context)))
 
@@ -178,6 +181,7 @@ class Handler:
                     except StopIteration as stop:
                         return stop.value
         else:
+            # the sync variant of `action`: mypy wants both branches' signatures identical (sync vs async)
             def action(event: Mapping[str, Any], context: Any = None) -> Any:  # type: ignore[misc]
                 gen = steps(event, context)
                 try:

@@ -66,8 +66,8 @@ def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:
         value = _scalar(value, types)
 
     if isinstance(value, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-        patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), Mapping) else {}
+        props = _mapping(schema, "properties")
+        patterns = _mapping(schema, "patternProperties")
         extra = schema.get("additionalProperties")
         for name, sub in props.items():
             if name not in value and isinstance(sub, Mapping) and "default" in sub:
@@ -97,6 +97,12 @@ def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:
             sub = prefix[i] if i < len(prefix) else items
             value[i] = _coerce(item, sub, root, depth + 1)
     return value
+
+
+def _mapping(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """`schema[key]` where it is an object (properties, patternProperties), else an empty one."""
+    found = schema.get(key)
+    return found if isinstance(found, Mapping) else {}
 
 
 def _scalar(text: str, types: list[str]) -> Any:
@@ -207,8 +213,8 @@ def describe(error: Any) -> list[str]:
         return [f"{_join(where, str(n))}: is required (required)" for n in error.validator_value if n not in instance]
     if rule in ("additionalProperties", "unevaluatedProperties") and isinstance(instance, Mapping):
         schema = error.schema if isinstance(error.schema, Mapping) else {}
-        known = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-        patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), Mapping) else {}
+        known = _mapping(schema, "properties")
+        patterns = _mapping(schema, "patternProperties")
 
         def matches(name: str) -> bool:
             try:
@@ -237,6 +243,7 @@ def validate(props: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
 def check_schema(schema: Mapping[str, Any], owner: str) -> None:
     """Raise TypeError when `schema` (the class `owner`'s) is not a valid JSON Schema."""
     try:
-        validators.validator_for(schema).check_schema(schema)
+        # types-jsonschema's Validator protocol takes a dict; jsonschema takes any Mapping (its Schema type)
+        validators.validator_for(schema).check_schema(schema)  # type: ignore[arg-type]
     except SchemaError as exc:
         raise TypeError(f"{owner}.schema is not a valid JSON Schema: {exc.message}") from None

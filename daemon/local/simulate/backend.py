@@ -230,9 +230,9 @@ class Backend:
     def send(self, stack: Any, request: dict[str, Any], service_timeout: int, wait_limit: float | None,
              progress: Callable[[float, float], None]) -> Answer:
         limit = float(service_timeout)
-        limited = wait_limit is not None and wait_limit < limit
-        if limited:
-            limit = float(wait_limit)  # type: ignore[arg-type]
+        limited = False
+        if wait_limit is not None and wait_limit < limit:
+            limit, limited = float(wait_limit), True
         answer = Answer(request["RequestId"], None, 0.0, limit, limited, service_timeout)
         started = time.monotonic()
         try:

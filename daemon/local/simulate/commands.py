@@ -159,7 +159,8 @@ def update_command(template_path: str | None, parameters: dict[str, str], **opti
         raise SimulateError(f"Stack [{state.name}] is in {state.status} state and can not be updated"
                             + (": delete it (cfn-provider simulate delete)" if state.status != "DELETE_COMPLETE" else ""))
     doc = load_template_or_fail(template_path) if template_path else state.template
-    declared = doc.get("Parameters") if isinstance(doc.get("Parameters"), dict) else {}
+    params = doc.get("Parameters")
+    declared = params if isinstance(params, dict) else {}
     overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
     overrides.update(parameters)
     new = make_template(doc, overrides, state.info, None)  # a bad template fails before anything starts

@@ -195,7 +195,8 @@ class Steps:
             self.save(self.state)
             return None
         if (answer.physical_id or current_id) != current_id:
-            self.emit(logical_id, answer.physical_id, rtype, "UPDATE_IN_PROGRESS",
+            # a str here (it differs from current_id); mypy does not narrow through the `or`
+            self.emit(logical_id, answer.physical_id, rtype, "UPDATE_IN_PROGRESS",  # type: ignore[arg-type]
                       "Requested update required the provider to create a new physical resource")
         return answer
 

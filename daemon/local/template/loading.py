@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import yaml
 
@@ -40,8 +40,8 @@ def _short_form(long_name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[s
                 value = [logical_id, attribute]
         elif isinstance(node, yaml.SequenceNode):
             value = loader.construct_sequence(node, deep=True)
-        else:
-            value = loader.construct_mapping(node, deep=True)
+        else:  # the one other kind of node
+            value = loader.construct_mapping(cast(yaml.MappingNode, node), deep=True)
         return {long_name: value}
 
     return construct

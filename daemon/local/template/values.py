@@ -48,10 +48,13 @@ NO_VALUE = _NoValue()
 
 
 class ResourceView(Protocol):
-    """What resolving needs from a created custom resource."""
+    """What resolving needs from a created custom resource (read-only: attributes or properties)."""
 
-    physical_id: str
-    data: Mapping[str, Any]
+    @property
+    def physical_id(self) -> str: ...
+
+    @property
+    def data(self) -> Mapping[str, Any]: ...
 
 
 Lookup = Callable[[str], "ResourceView | None"]
