@@ -44,6 +44,7 @@ class Record:
     sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
     token: str | None = None  # the claim attempt that wrote the current claim
+    request: str | None = None  # the request's JSON (with its ResponseURL), written at claim time
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()
@@ -62,7 +63,8 @@ class Claim:
 class Store(Protocol):
     """`token` names one claim attempt (new_token()); `owner` (the daemon) is for people to read."""
 
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim: ...
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
+                    request: str | None = None) -> Claim: ...
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool: ...
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
@@ -71,6 +73,22 @@ class Store(Protocol):
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
     async def close(self) -> None: ...
+
+
+class Listing(Store, Protocol):
+    """A store an operator can list (`cfn-provider requests`): the SQLite store, and DynamoDB through
+    cfn_provider.stores.dynamodb_admin (a Scan, which the daemon's own role is not granted)."""
+
+    ttl: float
+
+    async def list_records(self, since: float | None = None) -> list[Record]:
+        """Every unexpired record, or those claimed at or after `since` (epoch seconds)."""
+        ...
+
+
+def claimed_at(record: Record, ttl: float) -> float:
+    """When the record's latest claim was written (a claim sets expires_at to its time + ttl)."""
+    return record.expires_at - ttl
 
 
 def new_token() -> str:
