@@ -29,7 +29,7 @@ from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
 from ..pipeline.envelope import BadMessage, unwrap
 from ..pipeline.request import NotARequest, Request, idempotency_key, parse
-from ..stores.base import CLAIMED, RESPONSE_READY, SENT, Record, Store, new_token
+from ..stores.base import RESPONSE_READY, SENT, Record, Store, new_token
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
@@ -118,7 +118,7 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
     if record.state == RESPONSE_READY:
         raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
                       "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
-    if record.state == CLAIMED and record.leased(now):
+    if record.leased(now):  # CLAIMED (or any other state a daemon holds under a lease)
         held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"  # type: ignore[operator]
         if not force:
             raise Refused(f"{held}: its handler may still be running. Wait for the lease to lapse, or take "
@@ -161,7 +161,7 @@ async def send(store: Store, request: Request, answer: responses.Response, recor
     key, url_digest, token = idempotency_key(request.stack_id, request.request_id), digest(request.response_url), new_token()
     text = json.dumps(request.wire, separators=(",", ":"))
     for _ in range(TAKEOVER_TRIES):
-        if force and record is not None and record.state == CLAIMED and record.token and record.leased(time.time()):
+        if force and record is not None and record.token and record.leased(time.time()):
             await store.extend(key, record.token, 0)  # end the holder's lease, as the holder would
         claim = await store.claim(key, who, url_digest, LEASE, token=token, request=text)
         if claim.acquired:

@@ -94,7 +94,7 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
 @config_option
 @click.argument("stack_id")
 @click.argument("request_id")
-@click.option("--status", type=click.Choice(["FAILED", "SUCCESS"]), required=True, help="The answer's Status.")
+@click.option("--status", type=click.Choice(["FAILED", "SUCCESS"], case_sensitive=False), required=True, help="The answer's Status.")
 @click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED).")
 @click.option("--physical-id", help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
                                     "the timed-out marker, so its rollback Delete still reaches the handler).")

@@ -10,7 +10,9 @@ remembered (`mark_sent` records it in every state, `release` never drops it), so
 duplicate for an answered URL never re-runs. Expiry is derived from `expires_at`, never
 stored as a state. The body is stored before the PUT, so a redelivery re-sends it and never
 re-runs the handler; while its owner's lease lives the owner is still delivering it, so a
-duplicate waits instead of sending it twice.
+duplicate waits instead of sending it twice. A claim may store the request's JSON (`request`,
+kept by a later claim that gives none) for the operator commands (`cfn-provider requests`,
+`cfn-provider answer`: cfn_provider.ops).
 
 Every write is safe to retry. A claim carries a `token` unique to that claim attempt, and
 every later write of the attempt names it: when a conditional write fails because the

@@ -210,3 +210,56 @@ def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator,
     request = dl_stack.request("Create", "Nowhere")
     result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
     assert result.exit_code == 1 and "is not in" in result.output
+
+
+# --- confirmation on a terminal ------------------------------------------------------------------
+def on_a_terminal(argv: list[str], reply: str, emulator: Emulator, timeout: float = 30.0) -> tuple[int, str]:
+    """Run `cfn-provider *argv` with a pseudo-terminal as its stdin and stdout; type `reply` at the
+    confirmation question. (exit code, everything it wrote)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, **emulator.env()}
+    proc = subprocess.Popen([sys.executable, "-m", "cfn_provider", *argv], stdin=follower, stdout=follower,
+                            stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen, asked = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not asked and b"Send this answer?" in seen:
+                os.write(leader, reply.encode() + b"\n")
+                asked = True
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), seen.decode("utf-8", "replace")
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize("reply", ["y", "n"])
+def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply):
+    request = stack.request("Create", "Asked")
+    claimed(in_store, request)
+    code, output = on_a_terminal(["answer", request["StackId"], request["RequestId"], "--status", "FAILED",
+                                  "--reason", "by hand", "--state", state_url,
+                                  "--allow-response-url", emulator.endpoint + "/"], reply, emulator)
+    assert "Send this answer?" in output and "answer:   FAILED" in output
+    if reply == "y":
+        assert code == 0, output
+        assert json.loads(s3_body(stack, request))["Reason"] == "by hand"
+        assert in_store(lambda s: s.get(key(request))).state == "SENT"
+    else:
+        assert code == 1 and "not confirmed" in output, output
+        assert s3_body(stack, request) is None
+        assert in_store(lambda s: s.get(key(request))).owner == "dead-daemon"
