@@ -113,8 +113,9 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
     """Refused when the answer must not be sent; a warning (str) when it may be sent only by force."""
     if record is None or record.expires_at <= now:
         return None
-    if record.state == SENT or record.answered(url_digest):
+    if record.answered(url_digest) or (record.state == SENT and record.status != "FAILED"):
         raise Refused(f"already answered: {record.status or '?'} ({record.state}); nothing to do")
+    # SENT FAILED to another ResponseURL: CloudFormation asked again (a FAILED is re-run): answerable
     if record.state == RESPONSE_READY:
         raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
                       "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")

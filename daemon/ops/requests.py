@@ -109,7 +109,11 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
     """One record as a row: redacted, no Data, times as seconds from `now` and ISO 8601 UTC."""
     request, body = stored_request(record), _body(record)
     stack_id, request_id = key_ids(record.key)
-    text = lambda name: request.get(name) if isinstance(request.get(name), str) else None  # noqa: E731
+
+    def text(name: str) -> str | None:
+        value = request.get(name)
+        return value if isinstance(value, str) else None
+
     since = claimed_at(record, ttl)
     url = text("ResponseURL")
     reason = body.get("Reason")

@@ -263,3 +263,25 @@ def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply
         assert code == 1 and "not confirmed" in output, output
         assert s3_body(stack, request) is None
         assert in_store(lambda s: s.get(key(request))).owner == "dead-daemon"
+
+
+def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_dead_letter_queue(
+        state_url, in_store, emulator, dl_stack):
+    """The store's FAILED went to an earlier ResponseURL; the copy in the DLQ names a new one."""
+    request = dl_stack.request("Create", "Again")
+    earlier = {**request, "ResponseURL": dl_stack.response_url("earlier-url")}
+
+    async def failed_earlier(store) -> None:
+        await store.claim(key(request), "daemon", digest(earlier), 60, token="t", request=json.dumps(earlier))
+        assert await store.save_response(key(request), "t", "FAILED", b'{"Status":"FAILED"}')
+        await store.mark_sent(key(request), digest(earlier), "t")
+
+    in_store(failed_earlier, ago=120)
+    assert "already answered" in fail(state_url, emulator, request).output  # the store's request: answered
+    dead_letter(dl_stack, request)
+    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand",
+                    "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.answered(digest(request)) and record.answered(digest(earlier))
