@@ -163,3 +163,14 @@ def test_durations_and_state_words():
     assert [duration(s) for s in (5, 184, 7500, 100000, -3, None)] == ["5s", "3m04s", "2h05m", "1d03h", "lapsed", "-"]
     assert state_names(["in-flight", "unconfirmed", "answered", "sent", "polling"]) == {
         "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"}
+
+
+def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):
+    """`--config` reads the daemon's own file: its state is used, its other settings are ignored."""
+    populate(in_store)
+    config = tmp_path / "daemon.toml"
+    config.write_text(f'state = "{state_url}"\nqueue-url = "https://sqs.eu-west-1.amazonaws.com/1/q"\n'
+                      '[handlers]\n"Custom::Thing" = "mypkg.thing"\n')
+    result = CliRunner().invoke(main, ["requests", "--config", str(config), "--json", "--logical-id", "Web"])
+    assert result.exit_code == 0, result.output
+    assert [r["logical_id"] for r in json.loads(result.output)] == ["Web"]
