@@ -399,6 +399,8 @@ def _echo_table(table: list[tuple[str, ...]]) -> None:
 from .local.simulate import simulate  # noqa: E402 - the command group lives with its engine
 
 main.add_command(simulate)
+from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
+main.add_command(requests_command), main.add_command(answer_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
@@ -187,9 +188,10 @@ class Worker:
         digest = hashlib.sha256(request.response_url.encode()).hexdigest()
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
+        wire = json.dumps(request.wire, separators=(",", ":"))  # stored: `cfn-provider requests` / `answer`
         while True:
             claim, cut_off = await self.calls.write(
-                lambda: self.store.claim(key, self.owner, digest, lease, token=token))
+                lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire))
             if cut_off:  # stopping: take nothing new on
                 if claim.acquired:
                     await self.calls.write(lambda: self.store.release(key, token))

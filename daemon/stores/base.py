@@ -10,7 +10,9 @@ remembered (`mark_sent` records it in every state, `release` never drops it), so
 duplicate for an answered URL never re-runs. Expiry is derived from `expires_at`, never
 stored as a state. The body is stored before the PUT, so a redelivery re-sends it and never
 re-runs the handler; while its owner's lease lives the owner is still delivering it, so a
-duplicate waits instead of sending it twice.
+duplicate waits instead of sending it twice. A claim may store the request's JSON (`request`,
+kept by a later claim that gives none) for the operator commands (`cfn-provider requests`,
+`cfn-provider answer`: cfn_provider.ops).
 
 Every write is safe to retry. A claim carries a `token` unique to that claim attempt, and
 every later write of the attempt names it: when a conditional write fails because the
@@ -44,6 +46,7 @@ class Record:
     sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
     token: str | None = None  # the claim attempt that wrote the current claim
+    request: str | None = None  # the request's JSON (with its ResponseURL), written at claim time
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()
@@ -62,7 +65,8 @@ class Claim:
 class Store(Protocol):
     """`token` names one claim attempt (new_token()); `owner` (the daemon) is for people to read."""
 
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim: ...
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
+                    request: str | None = None) -> Claim: ...
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool: ...
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
@@ -71,6 +75,22 @@ class Store(Protocol):
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
     async def close(self) -> None: ...
+
+
+class Listing(Store, Protocol):
+    """A store an operator can list (`cfn-provider requests`): the SQLite store, and DynamoDB through
+    cfn_provider.stores.dynamodb_admin (a Scan, which the daemon's own role is not granted)."""
+
+    ttl: float
+
+    async def list_records(self, since: float | None = None) -> list[Record]:
+        """Every unexpired record, or those claimed at or after `since` (epoch seconds)."""
+        ...
+
+
+def claimed_at(record: Record, ttl: float) -> float:
+    """When the record's latest claim was written (a claim sets expires_at to its time + ttl)."""
+    return record.expires_at - ttl
 
 
 def new_token() -> str:

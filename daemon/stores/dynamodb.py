@@ -61,6 +61,7 @@ _NAMES = {
     "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
     "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
     "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at", "#token": "token",
+    "#request": "request",
 }
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
                  "#expires = :expires, #ttl = :ttl REMOVE #status, #body")
@@ -174,20 +175,26 @@ class DynamoDBStore:
         return {KEY_ATTRIBUTE: {"S": key}}
 
     # ------------------------------------------------------------------ claim: the lock
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim:
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
+                    request: str | None = None) -> Claim:
         now = self.clock()
         expires_at = now + self.ttl
+        update, names, request_value = _CLAIM_UPDATE, ["#request"] if request is not None else [], {}
+        if request is not None:  # the request's JSON; a claim without one keeps what is stored
+            update = update.replace(" REMOVE", ", #request = :request REMOVE")
+            request_value = {":request": {"S": request}}
         acquired, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
-            UpdateExpression=_CLAIM_UPDATE,
+            UpdateExpression=update,
             ConditionExpression=_CLAIM_CONDITION,
             ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
-                                            "#ttl", "#status", "#body", "#sent"),
+                                            "#ttl", "#status", "#body", "#sent", *names),
             ExpressionAttributeValues={
                 ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
                 ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
                 ":ttl": {"N": str(math.ceil(expires_at))}, ":now": _n(now), ":failed": {"S": "FAILED"},
+                **request_value,
             },
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -342,4 +349,5 @@ def _record(item: dict[str, Any] | None) -> Record | None:
         sent_digests=" ".join(sorted(item.get("sent_digests", {}).get("SS", []))),
         scrub_at=n("scrub_at"),
         token=s("token"),
+        request=s("request"),
     )

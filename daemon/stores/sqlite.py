@@ -37,15 +37,17 @@ CREATE TABLE IF NOT EXISTS records (
     expires_at REAL NOT NULL,
     sent_digests TEXT NOT NULL DEFAULT '',
     scrub_at REAL,
-    token TEXT
+    token TEXT,
+    request TEXT
 )"""
-_COLUMNS = "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token"
+_COLUMNS = "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, request"
 _CLAIM = """
-INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at)
-VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at)
+INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at, request)
+VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at, :request)
 ON CONFLICT(key) DO UPDATE SET
     state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
-    url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at
+    url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at,
+    request = coalesce(excluded.request, records.request)
 WHERE records.expires_at <= :now
    OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
           (records.state = 'CLAIMED' AND coalesce(records.lease_until, 0) <= :now)
@@ -162,7 +164,8 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
             db.execute(_SCHEMA)
-            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT"})  # a file from before NoEcho retention / tokens
+            # a file from before NoEcho retention / tokens / stored requests
+            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT", "request": "TEXT"})
             db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
         except BaseException:
             db.close()
@@ -198,12 +201,14 @@ class SQLiteStore:
         return fn(self._db, *args)
 
     # --- claim: the one conditional write that is the lock -------------------------------
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str) -> Claim:
+    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
+                    request: str | None = None) -> Claim:
+        args = (key, owner, url_digest, lease_seconds, token, request)
         if self.clock() - self._purged_at < _PURGE_EVERY:
-            claim = self._on_loop(self._claim, key, owner, url_digest, lease_seconds, token)
+            claim = self._on_loop(self._claim, *args)
             if not isinstance(claim, _Busy):
                 return claim
-        return await self._run(self._threads, self._claim_and_purge, key, owner, url_digest, lease_seconds, token)
+        return await self._run(self._threads, self._claim_and_purge, *args)
 
     def _claim_and_purge(self, db: sqlite3.Connection, *args: Any) -> Claim:
         now = self.clock()
@@ -213,13 +218,13 @@ class SQLiteStore:
         return self._claim(db, *args)
 
     def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float,
-               token: str) -> Claim:
+               token: str, request: str | None = None) -> Claim:
         now = self.clock()
         db.execute("BEGIN IMMEDIATE")
         try:
             before = self._record(db, key)
             params = dict(key=key, owner=owner, token=token, lease_until=now + lease_seconds,
-                          url_digest=url_digest, expires_at=now + self.ttl, now=now)
+                          url_digest=url_digest, expires_at=now + self.ttl, now=now, request=request)
             acquired = self._write(db, _CLAIM, params) == 1
             db.execute("COMMIT")
         except BaseException:
@@ -283,6 +288,16 @@ class SQLiteStore:
 
     async def get(self, key: str) -> Record | None:
         return await self._run(self._threads, self._record, key)
+
+    async def list_records(self, since: float | None = None) -> list[Record]:
+        """Every unexpired record (claimed at or after `since`, if given): for `cfn-provider requests`."""
+        return await self._run(self._threads, self._list, since)
+
+    def _list(self, db: sqlite3.Connection, since: float | None) -> list[Record]:
+        oldest = since + self.ttl if since is not None else 0.0
+        rows = db.execute(f"SELECT {_COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? "
+                          "ORDER BY expires_at DESC", (self.clock(), oldest))
+        return [Record(*row) for row in rows.fetchall()]
 
     # --- NoEcho retention (cfn_provider.trust.retention): Data out of bodies past the replay window -----
     async def scrub(self, key: str) -> None:

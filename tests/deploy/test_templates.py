@@ -276,6 +276,19 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     assert "put_item" not in (REPO / "daemon" / "stores" / "dynamodb.py").read_text()
 
 
+def test_the_daemons_role_cannot_scan_or_query_the_table(provider: dict[str, Any]) -> None:
+    """Listing every stored answer (`cfn-provider requests`) is the operator's: its Scan lives in
+    daemon/stores/dynamodb_admin.py, which nothing the daemon runs imports, and the role lacks it."""
+    _, role = only(provider, "AWS::IAM::Role")
+    actions = {a.lower() for policy in role["Properties"]["Policies"]
+               for s in statements(policy["PolicyDocument"]) for a in as_list(s["Action"])}
+    assert not actions & {"dynamodb:scan", "dynamodb:query", "dynamodb:partiqlselect", "dynamodb:batchgetitem"}
+    assert "scan" in _calls(REPO / "daemon" / "stores" / "dynamodb_admin.py")  # the Scan is there, not in the store
+    importers = {str(p.relative_to(REPO)) for p in (REPO / "daemon").rglob("*.py")
+                 if re.search(r"import\b.*\bdynamodb_admin\b|\bdynamodb_admin\s+import\b", p.read_text())}
+    assert importers == {"daemon/ops/requests.py"}, f"only the operator commands may use dynamodb_admin: {importers}"
+
+
 # ---------------------------------------------------------------------------------------- provider: topic policy
 def test_topic_policy_lets_only_this_account_publish_and_only_the_queue_subscribe(provider: dict[str, Any]) -> None:
     """CloudFormation publishes with the stack operation's credentials (no service principal), so

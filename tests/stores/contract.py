@@ -1,9 +1,10 @@
 """The Store contract (daemon/stores/sqlite.py) as behaviour: every implementation runs these cases.
 
-A test module for one implementation imports everything from here and provides two fixtures:
+A test module for one implementation imports everything from here and provides three fixtures:
 `store`, a fresh empty store on the `clock` fixture with ttl=TTL, and `make_store()`, a factory
 for further stores on the SAME backing file or table (same clock and TTL; the caller closes
-them). Time is the fake `clock`: nothing sleeps.
+them); and `listing`, a store on the same data that can `list_records` (the operator's view).
+Time is the fake `clock`: nothing sleeps.
 
     from tests.stores.contract import *  # noqa: F401,F403 - the shared cases
 """
@@ -530,3 +531,64 @@ async def test_a_second_attempt_by_the_same_daemon_is_not_its_first(store):
     second = await store.claim(KEY, "daemon-1", URL_A, LEASE, token="copy-2")
     assert not second.acquired and second.record.token == "copy-1"
     assert not await store.save_response(KEY, "copy-2", "SUCCESS", b"x")
+
+
+# --- the stored request, and listing (`cfn-provider requests`) ---------------------------
+# `listing` is the store an operator lists with: the same store (SQLite), or one that can Scan
+# (DynamoDB, cfn_provider.stores.dynamodb_admin) on the same table.
+REQUEST = '{"RequestType":"Create","ResponseURL":"https://example.invalid/r?X-Amz-Signature=s","LogicalResourceId":"A"}'
+
+
+async def test_a_claim_stores_its_request_and_a_claim_without_one_keeps_it(store, clock):
+    assert (await store.claim(KEY, "w1", URL_A, LEASE, token="w1", request=REQUEST)).acquired
+    assert (await store.get(KEY)).request == REQUEST
+    clock.advance(LEASE + 1)
+    assert (await store.claim(KEY, "w2", URL_A, LEASE, token="w2")).acquired  # an older daemon's claim
+    record = await store.get(KEY)
+    assert record.owner == "w2" and record.request == REQUEST
+
+
+async def test_a_takeover_claim_stores_the_new_request(store, clock):
+    await store.claim(KEY, "w1", URL_A, LEASE, token="w1", request=REQUEST)
+    clock.advance(LEASE + 1)
+    newer = REQUEST.replace("/r?", "/r2?")
+    assert (await store.claim(KEY, "w2", URL_B, LEASE, token="w2", request=newer)).acquired
+    assert (await store.get(KEY)).request == newer
+
+
+async def test_a_refused_claim_leaves_the_stored_request_alone(store):
+    await store.claim(KEY, "w1", URL_A, LEASE, token="w1", request=REQUEST)
+    assert not (await store.claim(KEY, "w2", URL_A, LEASE, token="w2", request="{}")).acquired
+    assert (await store.get(KEY)).request == REQUEST
+
+
+async def test_a_claim_without_a_request_stores_none(store):
+    await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
+    assert (await store.get(KEY)).request is None
+
+
+async def test_list_records_lists_every_state_and_leaves_out_expired_ones(store, listing, clock):
+    await store.claim("old", "w0", URL_A, LEASE, token="w0")
+    clock.advance(TTL / 2)
+    await answered(store)  # KEY: RESPONSE_READY
+    await store.claim(KEY + "-sent", "w2", URL_A, LEASE, token="w2", request=REQUEST)
+    assert await store.save_response(KEY + "-sent", "w2", "FAILED", b"{}")
+    await store.mark_sent(KEY + "-sent", URL_A, token="w2")
+    clock.advance(1)
+    await store.claim(KEY + "-claimed", "w3", URL_A, LEASE, token="w3", request=REQUEST)
+    records = {r.key: r for r in await listing.list_records()}
+    assert {k: r.state for k, r in records.items()} == {
+        "old": CLAIMED, KEY: RESPONSE_READY, KEY + "-sent": SENT, KEY + "-claimed": CLAIMED}
+    assert records[KEY + "-claimed"].request == REQUEST and records[KEY + "-claimed"].owner == "w3"
+    assert [r.key for r in await listing.list_records()][0] == KEY + "-claimed"  # the newest claim first
+    clock.advance(TTL / 2)  # "old" has expired: as if absent
+    assert "old" not in {r.key for r in await listing.list_records()}
+
+
+async def test_list_records_since_leaves_out_older_claims(store, listing, clock):
+    await store.claim("older", "w1", URL_A, LEASE, token="w1")
+    clock.advance(100)
+    await store.claim("newer", "w2", URL_A, LEASE, token="w2")
+    assert {r.key for r in await listing.list_records(since=clock.now - 50)} == {"newer"}
+    assert {r.key for r in await listing.list_records(since=clock.now - 150)} == {"older", "newer"}
+    assert await listing.list_records(since=clock.now + 1) == []

@@ -20,6 +20,7 @@ import pytest
 
 from cfn_provider.ops.bootstrap import ensure_table
 from cfn_provider.stores.dynamodb import DynamoDBStore, TableNotFound
+from cfn_provider.stores.dynamodb_admin import DynamoDBAdminStore
 from cfn_provider.local.emulator import Emulator
 from cfn_provider.stores.base import StoreConfigError
 from cfn_provider.stores import open_store
@@ -75,6 +76,14 @@ async def store(table, clock):
 def make_store(table, clock):
     """More DynamoDBStores (each its own client) on the same table."""
     return lambda: DynamoDBStore(table, ttl=TTL, clock=clock)
+
+
+@pytest.fixture
+async def listing(table, clock):
+    """The operator's store on the same table: it lists with a Scan (the daemon's store cannot)."""
+    s = DynamoDBAdminStore(table, ttl=TTL, clock=clock)
+    yield s
+    await s.close()
 
 
 def test_default_ttl_outlives_sqs_retention():
@@ -163,3 +172,18 @@ async def test_open_store_dynamodb_table(table):
 def test_open_store_refuses_bad_table_names(url):
     with pytest.raises(StoreConfigError, match="dynamodb://TABLE"):
         open_store(url)
+
+
+def test_the_daemons_store_cannot_scan():
+    """Listing is the operator's (dynamodb_admin): the daemon's role has no dynamodb:Scan."""
+    assert not hasattr(DynamoDBStore, "list_records")
+    assert '"scan"' not in inspect.getsource(DynamoDBStore)
+
+
+async def test_listing_pages_through_a_scan(store, listing, clock):
+    """More items than one Scan page holds (1 MB): every one is listed once."""
+    big = "x" * 200_000
+    for i in range(8):
+        assert (await store.claim(f"{KEY}-{i}", "w1", URL_A, LEASE, token=f"t{i}", request=big)).acquired
+    records = await listing.list_records()
+    assert sorted(r.key for r in records) == sorted(f"{KEY}-{i}" for i in range(8))

@@ -39,6 +39,12 @@ def make_store(db_path, clock):
     return lambda: SQLiteStore(db_path, ttl=TTL, clock=clock)
 
 
+@pytest.fixture
+def listing(store):
+    """The SQLite store lists its records itself."""
+    return store
+
+
 @pytest.mark.parametrize("factory", [SQLiteStore, open_store])
 def test_default_ttl_outlives_sqs_retention(factory):
     assert inspect.signature(factory).parameters["ttl"].default > 14 * 24 * 3600
@@ -192,3 +198,29 @@ async def test_a_state_file_from_before_claim_tokens_is_upgraded_in_place(db_pat
         assert (await store.claim(KEY + "-new", "w1", URL_A, LEASE, token="w1")).acquired
     finally:
         await store.close()
+
+
+async def test_a_state_file_from_before_stored_requests_is_upgraded_in_place(db_path, clock):
+    """A file with tokens but no `request` column (the release before it): its records read with
+    request None, list, and take a request on their next claim."""
+    import sqlite3
+
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.execute("""CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL,
+                   url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL,
+                   sent_digests TEXT NOT NULL DEFAULT '', scrub_at REAL, token TEXT)""")
+    old.execute("INSERT INTO records VALUES (?, 'CLAIMED', 'old-daemon', ?, ?, NULL, NULL, ?, '', NULL, 'old')",
+                (KEY, clock.now - 1, URL_A, clock.now + TTL))
+    old.commit()
+    old.close()
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    try:
+        [record] = await store.list_records()
+        assert record.key == KEY and record.owner == "old-daemon" and record.request is None
+        assert (await store.claim(KEY, "w1", URL_A, LEASE, token="w1", request='{"RequestId":"r"}')).acquired
+        assert (await store.get(KEY)).request == '{"RequestId":"r"}'
+    finally:
+        await store.close()
+    columns = [row[1] for row in sqlite3.connect(db_path).execute("PRAGMA table_info(records)")]
+    assert columns[-1] == "request"

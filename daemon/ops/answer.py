@@ -1,0 +1,183 @@
+"""`cfn-provider answer`: the last resort, an operator's answer to a request the daemon cannot finish.
+
+The request (and so its ResponseURL) comes from the store's record, written when a daemon claimed
+it, or from the queue's dead-letter queue (`dead_letter_request`: read, never deleted). The answer
+is built by the daemon's own rules (cfn_provider.pipeline.response: ids copied, the 4096-byte
+guard; a FAILED Create gets the timed-out marker, so its rollback Delete still reaches the
+handler), the ResponseURL must pass the same allowlist as in `run`, and it goes through the store
+as a daemon's would: claim (a token of its own), save_response, PUT, mark_sent. So no daemon
+answers the request again: a redelivery finds it answered (or, if the PUT failed, re-sends the
+very body stored).
+
+Refused (`Refused`) when the request is already answered, when an answer is stored and awaits
+delivery, and when a daemon holds it under a live lease, unless `force`: then the holder's lease is
+ended first (with its own token, as it would end it), and the holder, when it finishes, finds its
+claim lost and sends nothing (`store.lost_claim` in its log).
+"""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import socket
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..dialects.base import CLOUDFORMATION
+from ..pipeline import response as responses
+from ..pipeline.envelope import BadMessage, unwrap
+from ..pipeline.request import NotARequest, Request, idempotency_key, parse
+from ..stores.base import RESPONSE_READY, SENT, Record, Store, new_token
+from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
+
+LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
+TAKEOVER_TRIES = 5
+
+
+class Refused(Exception):
+    """The answer is not sent; the message says why and what to do instead."""
+
+
+def owner() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"cfn-provider answer ({user}@{socket.gethostname()})"
+
+
+def digest(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def request_from_text(text: str, stack_id: str, request_id: str) -> Request:
+    """The request's JSON as the daemon parses it; it must be the one named."""
+    try:
+        request = parse(text, CLOUDFORMATION)
+    except NotARequest as exc:
+        raise Refused(f"the stored request cannot be answered: {exc}") from None
+    if (request.stack_id, request.request_id) != (stack_id, request_id):
+        raise Refused("the request found is not the one named (StackId / RequestId differ)")
+    return request
+
+
+def dead_letter_request(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000) -> str | None:
+    """The JSON of the request (StackId, RequestId) among the dead-letter queue's messages, or None.
+    Nothing is deleted: the messages received are hidden while the search goes on (so each receive
+    brings new ones), then made visible again at once."""
+    held: list[str] = []
+    found = None
+    try:
+        while found is None and len(held) < limit:
+            batch = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                                        VisibilityTimeout=60, AttributeNames=["SentTimestamp"]).get("Messages", [])
+            if not batch:
+                break
+            for message in batch:
+                held.append(message["ReceiptHandle"])
+                text = _request_text(message)
+                try:
+                    doc = json.loads(text) if text is not None else None
+                except ValueError:
+                    continue
+                if isinstance(doc, dict) and doc.get("StackId") == stack_id and doc.get("RequestId") == request_id:
+                    found = text
+    finally:
+        for receipt in held:
+            sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+    return found
+
+
+def _request_text(message: dict[str, Any]) -> str | None:
+    sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+    try:
+        return unwrap(message["Body"], message["MessageId"], datetime.fromtimestamp(sent_ms / 1000, timezone.utc)).message
+    except BadMessage:
+        return None
+
+
+def stored_text(record: Record | None) -> str:
+    """The request the store's record holds, or Refused saying where else to look."""
+    if record is None:
+        raise Refused("the store has no record of this request: no daemon has claimed it. If it is in the "
+                      "queue's dead-letter queue, answer it from there with --from-dlq (and --queue-url).")
+    if not record.request:
+        raise Refused("the store's record of this request holds no request (it was claimed by a daemon older "
+                      "than stored requests), so no ResponseURL is known; try --from-dlq")
+    return record.request
+
+
+def check(record: Record | None, url_digest: str, now: float, force: bool) -> str | None:
+    """Refused when the answer must not be sent; a warning (str) when it may be sent only by force."""
+    if record is None or record.expires_at <= now:
+        return None
+    if record.answered(url_digest) or (record.state == SENT and record.status != "FAILED"):
+        raise Refused(f"already answered: {record.status or '?'} ({record.state}); nothing to do")
+    # SENT FAILED to another ResponseURL: CloudFormation asked again (a FAILED is re-run): answerable
+    if record.state == RESPONSE_READY:
+        raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
+                      "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
+    if record.leased(now):  # CLAIMED (or any other state a daemon holds under a lease)
+        held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"  # type: ignore[operator]
+        if not force:
+            raise Refused(f"{held}: its handler may still be running. Wait for the lease to lapse, or take "
+                          "it over with --force")
+        if not record.token:
+            raise Refused(f"{held}, by a claim without a token: wait for the lease to lapse")
+        return (f"TAKING OVER: {held}. Its handler may still be running and may still create or change "
+                "the resource; its own answer will not be sent.")
+    return None
+
+
+def build(request: Request, status: str, reason: str, physical_id: str | None) -> responses.Response:
+    """The answer by the daemon's rules (a SUCCESS carries no Reason and no Data). FAILED without an
+    id: a Create gets the timed-out marker (its rollback Delete reaches the handler, which may have
+    created something), an Update or Delete keeps the request's id."""
+    if status == "FAILED":
+        if physical_id:
+            return responses.failure(request, reason, physical_id)
+        return responses.cut_short(request, reason)
+    return responses.success(request, {"PhysicalResourceId": physical_id} if physical_id else None)
+
+
+@dataclass
+class Sent:
+    delivered: bool
+    detail: str
+
+
+def allowed(request: Request, allow_prefixes: tuple[str, ...]) -> None:
+    try:
+        ResponseUrlPolicy(allow_prefixes).check(request.response_url, request.dialect.response_hosts)
+    except UrlRejected as exc:
+        raise Refused(f"ResponseURL {redact(request.response_url)!r} rejected: {exc} "
+                      "(an emulator's URL needs --allow-response-url, as for run)") from None
+
+
+async def send(store: Store, request: Request, answer: responses.Response, record: Record | None,
+               force: bool, who: str, responder: Any) -> Sent:
+    """Claim the request, store the answer, PUT it, mark it sent."""
+    key, url_digest, token = idempotency_key(request.stack_id, request.request_id), digest(request.response_url), new_token()
+    text = json.dumps(request.wire, separators=(",", ":"))
+    for _ in range(TAKEOVER_TRIES):
+        if force and record is not None and record.token and record.leased(time.time()):
+            await store.extend(key, record.token, 0)  # end the holder's lease, as the holder would
+        claim = await store.claim(key, who, url_digest, LEASE, token=token, request=text)
+        if claim.acquired:
+            break
+        record = claim.record
+        check(record, url_digest, time.time(), force)  # raises unless a takeover may try again
+        if not force:
+            raise Refused(f"the store refused the claim (state {record.state if record else '?'})")
+    else:
+        raise Refused("the holder kept renewing its lease; stop its daemon, or wait")
+    if not await store.save_response(key, token, answer.status, answer.body):
+        raise Refused("another claim took the request over while the answer was being stored; nothing was sent")
+    delivery = await responder.send([request.response_url], answer.body, request.dialect)
+    if delivery.delivered:
+        await store.mark_sent(key, url_digest, token)
+        return Sent(True, delivery.detail)
+    await store.extend(key, token, 0)  # the stored answer is re-sent by whichever daemon meets the request next
+    return Sent(False, delivery.detail)

@@ -1,0 +1,203 @@
+"""The operator commands on the idempotency store: `cfn-provider requests` and `cfn-provider answer`
+(click wiring; the work is in cfn_provider.ops.requests and cfn_provider.ops.answer)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..config import ConfigError, default_state_url, load_config_file
+from ..stores.base import StoreConfigError
+
+ENV = "CFN_PROVIDER_"
+
+
+def _daemon_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
+    """--config: the daemon's TOML file, of which the settings this command also has are used."""
+    if path:
+        try:
+            values = load_config_file(path)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from None
+        known = {p.name for p in ctx.command.params}
+        ctx.default_map = {**(ctx.default_map or {}), **{k: v for k, v in values.items() if k in known}}
+    return path
+
+
+config_option = click.option(
+    "--config", type=click.Path(dir_okay=False), callback=_daemon_config, is_eager=True, expose_value=False,
+    envvar=ENV + "CONFIG", help="The daemon's TOML config file (its state, region, queue-url ... are used).")
+state_option = click.option(
+    "--state", envvar=ENV + "STATE", default=default_state_url, show_default="as for run",
+    help="The daemon's idempotency store: sqlite:///PATH.db or dynamodb://TABLE (listing a table needs "
+         "dynamodb:Scan, which the daemon's own role does not have).")
+region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region (default: botocore's).")
+
+
+def _run(coro: Any) -> Any:
+    from ..stores.dynamodb import TableNotFound
+
+    try:
+        return asyncio.run(coro)
+    except (StoreConfigError, TableNotFound) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("requests")
+@config_option
+@state_option
+@region_option
+@click.option("--stack", help="Only this stack (its name or its StackId).")
+@click.option("--logical-id", help="Only this LogicalResourceId.")
+@click.option("--state-is", "states", multiple=True, metavar="STATE",
+              help="Only records in this state (repeatable): CLAIMED (in-flight), RESPONSE_READY (unconfirmed), "
+                   "SENT (answered).")
+@click.option("--since", default="24h", show_default=True, metavar="DURATION",
+              help="Only requests claimed within this window (90s, 30m, 24h, 2d; 0: everything stored).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def requests_command(state: str, region: str | None, stack: str | None, logical_id: str | None,
+                     states: tuple[str, ...], since: str, as_json: bool) -> None:
+    """What the provider is doing right now, from its idempotency store: requests in flight (who
+    holds them, lease left, age), answered but not yet confirmed sent (RESPONSE_READY), and
+    answered (status, Reason, when), in flight first.
+
+    Redacted as the logs are: no ResponseURL query string, no Data of a stored answer."""
+    from .requests import list_requests, open_listing, parse_duration, select, state_names, table
+
+    try:
+        window = parse_duration(since)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+
+    async def go() -> list[dict[str, Any]]:
+        store = open_listing(state, region)
+        try:
+            return await list_requests(store, window or None)
+        finally:
+            await store.close()
+
+    rows = select(_run(go()), stack=stack, logical_id=logical_id, states=state_names(states))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        click.echo(f"no requests in {state} within {since}" + (" matching the filters" if stack or logical_id or states else ""))
+    else:
+        for line in table(rows):
+            click.echo(line)
+
+
+@click.command("answer")
+@config_option
+@click.argument("stack_id")
+@click.argument("request_id")
+@click.option("--status", type=click.Choice(["FAILED", "SUCCESS"], case_sensitive=False), required=True, help="The answer's Status.")
+@click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED).")
+@click.option("--physical-id", help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
+                                    "the timed-out marker, so its rollback Delete still reaches the handler).")
+@state_option
+@region_option
+@click.option("--from-dlq", is_flag=True, help="Take the request from the queue's dead-letter queue (read, not "
+                                                "deleted) instead of the store's record.")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (its DLQ is found from its RedrivePolicy).")
+@click.option("--dlq-url", help="The dead-letter queue, if not found from --queue-url.")
+@click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
+              metavar="PREFIX", help="As for run: also allow ResponseURLs under this prefix.")
+@click.option("--force", is_flag=True, help="Take over a request a daemon holds under a live lease (its handler "
+                                            "may still be running; its own answer is then never sent).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
+def answer_command(stack_id: str, request_id: str, status: str, reason: str, physical_id: str | None,
+                   state: str, region: str | None, from_dlq: bool, queue_url: str | None, dlq_url: str | None,
+                   allow_response_url: tuple[str, ...], force: bool, yes: bool) -> None:
+    """The last resort: send the answer to a request the daemon cannot finish, and record it in
+    the store so no daemon answers it again. Refused when the request is already answered.
+
+    The request's ResponseURL comes from the store's record (written when a daemon claimed it) or,
+    with --from-dlq, from the request in the queue's dead-letter queue."""
+    from . import answer as ops
+    from .requests import existing
+    from ..stores import open_store
+
+    if status == "FAILED" and not reason.strip():
+        raise click.BadParameter("a FAILED answer needs a --reason saying why", param_hint="--reason")
+    dead_text = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
+
+    async def go() -> int:
+        import aiohttp
+
+        from ..pipeline.request import idempotency_key
+        from ..pipeline.responder import Responder
+
+        store = open_store(existing(state), region=region)
+        try:
+            record = await store.get(idempotency_key(stack_id, request_id))
+            request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id)
+            warning = ops.check(record, ops.digest(request.response_url), time.time(), force)
+            ops.allowed(request, allow_response_url)
+            response = ops.build(request, status, reason, physical_id)
+            _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)
+            _confirm(yes)
+            async with aiohttp.ClientSession() as session:
+                sent = await ops.send(store, request, response, record, force, ops.owner(), Responder(session))
+        except ops.Refused as exc:
+            click.echo(f"refused: {exc}", err=True)
+            return 1
+        finally:
+            await store.close()
+        if not sent.delivered:
+            click.echo(f"NOT delivered: {sent.detail}. The answer is stored: a daemon re-sends it when the request "
+                       "comes back.", err=True)
+            return 1
+        click.echo(f"answered {response.status} ({sent.detail}); recorded in {state}")
+        return 0
+
+    sys.exit(_run(go()))
+
+
+def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str | None, stack_id: str,
+                       request_id: str) -> str:
+    import boto3
+
+    from .answer import dead_letter_request
+    from .redrive import dead_letter_queue_url
+
+    if not dlq_url and not queue_url:
+        raise click.UsageError("--from-dlq needs --queue-url (or --dlq-url)")
+    sqs = boto3.client("sqs", region_name=region)
+    try:
+        dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    text = dead_letter_request(sqs, dlq_url, stack_id, request_id)
+    if text is None:
+        raise click.ClickException(f"request {request_id} of {stack_id} is not in {dlq_url}")
+    return text
+
+
+def _show(request: Any, response: Any, record: Any, source: str, warning: str | None) -> None:
+    from ..trust.urls import redact
+
+    click.echo(f"request:  {request.request_type} {request.resource_type} {request.logical_id} "
+               f"(stack {request.stack_name}, RequestId {request.request_id})")
+    click.echo(f"store:    {'no record' if record is None else f'{record.state}, held by {record.owner}'}")
+    click.echo(f"send to:  {redact(request.response_url)} (from {source})")
+    click.echo(f"answer:   {response.status} PhysicalResourceId={response.physical_id}"
+               + (f" Reason={response.reason!r}" if response.reason else ""))
+    if warning:
+        click.echo(f"WARNING: {warning}", err=True)
+
+
+def _confirm(yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        from .answer import Refused
+
+        raise Refused("no terminal to confirm on: give --yes to send it")
+    if not click.confirm("Send this answer?", default=False):
+        from .answer import Refused
+
+        raise Refused("not confirmed")

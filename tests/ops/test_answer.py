@@ -1,0 +1,287 @@
+"""`cfn-provider answer`: the operator's last-resort answer, on SQLite and on DynamoDB (moto over
+HTTP). It PUTs to a real presigned S3 URL on moto, the store then says answered (so no daemon
+answers again), and it is refused when the request was already answered, held under a live lease
+(unless --force), unconfirmed, unknown, outside the URL allowlist, or not confirmed. With
+--from-dlq the request comes from a real SQS dead-letter queue, which keeps its message."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from cfn_provider.cli import main
+from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
+from cfn_provider.ops.answer import owner
+from cfn_provider.pipeline.request import idempotency_key
+from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
+
+
+def digest(request: dict[str, Any]) -> str:
+    return hashlib.sha256(request["ResponseURL"].encode()).hexdigest()
+
+
+def key(request: dict[str, Any]) -> str:
+    return idempotency_key(request["StackId"], request["RequestId"])
+
+
+def claimed(in_store, request: dict[str, Any], lease: float = 60, ago: float = 120, token: str = "daemon-token") -> None:
+    """A daemon's claim on `request` (stored with it), `ago` seconds back: lapsed by default."""
+    in_store(lambda s: s.claim(key(request), "dead-daemon", digest(request), lease, token=token,
+                               request=json.dumps(request)), ago=ago)
+
+
+def answer(state_url: str, emulator: Emulator, request: dict[str, Any], *args: str, allow: bool = True,
+           yes: bool = True) -> Any:
+    argv = ["answer", request["StackId"], request["RequestId"], "--state", state_url, *args]
+    argv += ["--allow-response-url", emulator.endpoint + "/"] if allow else []
+    argv += ["--yes"] if yes else []
+    return CliRunner().invoke(main, argv)
+
+
+def fail(state_url, emulator, request, *args: str, **kw: Any) -> Any:
+    return answer(state_url, emulator, request, "--status", "FAILED", "--reason", "operator: gave up", *args, **kw)
+
+
+def s3_body(stack: Stack, request: dict[str, Any]) -> bytes | None:
+    s3 = stack.provider.emulator.client("s3")
+    bucket, object_key = key_of(request["ResponseURL"])
+    try:
+        return s3.get_object(Bucket=bucket, Key=object_key)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def test_a_request_held_by_a_dead_daemon_is_answered_and_recorded(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Hung")
+    claimed(in_store, request)
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 0, result.output
+    assert "answered FAILED" in result.output
+    assert "?<redacted>" in result.output and "Signature" not in result.output  # the URL, shown redacted
+
+    sent = json.loads(s3_body(stack, request))
+    assert sent["Status"] == "FAILED" and sent["Reason"] == "operator: gave up"
+    assert (sent["StackId"], sent["RequestId"], sent["LogicalResourceId"]) == (
+        request["StackId"], request["RequestId"], "Hung")
+    assert sent["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)  # its rollback Delete reaches the handler
+
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.status == "FAILED" and record.answered(digest(request))
+    assert record.owner == owner() and json.loads(record.body) == sent
+
+
+def test_the_daemon_finds_it_answered_afterwards(state_url, in_store, emulator, stack):
+    """What a redelivery meets: the claim is refused and the record says this URL is answered."""
+    request = stack.request("Create", "Hung")
+    claimed(in_store, request)
+    assert fail(state_url, emulator, request).exit_code == 0
+    claim = in_store(lambda s: s.claim(key(request), "daemon-2", digest(request), 60, token="later"))
+    assert not claim.acquired and claim.record.answered(digest(request))
+
+
+def test_refused_when_already_answered(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Done")
+    claimed(in_store, request)
+    assert fail(state_url, emulator, request).exit_code == 0
+    stack.provider.emulator.client("s3").put_object(Bucket=stack.provider.bucket, Key=key_of(request["ResponseURL"])[1],
+                                                    Body=b"sentinel")
+    result = answer(state_url, emulator, request, "--status", "SUCCESS")
+    assert result.exit_code == 1 and "already answered: FAILED" in result.output
+    assert s3_body(stack, request) == b"sentinel"  # nothing more was PUT
+
+
+def test_refused_while_a_daemon_holds_it_unless_forced(state_url, in_store, emulator, stack):
+    request = stack.request("Update", "Busy", physical_id="busy-1")
+    claimed(in_store, request, lease=600, ago=0)
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "held by dead-daemon" in result.output and "--force" in result.output
+    assert s3_body(stack, request) is None and in_store(lambda s: s.get(key(request))).state == "CLAIMED"
+
+    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--force")
+    assert result.exit_code == 0, result.output
+    assert "TAKING OVER" in result.output
+    sent = json.loads(s3_body(stack, request))
+    assert sent["Status"] == "SUCCESS" and sent["PhysicalResourceId"] == "busy-1"  # an Update keeps its id
+    # the holder, when its handler returns, finds its claim lost and cannot store (so never sends) its answer
+    assert not in_store(lambda s: s.save_response(key(request), "daemon-token", "SUCCESS", b"{}"))
+    assert in_store(lambda s: s.get(key(request))).state == "SENT"
+
+
+def test_refused_while_an_answer_is_stored_and_not_yet_confirmed(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Ready")
+    claimed(in_store, request, ago=0)
+    assert in_store(lambda s: s.save_response(key(request), "daemon-token", "SUCCESS", b'{"Status":"SUCCESS"}'))
+    result = fail(state_url, emulator, request, "--force")
+    assert result.exit_code == 1 and "awaits delivery" in result.output and s3_body(stack, request) is None
+
+
+def test_refused_without_a_terminal_to_confirm_on(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Ask")
+    claimed(in_store, request)
+    result = fail(state_url, emulator, request, yes=False)
+    assert result.exit_code == 1 and "--yes" in result.output
+    assert s3_body(stack, request) is None
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "CLAIMED" and record.owner == "dead-daemon"  # nothing written
+
+
+def test_refused_for_a_response_url_outside_the_allowlist(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Elsewhere")
+    claimed(in_store, request)
+    result = fail(state_url, emulator, request, allow=False)
+    assert result.exit_code == 1 and "rejected" in result.output and "--allow-response-url" in result.output
+    assert s3_body(stack, request) is None and in_store(lambda s: s.get(key(request))).owner == "dead-daemon"
+
+
+def test_refused_when_no_response_url_is_known(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Unknown")
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "no record" in result.output and "--from-dlq" in result.output
+    in_store(lambda s: s.claim(key(request), "old-daemon", digest(request), 60, token="t"), ago=120)  # no request
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "no ResponseURL is known" in result.output
+    assert s3_body(stack, request) is None
+
+
+def test_a_failed_answer_needs_a_reason(state_url, emulator, stack):
+    result = answer(state_url, emulator, stack.request("Create", "X"), "--status", "FAILED")
+    assert result.exit_code == 2 and "--reason" in result.output
+
+
+# --- from the dead-letter queue ------------------------------------------------------------
+@pytest.fixture
+def dl_stack(emulator: Emulator) -> Stack:
+    return Stack(Provider.create(emulator, dlq=True, max_receive_count=1))
+
+
+def dead_letter(stack: Stack, request: dict[str, Any]) -> None:
+    """Publish `request` and spend its receives on the queue until SQS moves it to the DLQ."""
+    sqs, provider = stack.provider.emulator.client("sqs"), stack.provider
+    def count() -> int:
+        attrs = sqs.get_queue_attributes(QueueUrl=provider.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
+        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+
+    before = count()
+    stack.publish(request)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=0, VisibilityTimeout=0)
+        if count() > before:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the message never reached the dead-letter queue")
+
+
+def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_there(
+        state_url, in_store, emulator, dl_stack):
+    other, request = dl_stack.request("Create", "Other"), dl_stack.request("Create", "Lost")
+    dead_letter(dl_stack, other)
+    dead_letter(dl_stack, request)
+    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    assert result.exit_code == 0, result.output
+    assert "from the dead-letter queue" in result.output
+
+    sent = json.loads(s3_body(dl_stack, request))
+    assert sent["Status"] == "FAILED" and sent["LogicalResourceId"] == "Lost"
+    assert s3_body(dl_stack, other) is None  # only the one named
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.answered(digest(request))
+    assert json.loads(record.request)["LogicalResourceId"] == "Lost"  # recorded: `requests` shows it
+
+    sqs = emulator.client("sqs")  # both messages are still there, visible (read, never deleted)
+    bodies = []
+    for _ in range(5):
+        batch = sqs.receive_message(QueueUrl=dl_stack.provider.dlq_url, MaxNumberOfMessages=10,
+                                    VisibilityTimeout=0).get("Messages", [])
+        bodies += [m["Body"] for m in batch]
+        if len({b for b in bodies}) == 2:
+            break
+    assert any(request["RequestId"] in b for b in bodies) and any(other["RequestId"] in b for b in bodies)
+
+    again = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    assert again.exit_code == 1 and "already answered" in again.output
+
+
+def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator, dl_stack):
+    request = dl_stack.request("Create", "Nowhere")
+    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    assert result.exit_code == 1 and "is not in" in result.output
+
+
+# --- confirmation on a terminal ------------------------------------------------------------------
+def on_a_terminal(argv: list[str], reply: str, emulator: Emulator, timeout: float = 30.0) -> tuple[int, str]:
+    """Run `cfn-provider *argv` with a pseudo-terminal as its stdin and stdout; type `reply` at the
+    confirmation question. (exit code, everything it wrote)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, **emulator.env()}
+    proc = subprocess.Popen([sys.executable, "-m", "cfn_provider", *argv], stdin=follower, stdout=follower,
+                            stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen, asked = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not asked and b"Send this answer?" in seen:
+                os.write(leader, reply.encode() + b"\n")
+                asked = True
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), seen.decode("utf-8", "replace")
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize("reply", ["y", "n"])
+def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply):
+    request = stack.request("Create", "Asked")
+    claimed(in_store, request)
+    code, output = on_a_terminal(["answer", request["StackId"], request["RequestId"], "--status", "FAILED",
+                                  "--reason", "by hand", "--state", state_url,
+                                  "--allow-response-url", emulator.endpoint + "/"], reply, emulator)
+    assert "Send this answer?" in output and "answer:   FAILED" in output
+    if reply == "y":
+        assert code == 0, output
+        assert json.loads(s3_body(stack, request))["Reason"] == "by hand"
+        assert in_store(lambda s: s.get(key(request))).state == "SENT"
+    else:
+        assert code == 1 and "not confirmed" in output, output
+        assert s3_body(stack, request) is None
+        assert in_store(lambda s: s.get(key(request))).owner == "dead-daemon"
+
+
+def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_dead_letter_queue(
+        state_url, in_store, emulator, dl_stack):
+    """The store's FAILED went to an earlier ResponseURL; the copy in the DLQ names a new one."""
+    request = dl_stack.request("Create", "Again")
+    earlier = {**request, "ResponseURL": dl_stack.response_url("earlier-url")}
+
+    async def failed_earlier(store) -> None:
+        await store.claim(key(request), "daemon", digest(earlier), 60, token="t", request=json.dumps(earlier))
+        assert await store.save_response(key(request), "t", "FAILED", b'{"Status":"FAILED"}')
+        await store.mark_sent(key(request), digest(earlier), "t")
+
+    in_store(failed_earlier, ago=120)
+    assert "already answered" in fail(state_url, emulator, request).output  # the store's request: answered
+    dead_letter(dl_stack, request)
+    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand",
+                    "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.answered(digest(request)) and record.answered(digest(earlier))

@@ -1,0 +1,176 @@
+"""`cfn-provider requests`: the store's records as an operator reads them, on SQLite and on
+DynamoDB (moto over HTTP): in flight with owner and lease, answered but not confirmed, answered
+with status and Reason; the filters; redaction (no ResponseURL query string, no Data); and a
+request a real daemon answered, listed with its logical id."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from click.testing import CliRunner
+
+from cfn_provider.cli import main
+from cfn_provider.local.emulator import Stack
+from cfn_provider.ops.requests import duration, parse_duration, state_names
+from cfn_provider.pipeline.request import idempotency_key
+
+STACK_A = "arn:aws:cloudformation:eu-west-1:123456789012:stack/shop/11111111-2222-3333-4444-555555555555"
+STACK_B = "arn:aws:cloudformation:eu-west-1:123456789012:stack/blog/66666666-2222-3333-4444-555555555555"
+SECRET_QUERY = "X-Amz-Signature=deadbeefsecret"
+
+
+def wire(stack_id: str, request_id: str, logical_id: str, request_type: str = "Create") -> str:
+    return json.dumps({
+        "RequestType": request_type, "ResourceType": "Custom::Thing", "StackId": stack_id, "RequestId": request_id,
+        "LogicalResourceId": logical_id, "ResponseURL": f"https://bucket.s3.amazonaws.com/k?{SECRET_QUERY}",
+        "ResourceProperties": {"Size": "1"},
+    })
+
+
+def body(status: str, reason: str = "", **extra: Any) -> bytes:
+    return json.dumps({"Status": status, "Reason": reason, "PhysicalResourceId": "pid-1", **extra}).encode()
+
+
+def populate(in_store) -> None:
+    """Four requests: Web in flight (daemon-a), Db answered with NoEcho Data but not confirmed,
+    Queue answered FAILED (a Reason naming a presigned URL), Blog's Page answered long ago."""
+    async def now(store) -> None:
+        await store.claim(idempotency_key(STACK_A, "r-web"), "daemon-a", "d1", 600, token="t1",
+                          request=wire(STACK_A, "r-web", "Web"))
+        await store.claim(idempotency_key(STACK_A, "r-db"), "daemon-b", "d2", 600, token="t2",
+                          request=wire(STACK_A, "r-db", "Db"))
+        assert await store.save_response(idempotency_key(STACK_A, "r-db"), "t2", "SUCCESS",
+                                         body("SUCCESS", NoEcho=True, Data={"Password": "hunter2"}))
+        await store.claim(idempotency_key(STACK_A, "r-queue"), "daemon-a", "d3", 600, token="t3",
+                          request=wire(STACK_A, "r-queue", "Queue", "Update"))
+        assert await store.save_response(idempotency_key(STACK_A, "r-queue"), "t3", "FAILED",
+                                         body("FAILED", f"quota hit at https://api.example.com/x?{SECRET_QUERY}"))
+        await store.mark_sent(idempotency_key(STACK_A, "r-queue"), "d3", "t3")
+
+    async def then(store) -> None:
+        await store.claim(idempotency_key(STACK_B, "r-page"), "daemon-c", "d4", 60, token="t4",
+                          request=wire(STACK_B, "r-page", "Page"))
+        assert await store.save_response(idempotency_key(STACK_B, "r-page"), "t4", "SUCCESS", body("SUCCESS"))
+        await store.mark_sent(idempotency_key(STACK_B, "r-page"), "d4", "t4")
+
+    in_store(then, ago=3 * 3600)
+    in_store(now)
+
+
+def listing(state_url: str, *args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(main, ["requests", "--state", state_url, "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_lists_in_flight_unconfirmed_and_answered_with_what_an_operator_asks(state_url, in_store):
+    populate(in_store)
+    rows = {r["logical_id"]: r for r in listing(state_url)}
+    assert [r["logical_id"] for r in listing(state_url)] == ["Web", "Db", "Queue", "Page"]  # in flight first
+
+    web = rows["Web"]
+    assert web["state"] == "CLAIMED" and web["owner"] == "daemon-a" and web["stack"] == "shop"
+    assert 590 < web["lease_left"] <= 600 and 0 <= web["age"] < 30
+    assert web["request_type"] == "Create" and web["resource_type"] == "Custom::Thing" and web["request_id"] == "r-web"
+    assert web["stack_id"] == STACK_A and web["status"] is None
+
+    assert rows["Db"]["state"] == "RESPONSE_READY" and rows["Db"]["status"] == "SUCCESS"
+    assert rows["Queue"]["state"] == "SENT" and rows["Queue"]["status"] == "FAILED"
+    assert rows["Queue"]["reason"].startswith("quota hit at https://api.example.com/x?<redacted>")
+    assert rows["Queue"]["lease_left"] is None and rows["Queue"]["answered_urls"] == 1
+    assert rows["Page"]["state"] == "SENT" and 3 * 3600 - 30 < rows["Page"]["age"] < 3 * 3600 + 30
+
+
+def test_output_is_redacted_as_the_logs_are(state_url, in_store):
+    populate(in_store)
+    for args in (["--json"], []):
+        result = CliRunner().invoke(main, ["requests", "--state", state_url, *args])
+        assert result.exit_code == 0, result.output
+        assert "hunter2" not in result.output and "Password" not in result.output  # NoEcho Data
+        assert SECRET_QUERY not in result.output and "deadbeef" not in result.output  # presigned query strings
+        assert "?<redacted>" in result.output
+
+
+def test_the_table_has_a_line_per_request_under_a_header(state_url, in_store):
+    populate(in_store)
+    result = CliRunner().invoke(main, ["requests", "--state", state_url])
+    assert result.exit_code == 0, result.output
+    header, *lines = result.output.splitlines()
+    assert header.split()[:3] == ["STATE", "STACK", "LOGICAL"] and "LEASE LEFT" in header and "REASON" in header
+    assert len(lines) == 4
+    web = next(line for line in lines if " Web " in line)
+    assert web.startswith("CLAIMED") and "daemon-a" in web and re.search(r" (9m5\ds|10m00s) ", web)  # lease left
+
+
+def test_filters_by_stack_name_or_id_logical_id_and_state(state_url, in_store):
+    populate(in_store)
+    assert {r["logical_id"] for r in listing(state_url, "--stack", "blog")} == {"Page"}
+    assert {r["logical_id"] for r in listing(state_url, "--stack", STACK_A)} == {"Web", "Db", "Queue"}
+    assert [r["logical_id"] for r in listing(state_url, "--logical-id", "Db")] == ["Db"]
+    assert [r["logical_id"] for r in listing(state_url, "--state-is", "in-flight")] == ["Web"]
+    assert [r["logical_id"] for r in listing(state_url, "--state-is", "response_ready")] == ["Db"]
+    assert {r["logical_id"] for r in listing(state_url, "--state-is", "SENT", "--state-is", "CLAIMED")} == {
+        "Web", "Queue", "Page"}
+    assert listing(state_url, "--stack", "blog", "--state-is", "CLAIMED") == []
+
+
+def test_the_recency_window_leaves_out_older_requests(state_url, in_store):
+    populate(in_store)
+    assert {r["logical_id"] for r in listing(state_url, "--since", "1h")} == {"Web", "Db", "Queue"}
+    assert {r["logical_id"] for r in listing(state_url, "--since", "4h")} == {"Web", "Db", "Queue", "Page"}
+    assert len(listing(state_url, "--since", "0")) == 4  # everything stored
+    result = CliRunner().invoke(main, ["requests", "--state", state_url, "--since", "soon"])
+    assert result.exit_code == 2 and "duration" in result.output
+
+
+def test_a_record_without_a_stored_request_still_shows_its_ids(state_url, in_store):
+    """A claim by a daemon from before stored requests: stack and RequestId come from the key."""
+    in_store(lambda store: store.claim(idempotency_key(STACK_A, "r-old"), "old-daemon", "d", 60, token="t"))
+    [row] = listing(state_url)
+    assert row["stack"] == "shop" and row["request_id"] == "r-old" and row["logical_id"] is None
+    assert row["request_stored"] is False
+
+
+def test_an_empty_store_says_so_and_a_missing_state_file_is_an_error(state_url, tmp_path):
+    result = CliRunner().invoke(main, ["requests", "--state", state_url])
+    assert result.exit_code == 0 and result.output.startswith("no requests in")
+    missing = tmp_path / "nowhere" / "state.db"
+    result = CliRunner().invoke(main, ["requests", "--state", f"sqlite://{missing}"])
+    assert result.exit_code == 1 and "no state file" in result.output and not missing.parent.exists()
+
+
+async def test_a_request_a_daemon_answered_is_listed_with_its_logical_id(state_url, run_daemon, stack: Stack):
+    """Through the real queue: the daemon's claim stores the request, so its ids and type show."""
+    await run_daemon(state=state_url)
+    request = stack.request("Create", "Answered", properties={"Echo": "x"})
+    stack.publish(request)
+    assert (await asyncio.to_thread(stack.response, request))["Status"] == "SUCCESS"
+    for _ in range(50):  # the SENT mark follows the PUT
+        rows = await asyncio.to_thread(listing, state_url, "--stack", stack.name)
+        if rows and rows[0]["state"] == "SENT":
+            break
+        await asyncio.sleep(0.1)
+    [row] = rows
+    assert row["state"] == "SENT" and row["logical_id"] == "Answered" and row["request_type"] == "Create"
+    assert row["status"] == "SUCCESS" and row["response_url"].endswith("?<redacted>")
+    assert row["request_id"] == request["RequestId"] and row["stack_id"] == stack.stack_id
+
+
+def test_durations_and_state_words():
+    assert parse_duration("24h") == 86400 and parse_duration("90") == 90 and parse_duration("2d") == 172800
+    assert [duration(s) for s in (5, 184, 7500, 100000, -3, None)] == ["5s", "3m04s", "2h05m", "1d03h", "lapsed", "-"]
+    assert state_names(["in-flight", "unconfirmed", "answered", "sent", "polling"]) == {
+        "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"}
+
+
+def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):
+    """`--config` reads the daemon's own file: its state is used, its other settings are ignored."""
+    populate(in_store)
+    config = tmp_path / "daemon.toml"
+    config.write_text(f'state = "{state_url}"\nqueue-url = "https://sqs.eu-west-1.amazonaws.com/1/q"\n'
+                      '[handlers]\n"Custom::Thing" = "mypkg.thing"\n')
+    result = CliRunner().invoke(main, ["requests", "--config", str(config), "--json", "--logical-id", "Web"])
+    assert result.exit_code == 0, result.output
+    assert [r["logical_id"] for r in json.loads(result.output)] == ["Web"]
