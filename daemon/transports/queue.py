@@ -8,6 +8,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiobotocore.session
+from aiobotocore.config import AioConfig
+
+# botocore's standard retry mode: unlike the legacy default, it retries SQS's throttling answers
+# (`RequestThrottled`, HTTP 400 in SQS's JSON protocol), so a throttled delete or visibility change
+# is tried again in the call instead of costing the message one of its receives.
+SQS_CLIENT_CONFIG = AioConfig(retries={"mode": "standard", "max_attempts": 5})
 
 
 @dataclass
@@ -44,7 +50,8 @@ class SqsQueue:
     @classmethod
     async def open(cls, session: aiobotocore.session.AioSession, url: str, region: str | None,
                    exit_stack: Any) -> "SqsQueue":
-        client = await exit_stack.enter_async_context(session.create_client("sqs", region_name=region))
+        client = await exit_stack.enter_async_context(session.create_client("sqs", region_name=region,
+                                                                                     config=SQS_CLIENT_CONFIG))
         return cls(client, url)
 
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:
