@@ -20,6 +20,13 @@ number of hosts can share a table.
     scrub         GetItem, then UpdateItem body (without Data) and scrub_at = 0, condition: the same
                   body, still due (cfn_provider.trust.retention: NoEcho Data leaves the table after the window)
 
+    save_progress UpdateItem state POLLING, progress, next_poll, poll_shard, lease 0, condition: same
+                  token, CLAIMED or POLLING (applied twice: the same item)
+    due_polls     Query on the sparse index `polls` (hash poll_shard, range next_poll; only POLLING
+                  items carry poll_shard), one per shard, next_poll <= now
+    take_poll     UpdateItem owner/token/lease, next_poll = lease end, condition: POLLING, lease lapsed;
+                  ALL_OLD on failure shows whether an earlier try of this token took it
+
 A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
 that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or by whichever daemon
 next meets the record past its window (`scrub`, from the worker). A body whose daemon died inside
@@ -37,11 +44,15 @@ clock (`clock`): the fleet's clocks must agree to well within a lease (NTP).
 
 The table (pk: S hash key, TTL on `ttl`) is created by `cfn-provider bootstrap
 --dynamodb-table NAME`, never implicitly here: the daemon's role needs only GetItem,
-UpdateItem and DeleteItem on it.
+UpdateItem and DeleteItem on it, and Query on its index `polls` (long-running actions).
+The index is sparse: only a POLLING item has `poll_shard`, so a look for due polls reads the
+waiting requests' keys and nothing else, and a table with none waiting costs POLL_SHARDS empty
+queries a look. Shards spread a large number of waiting polls over index partitions.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import os
 import re
@@ -50,10 +61,12 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 from ..trust import retention
-from .base import CLAIMED, DEFAULT_TTL, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
+from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
 
 TTL_ATTRIBUTE = "ttl"
 KEY_ATTRIBUTE = "pk"
+POLL_INDEX, SHARD_ATTRIBUTE, NEXT_POLL_ATTRIBUTE = "polls", "poll_shard", "next_poll"  # the sparse index
+POLL_SHARDS = 4
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
 # Every attribute by placeholder: STATE, OWNER, STATUS and TTL are DynamoDB reserved words.
@@ -61,9 +74,10 @@ _NAMES = {
     "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
     "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
     "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at", "#token": "token",
+    "#request": "request", "#progress": "progress", "#next": NEXT_POLL_ATTRIBUTE, "#shard": SHARD_ATTRIBUTE,
 }
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
-                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body")
+                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #progress, #next, #shard")
 _LAPSED = "(attribute_not_exists(#lease) OR #lease <= :now)"
 _CLAIM_CONDITION = (
     "attribute_not_exists(#pk)"
@@ -183,7 +197,7 @@ class DynamoDBStore:
             UpdateExpression=_CLAIM_UPDATE,
             ConditionExpression=_CLAIM_CONDITION,
             ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
-                                            "#ttl", "#status", "#body", "#sent"),
+                                            "#ttl", "#status", "#body", "#sent", "#progress", "#next", "#shard"),
             ExpressionAttributeValues={
                 ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
                 ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
@@ -201,14 +215,16 @@ class DynamoDBStore:
 
     # ------------------------------------------------------------------ the other transitions
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
+        now = self.clock()  # a poll step's lease only while held: a late beat never retakes a let-go one
         ok, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #lease = :lease",
-            ConditionExpression="#token = :token AND #state IN (:claimed, :ready)",
+            ConditionExpression="#token = :token AND (#state IN (:claimed, :ready) OR (#state = :polling AND #lease > :now))",
             ExpressionAttributeNames=_names("#lease", "#token", "#state"),
-            ExpressionAttributeValues={":lease": _n(self.clock() + lease_seconds), ":token": {"S": token},
-                                       ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY}},
+            ExpressionAttributeValues={":lease": _n(now + lease_seconds), ":token": {"S": token},
+                                       ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY},
+                                       ":polling": {"S": POLLING}, ":now": _n(now)},
         )
         return ok
 
@@ -219,12 +235,12 @@ class DynamoDBStore:
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
-                             + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
-            ConditionExpression=_OWNED_CLAIM,
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
+                             + (", #scrub = :scrub REMOVE #next, #shard" if scrubbing else " REMOVE #scrub, #next, #shard"),
+            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub", "#next", "#shard"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
                                        ":body": {"B": bytes(body)}, ":token": {"S": token},
-                                       ":claimed": {"S": CLAIMED}, **scrubbing},
+                                       ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not ok:
@@ -286,6 +302,53 @@ class DynamoDBStore:
         resp = await self._call("get_item", Key=self._key(key), ConsistentRead=True)
         return _record(resp.get("Item"))
 
+    # ------------------------------------------------------------------ long-running actions
+    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
+                            request: str | None = None) -> bool:
+        values = {":polling": {"S": POLLING}, ":claimed": {"S": CLAIMED}, ":token": {"S": token},
+                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0)}
+        update = "SET #state = :polling, #progress = :progress, #next = :next, #shard = :shard, #lease = :zero"
+        if request is not None:
+            update, values[":request"] = update + ", #request = :request", {"S": request}
+        ok, _ = await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression=update,
+            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
+            ExpressionAttributeNames=_names("#state", "#progress", "#next", "#shard", "#lease", "#token",
+                                            *(["#request"] if request is not None else [])),
+            ExpressionAttributeValues=values,
+        )
+        return ok
+
+    async def due_polls(self, now: float, limit: int) -> list[str]:
+        due: list[tuple[float, str]] = []
+        for part in range(POLL_SHARDS):
+            resp = await self._call(
+                "query", IndexName=POLL_INDEX, Limit=limit,
+                KeyConditionExpression="#shard = :shard AND #next <= :now", FilterExpression="#expires > :now",
+                ExpressionAttributeNames=_names("#shard", "#next", "#expires"),
+                ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
+            )
+            due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in resp.get("Items", [])]
+        return [key for _, key in sorted(due)[:limit]]
+
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
+        now = self.clock()
+        ok, resp = await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
+            ConditionExpression=f"#state = :polling AND #next <= :now AND {_LAPSED} AND #expires > :now",
+            ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
+            ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
+                                       ":polling": {"S": POLLING}, ":now": _n(now)},
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        record = _record(resp.get("Attributes")) if ok else await self._in_the_way(key, resp)
+        return record if record is not None and record.state == POLLING and record.token == token else None
+
     async def scrub(self, key: str) -> None:
         """Take the NoEcho Data out of `key`'s body if its window has passed (see cfn_provider.trust.retention)."""
         now = self.clock()
@@ -342,4 +405,12 @@ def _record(item: dict[str, Any] | None) -> Record | None:
         sent_digests=" ".join(sorted(item.get("sent_digests", {}).get("SS", []))),
         scrub_at=n("scrub_at"),
         token=s("token"),
+        request=s("request"),
+        progress=s("progress"),
+        next_poll=n(NEXT_POLL_ATTRIBUTE),
     )
+
+
+def shard(key: str) -> str:
+    """The index shard a waiting request's key is listed under."""
+    return str(int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % POLL_SHARDS)
