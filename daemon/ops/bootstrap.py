@@ -306,14 +306,14 @@ def _normalise_policy(doc: Any) -> Any:
 POLL_INDEX = "polls"  # as daemon/stores/dynamodb.py queries it: the sparse index of waiting polls
 _POLL_ATTRIBUTES = [{"AttributeName": "poll_shard", "AttributeType": "S"},
                     {"AttributeName": "next_poll", "AttributeType": "N"}]
-_POLL_INDEX_SPEC = {"IndexName": POLL_INDEX, "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at"]},
+_POLL_INDEX_SPEC = {"IndexName": POLL_INDEX, "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at", "lease_until"]},
                     "KeySchema": [{"AttributeName": "poll_shard", "KeyType": "HASH"},
                                   {"AttributeName": "next_poll", "KeyType": "RANGE"}]}
 
 
 def ensure_table(dynamodb: Any, table: str, dry_run: bool = False) -> Change:
     """The fleet-mode table: `pk` (S) hash key, on-demand billing, TTL on `ttl`, and the sparse
-    index `polls` (poll_shard S, next_poll N; keys and expires_at) of requests waiting for a poll.
+    index `polls` (poll_shard S, next_poll N; with expires_at and lease_until) of requests waiting for a poll.
 
     An existing table is adopted when its key is `pk` (S); only its TTL setting and the index are
     ever changed (a table from before long-running actions gets the index added).

@@ -35,7 +35,7 @@ from .request import NotARequest, Request, parse
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
-from .runner import Context, HandlerTimeout, call
+from .runner import Context, HandlerTimeout, call, response_margin
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
 from ..stores.base import CLAIMED, Record, Store, new_token, transient
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
@@ -58,11 +58,6 @@ class Policy:
     verify_signatures: bool = True
     topic_arns: tuple[str, ...] = ()  # empty: any topic
     lease_seconds: int = 60
-
-
-def response_margin(service_timeout: int) -> float:
-    """Time kept back from the handler to build and send the answer before the deadline."""
-    return min(30.0, max(1.0, service_timeout * 0.1))
 
 
 class Worker:

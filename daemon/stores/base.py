@@ -29,7 +29,9 @@ Long-running actions (cfn_provider.pipeline.progress): `save_progress` moves the
 look next, and lets go of the lease, so no message, slot or lease is held while it waits.
 `due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one
 to a new token (one conditional write: one fleet member runs each poll step), after which the
-step ends in `save_progress` again or in `save_response`. A claim never takes a POLLING record
+step ends in `save_progress` again or in `save_response`. A polled answer stays due (its
+`next_poll`, the lease's end) until `mark_sent`: there is no queue message to bring it back, so
+when its owner dies before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING record
 over: the request is answered by its polls, so a redelivered message is a duplicate.
 """
 from __future__ import annotations

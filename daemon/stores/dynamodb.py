@@ -24,7 +24,8 @@ number of hosts can share a table.
                   token, CLAIMED or POLLING (applied twice: the same item)
     due_polls     Query on the sparse index `polls` (hash poll_shard, range next_poll; only POLLING
                   items carry poll_shard), one per shard, next_poll <= now
-    take_poll     UpdateItem owner/token/lease, next_poll = lease end, condition: POLLING, lease lapsed;
+    take_poll     UpdateItem owner/token/lease, next_poll = lease end, condition: POLLING (or a polled
+                  answer stored, not sent: it keeps poll_shard until mark_sent), due, lease lapsed;
                   ALL_OLD on failure shows whether an earlier try of this token took it
 
 A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
@@ -235,9 +236,9 @@ class DynamoDBStore:
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
-                             + (", #scrub = :scrub REMOVE #next, #shard" if scrubbing else " REMOVE #scrub, #next, #shard"),
+                             + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
             ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub", "#next", "#shard"),
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
                                        ":body": {"B": bytes(body)}, ":token": {"S": token},
                                        ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
@@ -259,9 +260,10 @@ class DynamoDBStore:
         moved, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
-            UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease",
+            UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease, #next, #shard",
             ConditionExpression=f"#state IN (:ready, :sent) AND {mine}",
-            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", *(["#token"] if token else [])),
+            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", "#next", "#shard",
+                                            *(["#token"] if token else [])),
             ExpressionAttributeValues=values,
         )
         if not moved:  # someone else's claim or delivery: only remember that this URL is answered
@@ -326,8 +328,9 @@ class DynamoDBStore:
         for part in range(POLL_SHARDS):
             resp = await self._call(
                 "query", IndexName=POLL_INDEX, Limit=limit,
-                KeyConditionExpression="#shard = :shard AND #next <= :now", FilterExpression="#expires > :now",
-                ExpressionAttributeNames=_names("#shard", "#next", "#expires"),
+                KeyConditionExpression="#shard = :shard AND #next <= :now",
+                FilterExpression=f"#expires > :now AND {_LAPSED}",
+                ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
                 ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
             )
             due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in resp.get("Items", [])]
@@ -339,15 +342,16 @@ class DynamoDBStore:
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
-            ConditionExpression=f"#state = :polling AND #next <= :now AND {_LAPSED} AND #expires > :now",
+            ConditionExpression=f"#state IN (:polling, :ready) AND #next <= :now AND {_LAPSED} AND #expires > :now",
             ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
             ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
-                                       ":polling": {"S": POLLING}, ":now": _n(now)},
+                                       ":polling": {"S": POLLING}, ":ready": {"S": RESPONSE_READY}, ":now": _n(now)},
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         record = _record(resp.get("Attributes")) if ok else await self._in_the_way(key, resp)
-        return record if record is not None and record.state == POLLING and record.token == token else None
+        taken = record is not None and record.state in (POLLING, RESPONSE_READY) and record.token == token
+        return record if taken else None
 
     async def scrub(self, key: str) -> None:
         """Take the NoEcho Data out of `key`'s body if its window has passed (see cfn_provider.trust.retention)."""

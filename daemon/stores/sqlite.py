@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS records (
 )"""
 _COLUMNS = ("key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
             "request, progress, next_poll")
-_POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE state = 'POLLING'"
+_POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE next_poll IS NOT NULL"
 _CLAIM = """
 INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at)
 VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at)
@@ -65,7 +65,8 @@ UPDATE records SET
     sent_digests = CASE WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END,
     state = CASE WHEN {moves} THEN 'SENT' ELSE state END,
     url_digest = CASE WHEN {moves} THEN :d ELSE url_digest END,
-    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END
+    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END,
+    next_poll = CASE WHEN {moves} THEN NULL ELSE next_poll END
 WHERE key = :key""".format(
     moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
 _PURGE_EVERY = 600.0
@@ -252,7 +253,7 @@ class SQLiteStore:
         return await self._run(self._threads, self._save, key, token, status, body)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ?, next_poll = NULL "
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
                "WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
         scrub_at = retention.scrub_at(body, self.clock())
         if self._durable(db, sql, (status, body, scrub_at, key, token)) == 1:
@@ -305,8 +306,8 @@ class SQLiteStore:
         return await self._run(self._threads, self._durable, sql, params) == 1  # applied twice: the same row
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
-        sql = ("SELECT key FROM records WHERE state = 'POLLING' AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
-               "AND expires_at > ? ORDER BY next_poll LIMIT ?")
+        sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND expires_at > ? ORDER BY next_poll LIMIT ?")
         rows = await self._run(self._threads, lambda db: db.execute(sql, (now, now, now, limit)).fetchall())
         return [row[0] for row in rows]
 
@@ -315,14 +316,17 @@ class SQLiteStore:
 
     def _take_poll(self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float,
                    token: str) -> Record | None:
-        """Lease a due POLLING record to `token` for one poll step (not due again until the lease
-        ends); the record, or None when another step holds it or it is no longer polling."""
+        """Lease a due POLLING record (or a polled answer stored but not sent: its owner died) to
+        `token` for one step (not due again until the lease ends); the record, or None when
+        another step holds it or it is no longer due."""
         now = self.clock()
         sql = ("UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
-               "AND state = 'POLLING' AND next_poll <= ? AND coalesce(lease_until, 0) <= ? AND expires_at > ?")
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND expires_at > ?")
         self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, now, now, now))
         record = self._record(db, key)  # taken now, or by an earlier try of this very call
-        return record if record is not None and record.state == "POLLING" and record.token == token else None
+        taken = record is not None and record.state in ("POLLING", "RESPONSE_READY") and record.token == token
+        return record if taken else None
 
     # --- NoEcho retention (cfn_provider.trust.retention): Data out of bodies past the replay window -----
     async def scrub(self, key: str) -> None:

@@ -96,13 +96,37 @@ async def test_a_finished_poll_is_answered_like_any_request(store, clock):
     assert await store.save_response(KEY, "t2", "SUCCESS", b"done")
     record = await store.get(KEY)
     assert record.state == RESPONSE_READY and record.body == b"done" and record.leased(clock.now)
+    await store.mark_sent(KEY, URL_A, token="t2")
     clock.advance(LEASE * 2)
     assert await store.due_polls(clock.now, 10) == []
-    await store.mark_sent(KEY, URL_A, token="t2")
     record = await store.get(KEY)
     assert record.state == SENT and record.answered(URL_A)
     late = await store.claim(KEY, "w3", URL_A, LEASE, token="w3")
     assert not late.acquired and late.record.answered(URL_A)
+
+
+async def test_a_polled_answer_whose_owner_died_before_sending_it_is_due_again(store, clock):
+    """No queue message brings a polled request back: its stored answer stays due until sent."""
+    await polling(store, clock, after=1)
+    clock.advance(1)
+    await store.take_poll(KEY, "dead", LEASE, token="dead")
+    assert await store.save_response(KEY, "dead", "SUCCESS", b"the-answer")  # then SIGKILL, before the PUT
+    assert await store.due_polls(clock.now, 10) == []  # its owner is still delivering it
+    clock.advance(LEASE + 1)
+    assert await store.due_polls(clock.now, 10) == [KEY]
+    taken = await store.take_poll(KEY, "w2", LEASE, token="t2")
+    assert taken is not None and taken.state == RESPONSE_READY and taken.body == b"the-answer"
+    await store.mark_sent(KEY, URL_A, token="t2")
+    clock.advance(LEASE * 10)
+    assert await store.due_polls(clock.now, 10) == [] and (await store.get(KEY)).state == SENT
+
+
+async def test_an_answer_from_a_claim_is_never_listed_as_a_poll(store, clock):
+    await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
+    assert await store.save_response(KEY, "w1", "SUCCESS", b"x")
+    clock.advance(LEASE * 10)  # the redelivered message replays it, not the poll scheduler
+    assert await store.due_polls(clock.now, 10) == []
+    assert await store.take_poll(KEY, "w2", LEASE, token="t2") is None
 
 
 async def test_due_polls_are_oldest_first_and_limited(store, clock):
