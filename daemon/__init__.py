@@ -9,13 +9,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
-__all__ = ["Call", "Context", "PropertyError", "Resource", "__version__"]
+__all__ = ["Call", "Context", "InProgress", "PropertyError", "Resource", "__version__"]
 
 if TYPE_CHECKING:
+    from .pipeline.progress import InProgress
     from .pipeline.runner import Context
     from .sdk.resource import Call, PropertyError, Resource
 
-_PUBLIC = {"Call": "sdk.resource", "PropertyError": "sdk.resource", "Resource": "sdk.resource", "Context": "pipeline.runner"}
+_PUBLIC = {"Call": "sdk.resource", "PropertyError": "sdk.resource", "Resource": "sdk.resource", "Context": "pipeline.runner",
+           "InProgress": "pipeline.progress"}
 
 
 def __getattr__(name: str) -> Any:
