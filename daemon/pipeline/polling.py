@@ -123,7 +123,7 @@ class PollScheduler:
             await self.polls.step(record, token)
             self.steps += 1
         except asyncio.CancelledError:  # stopping: another daemon takes the step up at once
-            await self._let_go(key, token)
+            await self._let_go(key, token, record)
         except Exception:  # noqa: BLE001 - one poll must never take the scheduler down
             log.exception("poll.crashed", detail="its lease lapses and the step is tried again")
         finally:
@@ -141,9 +141,13 @@ class PollScheduler:
             except Exception as exc:  # noqa: BLE001 - a missed beat is tried again on the next
                 log.warning("poll.heartbeat_failed", error=f"{type(exc).__name__}: {exc}"[:200])
 
-    async def _let_go(self, key: str, token: str) -> None:
+    async def _let_go(self, key: str, token: str, record: Record) -> None:
+        """The step's progress as it was taken, due now and with no lease (or, past it, the lease let go)."""
+        async def let_go() -> None:
+            if not await self.store.save_progress(key, token, record.progress or "", time.time()):
+                await self.store.extend(key, token, 0)
         try:
-            await asyncio.wait_for(asyncio.shield(self.store.extend(key, token, 0)), SETTLE_SECONDS)
+            await asyncio.wait_for(asyncio.shield(let_go()), SETTLE_SECONDS)
         except Exception as exc:  # noqa: BLE001 - then the lease simply lapses
             log.warning("poll.release_failed", error=f"{type(exc).__name__}: {exc}"[:200])
 

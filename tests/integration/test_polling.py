@@ -147,8 +147,10 @@ def test_a_stopping_daemon_hands_its_poll_over(spawn, stack: Stack, calls_file: 
     wait_until(lambda: calls_of(calls_file, request)["poll-start"] >= 1, 30, "the first poll to start")
     assert stop_gracefully(first) == 0  # SIGTERM: the running step is cut at the grace period, its lease let go
     second = spawn("second", *POLL_ARGS, "--visibility-timeout", "30")
-    answer = stack.response(request, timeout=40)  # long before the 30 s lease would have lapsed
+    started = time.monotonic()
+    answer = stack.response(request, timeout=40)
     assert answer is not None and answer["Status"] == "SUCCESS" and answer["Data"] == {"Polls": 3}
+    assert time.monotonic() - started < 20, "the poll waited for its 30 s lease: it was not handed over"
     assert stop_gracefully(second) == 0
     assert calls_of(calls_file, request)["Create"] == 1
 
