@@ -138,7 +138,8 @@ class Polls:
             state = PollState.loads(record.progress or "")
         except (NotARequest, ValueError, TypeError, KeyError) as exc:
             log.error("poll.unreadable", error=f"{type(exc).__name__}"[:100],
-                      detail="the stored request or progress cannot be read; its lease lapses and it is retried")
+                      detail="the stored request or progress cannot be read: it is not polled again")
+            await self.worker.calls.call(lambda: self.worker.store.extend(record.key, token, PARKED))
             return "unreadable"
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
