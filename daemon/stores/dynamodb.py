@@ -9,7 +9,7 @@ number of hosts can share a table.
                   live lease. ReturnValues=ALL_OLD gives what was taken over; on a failed condition
                   ReturnValuesOnConditionCheckFailure=ALL_OLD gives what stood in the way, and when
                   that carries this attempt's own token the claim was applied by an earlier try.
-    extend        UpdateItem lease_until, condition: same token, CLAIMED or RESPONSE_READY
+    extend        UpdateItem lease_until, condition: same token, CLAIMED or RESPONSE_READY (or a held POLLING)
     save_response UpdateItem body/status, condition: same token, still CLAIMED (or already saved
                   by this token: an earlier try was applied)
     mark_sent     UpdateItem state/url_digest, ADD to the `sent_digests` string set, condition:
@@ -19,14 +19,11 @@ number of hosts can share a table.
     get           GetItem with ConsistentRead
     scrub         GetItem, then UpdateItem body (without Data) and scrub_at = 0, condition: the same
                   body, still due (cfn_provider.trust.retention: NoEcho Data leaves the table after the window)
-
-    save_progress UpdateItem state POLLING, progress, next_poll, poll_shard, lease 0, condition: same
+    save_progress UpdateItem state POLLING, progress, next_poll, poll_shard, lease 0; condition: same
                   token, CLAIMED or POLLING (applied twice: the same item)
-    due_polls     Query on the sparse index `polls` (hash poll_shard, range next_poll; only POLLING
-                  items carry poll_shard), one per shard, next_poll <= now
-    take_poll     UpdateItem owner/token/lease, next_poll = lease end, condition: POLLING (or a polled
-                  answer stored, not sent: it keeps poll_shard until mark_sent), due, lease lapsed;
-                  ALL_OLD on failure shows whether an earlier try of this token took it
+    due_polls     Query the sparse index `polls` (poll_shard, next_poll <= now), one per shard
+    take_poll     UpdateItem owner/token/lease, next_poll = lease end; condition: POLLING (or a polled
+                  answer not yet sent: it keeps poll_shard until mark_sent), due, lease lapsed
 
 A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
 that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or by whichever daemon
@@ -45,10 +42,8 @@ clock (`clock`): the fleet's clocks must agree to well within a lease (NTP).
 
 The table (pk: S hash key, TTL on `ttl`) is created by `cfn-provider bootstrap
 --dynamodb-table NAME`, never implicitly here: the daemon's role needs only GetItem,
-UpdateItem and DeleteItem on it, and Query on its index `polls` (long-running actions).
-The index is sparse: only a POLLING item has `poll_shard`, so a look for due polls reads the
-waiting requests' keys and nothing else, and a table with none waiting costs POLL_SHARDS empty
-queries a look. Shards spread a large number of waiting polls over index partitions.
+UpdateItem and DeleteItem on it, and Query on its index `polls`: sparse (only a waiting
+request's item has `poll_shard`), so a look reads the due keys and nothing else.
 """
 from __future__ import annotations
 
