@@ -9,9 +9,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
-__all__ = ["Call", "Context", "CustomResourceRequest", "HandlerResult", "PropertyError", "Resource", "__version__"]
+__all__ = ["Call", "Context", "CustomResourceRequest", "HandlerResult", "InProgress", "PropertyError", "Resource",
+           "__version__"]
 
 if TYPE_CHECKING:
+    from .pipeline.progress import InProgress
     from .pipeline.runner import Context
     from .sdk.call import Call
     from .sdk.resource import Resource
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from .sdk.types import CustomResourceRequest, HandlerResult
 
 _PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner",
-           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types"}
+           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types", "InProgress": "pipeline.progress"}
 
 
 def __getattr__(name: str) -> Any:

@@ -103,6 +103,10 @@ def main() -> None:
               help="How often to look in the queue's dead-letter queue (from its RedrivePolicy) and answer "
                    "FAILED to each request left there unanswered, saying where to look (the store decides "
                    "who answers: safe on every fleet member). 0 turns it off.")
+@click.option("--poll-interval", type=click.FloatRange(0.1, 300), default=5.0, show_default=True,
+              envvar=ENV + "POLL_INTERVAL", metavar="SECONDS",
+              help="How often to look in the store for long-running requests whose next poll is due "
+                   "(a poll this daemon scheduled itself runs on time regardless).")
 @click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
 @click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
@@ -138,7 +142,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         trust_signing_cert_urls=options["trust_signing_cert_url"], wait_seconds=options["wait_seconds"],
         max_backoff=options["max_backoff"], health_file=options["health_file"],
         metrics_port=options["metrics_port"], metrics_address=options["metrics_address"],
-        dead_letter_interval=options["dead_letter_interval"],
+        dead_letter_interval=options["dead_letter_interval"], poll_interval=options["poll_interval"],
     )
     sys.exit(_serve(settings))
 

@@ -22,6 +22,7 @@ from .pipeline.deadletters import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .ops.metrics import Metrics
 from .pipeline.poller import Poller
+from .pipeline.polling import PollScheduler, scheduler_for
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .pipeline.responder import Responder
@@ -48,6 +49,7 @@ class Service:
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
         self.poller: Poller | None = None
         self.dead_letters: DeadLetterWatcher | None = None
+        self.polls: PollScheduler | None = None
         self.health_file = health_path(settings.state, settings.health_file)
         self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
@@ -63,6 +65,8 @@ class Service:
             self.poller.stop()
             if self.dead_letters is not None:
                 self.dead_letters.stop()
+            if self.polls is not None:
+                self.polls.stop()
         else:
             log.warning("stopping_now", detail="second stop request: abandoning in-flight requests")
             self.poller.abort()
@@ -111,6 +115,11 @@ class Service:
                 if self._early_stop:
                     self.poller.stop()
                 housekeeping = asyncio.create_task(self._housekeeping(store))
+                self.polls = scheduler_for(worker, store, owner=self.owner, concurrency=s.concurrency,
+                                           lease_seconds=s.visibility_timeout, interval=s.poll_interval)
+                polling = asyncio.create_task(self.polls.run())
+                if self._early_stop:
+                    self.polls.stop()
                 self.dead_letters = await watcher_for(queue, worker, interval=s.dead_letter_interval,
                                                       visibility_timeout=s.visibility_timeout)
                 watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
@@ -121,6 +130,8 @@ class Service:
                 finally:
                     housekeeping.cancel()
                     await self._stop_watching(watching)
+                    await self.polls.drain(self.settings.grace_period if self._stop_requests <= 1 else 0)
+                    polling.cancel()
         finally:
             await store.close()
             executor.shutdown(wait=False, cancel_futures=True)

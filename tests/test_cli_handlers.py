@@ -18,6 +18,7 @@ BUILT_IN = {
     "Custom::Echo": "cfn_provider.handlers.echo",
     "Custom::ElasticIpPool": "cfn_provider.handlers.elastic_ip_pool",
     "Custom::RandomSecret": "cfn_provider.handlers.random_secret",
+    "Custom::Wait": "cfn_provider.handlers.wait",
 }
 FX = "tests.support.router_fixtures"
 

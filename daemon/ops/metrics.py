@@ -44,6 +44,8 @@ class Metrics:
                                       registry=self.registry)
         self.put_retries = Counter("cfn_provider_response_put_retries", "Retried response uploads",
                                    registry=self.registry)
+        self.polls = Counter("cfn_provider_polls", "Long-running requests: polls started, and poll steps by outcome "
+                             "(waiting, answered, failed, timed-out, lost)", ["outcome"], registry=self.registry)
         self.in_flight = Gauge("cfn_provider_in_flight", "Messages being worked on", registry=self.registry)
         self.oldest_in_flight = Gauge("cfn_provider_oldest_in_flight_seconds",
                                       "Age of the oldest message being worked on", registry=self.registry)
@@ -68,6 +70,9 @@ class Metrics:
 
     def handler_ran(self, resource_type: str, request_type: str, seconds: float) -> None:
         self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(seconds)
+
+    def poll_ran(self, outcome: str) -> None:
+        self.polls.labels(outcome).inc()
 
     def receive_failed(self) -> None:
         self.receive_errors.inc()

@@ -54,6 +54,11 @@ class Context:
         return int(self.remaining() * 1000)
 
 
+def response_margin(service_timeout: int) -> float:
+    """Time kept back from the handler to build and send the answer before the deadline."""
+    return min(30.0, max(1.0, service_timeout * 0.1))
+
+
 @functools.lru_cache(maxsize=256)
 def _wants_context(fn: Callable[..., Any]) -> bool:
     try:

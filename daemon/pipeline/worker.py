@@ -26,6 +26,8 @@ from .cleanup import TimedOutCreates
 from .disposition import Disposition
 from .dlqanswer import DEAD_LETTER, dead_letter_answer
 from .storecalls import STORE_RETRY_MAX, StoreCalls
+from .pollstep import Polls, accepted
+from .progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
 from .envelope import BadMessage, Envelope, unwrap
@@ -36,9 +38,9 @@ from .request import NotARequest, Request, parse
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
-from .runner import Context, HandlerTimeout, call
+from .runner import Context, HandlerTimeout, call, response_margin
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from ..stores.base import CLAIMED, Record, Store, new_token, transient
+from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
@@ -61,11 +63,6 @@ class Policy:
     lease_seconds: int = 60
 
 
-def response_margin(service_timeout: int) -> float:
-    """Time kept back from the handler to build and send the answer before the deadline."""
-    return min(30.0, max(1.0, service_timeout * 0.1))
-
-
 class Worker:
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
@@ -79,6 +76,7 @@ class Worker:
         self.stopping = False  # set by the poller when the grace period is over
         self.calls = StoreCalls(store, lambda: self.stopping)
         self.timed_out = TimedOutCreates(store)
+        self.polls = Polls(self)  # long-running actions: their progress stored, their steps run by the scheduler
         self._draining = asyncio.Event()  # set by drain(): the daemon stopped receiving
         self._logged_bad: OrderedDict[str, None] = OrderedDict()
 
@@ -206,6 +204,9 @@ class Worker:
             if record.answered(digest):
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
+            if record.state == POLLING:  # a long-running action: its polls answer it, never a second create
+                outcome.update(outcome="polling-elsewhere", owner=record.owner)
+                return Disposition.DELETE
             if self._must_wait(record, digest):
                 # Another attempt holds it: wait here, the message kept hidden by its heartbeat,
                 # instead of handing it back to the queue (every receive counts toward the DLQ).
@@ -242,6 +243,8 @@ class Worker:
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
             answer = responses.cut_short(request, "provider shutting down before the handler finished")
+        if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.pipeline.pollstep)
+            return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
@@ -351,6 +354,8 @@ class Worker:
             return responses.failure(request, str(exc) or type(exc).__name__)
         finally:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
+        if isinstance(result, InProgress):
+            return accepted(handler, request, result)  # type: ignore[return-value]
         return responses.success(request, result)
 
     # ------------------------------------------------------------------ the dead-letter queue

@@ -2,6 +2,11 @@
 
 States (shared/DESIGN.md):
     absent ──claim──> CLAIMED(owner, token, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
+                        │                                   ^
+                  save_progress                       save_response
+                        v                                   │
+                      POLLING(request, progress, next_poll) ┘  (take_poll leases it for one poll step;
+                        ^──────────save_progress───────────┘    save_progress lets go of the lease again)
 One conditional write is the lock: `claim` succeeds only when the key is absent, expired,
 CLAIMED under a lapsed lease, or holds a FAILED answer for a different ResponseURL that
 nobody holds a live lease on (CloudFormation retrying the operation: a FAILED is re-run, a
@@ -20,6 +25,16 @@ attempt's own earlier try was applied (its answer lost to a timeout or a reset, 
 by botocore or by the worker), the store recognises its token in the record that stood in
 the way and reports success (acquired / saved / extended / sent / released), never another
 worker's claim. `extend` and `mark_sent` are idempotent as they stand.
+
+Long-running actions (cfn_provider.pipeline.progress): `save_progress` moves the attempt's CLAIMED
+(or its leased POLLING) record to POLLING with the request, the handler's progress and when to
+look next, and lets go of the lease, so no message, slot or lease is held while it waits.
+`due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one
+to a new token (one conditional write: one fleet member runs each poll step), after which the
+step ends in `save_progress` again or in `save_response`. A polled answer stays due (its
+`next_poll`, the lease's end) until `mark_sent`: there is no queue message to bring it back, so
+when its owner dies before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING record
+over: the request is answered by its polls, so a redelivered message is a duplicate.
 """
 from __future__ import annotations
 
@@ -29,7 +44,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-CLAIMED, RESPONSE_READY, SENT = "CLAIMED", "RESPONSE_READY", "SENT"
+CLAIMED, RESPONSE_READY, SENT, POLLING = "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 
 
@@ -46,7 +61,9 @@ class Record:
     sent_digests: str = ""  # space-separated digests of every ResponseURL already answered
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
     token: str | None = None  # the claim attempt that wrote the current claim
-    request: str | None = None  # the request's JSON (with its ResponseURL), written at claim time
+    request: str | None = None  # the request's JSON (with its ResponseURL): written at claim, kept while polled
+    progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.pipeline.polling)
+    next_poll: float | None = None  # POLLING: when the next poll step is due (epoch seconds)
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()
@@ -71,6 +88,10 @@ class Store(Protocol):
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
     async def release(self, key: str, token: str) -> None: ...
+    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
+                            request: str | None = None) -> bool: ...
+    async def due_polls(self, now: float, limit: int) -> list[str]: ...
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None: ...
     async def get(self, key: str) -> Record | None: ...
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...

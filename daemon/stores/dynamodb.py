@@ -9,7 +9,7 @@ number of hosts can share a table.
                   live lease. ReturnValues=ALL_OLD gives what was taken over; on a failed condition
                   ReturnValuesOnConditionCheckFailure=ALL_OLD gives what stood in the way, and when
                   that carries this attempt's own token the claim was applied by an earlier try.
-    extend        UpdateItem lease_until, condition: same token, CLAIMED or RESPONSE_READY
+    extend        UpdateItem lease_until, condition: same token, CLAIMED or RESPONSE_READY (or a held POLLING)
     save_response UpdateItem body/status, condition: same token, still CLAIMED (or already saved
                   by this token: an earlier try was applied)
     mark_sent     UpdateItem state/url_digest, ADD to the `sent_digests` string set, condition:
@@ -19,6 +19,11 @@ number of hosts can share a table.
     get           GetItem with ConsistentRead
     scrub         GetItem, then UpdateItem body (without Data) and scrub_at = 0, condition: the same
                   body, still due (cfn_provider.trust.retention: NoEcho Data leaves the table after the window)
+    save_progress UpdateItem state POLLING, progress, next_poll, poll_shard, lease 0; condition: same
+                  token, CLAIMED or POLLING (applied twice: the same item)
+    due_polls     Query the sparse index `polls` (poll_shard, next_poll <= now), one per shard
+    take_poll     UpdateItem owner/token/lease, next_poll = lease end; condition: POLLING (or a polled
+                  answer not yet sent: it keeps poll_shard until mark_sent), due, lease lapsed
 
 A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
 that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or by whichever daemon
@@ -37,7 +42,8 @@ clock (`clock`): the fleet's clocks must agree to well within a lease (NTP).
 
 The table (pk: S hash key, TTL on `ttl`) is created by `cfn-provider bootstrap
 --dynamodb-table NAME`, never implicitly here: the daemon's role needs only GetItem,
-UpdateItem and DeleteItem on it.
+UpdateItem and DeleteItem on it, and Query on its index `polls`: sparse (only a waiting
+request's item has `poll_shard`), so a look reads the due keys and nothing else.
 """
 from __future__ import annotations
 
@@ -50,21 +56,14 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 from ..trust import retention
-from .base import CLAIMED, DEFAULT_TTL, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
+from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
+from .dynamodb_items import KEY_ATTRIBUTE, NEXT_POLL_ATTRIBUTE, POLL_INDEX, POLL_SHARDS
+from .dynamodb_items import names as _names, number as _n, record as _record, shard
 
-TTL_ATTRIBUTE = "ttl"
-KEY_ATTRIBUTE = "pk"
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
-# Every attribute by placeholder: STATE, OWNER, STATUS and TTL are DynamoDB reserved words.
-_NAMES = {
-    "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
-    "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
-    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at", "#token": "token",
-    "#request": "request",
-}
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
-                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body")
+                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #progress, #next, #shard")
 _LAPSED = "(attribute_not_exists(#lease) OR #lease <= :now)"
 _CLAIM_CONDITION = (
     "attribute_not_exists(#pk)"
@@ -93,14 +92,6 @@ def _default_region() -> str | None:
     import botocore.session
 
     return os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
-
-
-def _names(*placeholders: str) -> dict[str, str]:
-    return {p: _NAMES[p] for p in placeholders}
-
-
-def _n(value: float) -> dict[str, str]:
-    return {"N": repr(float(value))}
 
 
 class DynamoDBStore:
@@ -189,7 +180,8 @@ class DynamoDBStore:
             UpdateExpression=update,
             ConditionExpression=_CLAIM_CONDITION,
             ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
-                                            "#ttl", "#status", "#body", "#sent", *names),
+                                            "#ttl", "#status", "#body", "#sent", "#progress", "#next", "#shard",
+                                            *names),
             ExpressionAttributeValues={
                 ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
                 ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
@@ -208,14 +200,16 @@ class DynamoDBStore:
 
     # ------------------------------------------------------------------ the other transitions
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
+        now = self.clock()  # a poll step's lease only while held: a late beat never retakes a let-go one
         ok, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #lease = :lease",
-            ConditionExpression="#token = :token AND #state IN (:claimed, :ready)",
+            ConditionExpression="#token = :token AND (#state IN (:claimed, :ready) OR (#state = :polling AND #lease > :now))",
             ExpressionAttributeNames=_names("#lease", "#token", "#state"),
-            ExpressionAttributeValues={":lease": _n(self.clock() + lease_seconds), ":token": {"S": token},
-                                       ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY}},
+            ExpressionAttributeValues={":lease": _n(now + lease_seconds), ":token": {"S": token},
+                                       ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY},
+                                       ":polling": {"S": POLLING}, ":now": _n(now)},
         )
         return ok
 
@@ -227,11 +221,11 @@ class DynamoDBStore:
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
                              + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
-            ConditionExpression=_OWNED_CLAIM,
+            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
             ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
                                        ":body": {"B": bytes(body)}, ":token": {"S": token},
-                                       ":claimed": {"S": CLAIMED}, **scrubbing},
+                                       ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not ok:
@@ -250,9 +244,10 @@ class DynamoDBStore:
         moved, _ = await self._conditional(
             "update_item",
             Key=self._key(key),
-            UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease",
+            UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease, #next, #shard",
             ConditionExpression=f"#state IN (:ready, :sent) AND {mine}",
-            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", *(["#token"] if token else [])),
+            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", "#next", "#shard",
+                                            *(["#token"] if token else [])),
             ExpressionAttributeValues=values,
         )
         if not moved:  # someone else's claim or delivery: only remember that this URL is answered
@@ -293,6 +288,55 @@ class DynamoDBStore:
         resp = await self._call("get_item", Key=self._key(key), ConsistentRead=True)
         return _record(resp.get("Item"))
 
+    # ------------------------------------------------------------------ long-running actions
+    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
+                            request: str | None = None) -> bool:
+        values = {":polling": {"S": POLLING}, ":claimed": {"S": CLAIMED}, ":token": {"S": token},
+                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0)}
+        update = "SET #state = :polling, #progress = :progress, #next = :next, #shard = :shard, #lease = :zero"
+        if request is not None:
+            update, values[":request"] = update + ", #request = :request", {"S": request}
+        ok, _ = await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression=update,
+            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
+            ExpressionAttributeNames=_names("#state", "#progress", "#next", "#shard", "#lease", "#token",
+                                            *(["#request"] if request is not None else [])),
+            ExpressionAttributeValues=values,
+        )
+        return ok
+
+    async def due_polls(self, now: float, limit: int) -> list[str]:
+        due: list[tuple[float, str]] = []
+        for part in range(POLL_SHARDS):
+            resp = await self._call(
+                "query", IndexName=POLL_INDEX, Limit=limit,
+                KeyConditionExpression="#shard = :shard AND #next <= :now",
+                FilterExpression=f"#expires > :now AND {_LAPSED}",
+                ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
+                ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
+            )
+            due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in resp.get("Items", [])]
+        return [key for _, key in sorted(due)[:limit]]
+
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
+        now = self.clock()
+        ok, resp = await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
+            ConditionExpression=f"#state IN (:polling, :ready) AND #next <= :now AND {_LAPSED} AND #expires > :now",
+            ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
+            ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
+                                       ":polling": {"S": POLLING}, ":ready": {"S": RESPONSE_READY}, ":now": _n(now)},
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        record = _record(resp.get("Attributes")) if ok else await self._in_the_way(key, resp)
+        taken = record is not None and record.state in (POLLING, RESPONSE_READY) and record.token == token
+        return record if taken else None
+
     async def scrub(self, key: str) -> None:
         """Take the NoEcho Data out of `key`'s body if its window has passed (see cfn_provider.trust.retention)."""
         now = self.clock()
@@ -323,31 +367,3 @@ class DynamoDBStore:
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None:
             await stack.aclose()
-
-
-def _record(item: dict[str, Any] | None) -> Record | None:
-    """A DynamoDB item (low-level attribute values) as a Record; None for no item."""
-    if not item or KEY_ATTRIBUTE not in item:
-        return None
-
-    def s(name: str) -> str | None:
-        return item[name]["S"] if name in item and "S" in item[name] else None
-
-    def n(name: str) -> float | None:
-        return float(item[name]["N"]) if name in item and "N" in item[name] else None
-
-    body = item.get("body", {}).get("B")
-    return Record(
-        key=item[KEY_ATTRIBUTE]["S"],
-        state=s("state") or CLAIMED,
-        owner=s("owner"),
-        lease_until=n("lease_until"),
-        url_digest=s("url_digest") or "",
-        status=s("status"),
-        body=bytes(body) if body is not None else None,
-        expires_at=n("expires_at") or 0.0,
-        sent_digests=" ".join(sorted(item.get("sent_digests", {}).get("SS", []))),
-        scrub_at=n("scrub_at"),
-        token=s("token"),
-        request=s("request"),
-    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Record
-from .dynamodb import DynamoDBStore, _n, _names, _record
+from .dynamodb import DynamoDBStore
+from .dynamodb_items import names as _names, number as _n, record as _record
 
 
 class DynamoDBAdminStore(DynamoDBStore):

@@ -38,16 +38,20 @@ CREATE TABLE IF NOT EXISTS records (
     sent_digests TEXT NOT NULL DEFAULT '',
     scrub_at REAL,
     token TEXT,
-    request TEXT
+    request TEXT,
+    progress TEXT,
+    next_poll REAL
 )"""
-_COLUMNS = "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, request"
+_COLUMNS = ("key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
+            "request, progress, next_poll")
+_POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE next_poll IS NOT NULL"
 _CLAIM = """
 INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at, request)
 VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at, :request)
 ON CONFLICT(key) DO UPDATE SET
     state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
     url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at,
-    request = coalesce(excluded.request, records.request)
+    request = coalesce(excluded.request, records.request), progress = NULL, next_poll = NULL
 WHERE records.expires_at <= :now
    OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
           (records.state = 'CLAIMED' AND coalesce(records.lease_until, 0) <= :now)
@@ -61,7 +65,8 @@ UPDATE records SET
     sent_digests = CASE WHEN instr(sent_digests, :d) > 0 THEN sent_digests ELSE trim(sent_digests || ' ' || :d) END,
     state = CASE WHEN {moves} THEN 'SENT' ELSE state END,
     url_digest = CASE WHEN {moves} THEN :d ELSE url_digest END,
-    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END
+    lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END,
+    next_poll = CASE WHEN {moves} THEN NULL ELSE next_poll END
 WHERE key = :key""".format(
     moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
 _PURGE_EVERY = 600.0
@@ -164,8 +169,9 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
             db.execute(_SCHEMA)
-            # a file from before NoEcho retention / tokens / stored requests
-            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT", "request": "TEXT"})
+            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT",  # a file from before NoEcho retention / tokens
+                              "request": "TEXT", "progress": "TEXT", "next_poll": "REAL"})  # / polling
+            db.execute(_POLL_INDEX)
             db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
         except BaseException:
             db.close()
@@ -239,16 +245,18 @@ class SQLiteStore:
     # --- the other transitions, each conditional on the attempt's token --------------------
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool:
         # a stored answer stays leased while its owner delivers it, so duplicates wait, not re-send
+        # a poll step's lease only while it is held: after save_progress let go of it, a late beat must not retake it
+        now = self.clock()
         sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
-               "AND state IN ('CLAIMED', 'RESPONSE_READY')")
-        return await self._run(self._threads, self._write, sql, (self.clock() + lease_seconds, key, token)) == 1
+               "AND (state IN ('CLAIMED', 'RESPONSE_READY') OR (state = 'POLLING' AND lease_until > ?))")
+        return await self._run(self._threads, self._write, sql, (now + lease_seconds, key, token, now)) == 1
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
         return await self._run(self._threads, self._save, key, token, status, body)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
         sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
-               "WHERE key = ? AND token = ? AND state = 'CLAIMED'")
+               "WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
         scrub_at = retention.scrub_at(body, self.clock())
         if self._durable(db, sql, (status, body, scrub_at, key, token)) == 1:
             return True
@@ -298,6 +306,39 @@ class SQLiteStore:
         rows = db.execute(f"SELECT {_COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? "
                           "ORDER BY expires_at DESC", (self.clock(), oldest))
         return [Record(*row) for row in rows.fetchall()]
+
+    # --- long-running actions: POLLING (cfn_provider.pipeline.polling) ---------------------------
+    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
+                            request: str | None = None) -> bool:
+        """CLAIMED or POLLING under this token -> POLLING with the progress, lease let go. Durable
+        (fsync): the queue message is deleted next, and this record is then all there is."""
+        sql = ("UPDATE records SET state = 'POLLING', progress = ?, next_poll = ?, lease_until = 0, "
+               "request = coalesce(?, request) WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
+        params = (progress, next_poll, request, key, token)
+        return await self._run(self._threads, self._durable, sql, params) == 1  # applied twice: the same row
+
+    async def due_polls(self, now: float, limit: int) -> list[str]:
+        sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND expires_at > ? ORDER BY next_poll LIMIT ?")
+        rows = await self._run(self._threads, lambda db: db.execute(sql, (now, now, now, limit)).fetchall())
+        return [row[0] for row in rows]
+
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
+        return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token)
+
+    def _take_poll(self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float,
+                   token: str) -> Record | None:
+        """Lease a due POLLING record (or a polled answer stored but not sent: its owner died) to
+        `token` for one step (not due again until the lease ends); the record, or None when
+        another step holds it or it is no longer due."""
+        now = self.clock()
+        sql = ("UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND expires_at > ?")
+        self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, now, now, now))
+        record = self._record(db, key)  # taken now, or by an earlier try of this very call
+        taken = record is not None and record.state in ("POLLING", "RESPONSE_READY") and record.token == token
+        return record if taken else None
 
     # --- NoEcho retention (cfn_provider.trust.retention): Data out of bodies past the replay window -----
     async def scrub(self, key: str) -> None:

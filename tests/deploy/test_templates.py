@@ -28,7 +28,7 @@ UNIT = REPO / "systemd" / "cfn-provider.service"
 TEMPLATES = sorted(p for pattern in ("*.yaml", "*.yml", "*.json", "*.template") for p in DEPLOY.glob(pattern))
 
 SQS_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
-DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}
 PSEUDO = {"AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
           "AWS::StackId", "AWS::StackName", "AWS::URLSuffix"}
 
@@ -200,14 +200,17 @@ def test_subscription_is_enveloped_not_raw(provider: dict[str, Any]) -> None:
 
 
 def test_state_table_is_what_fleet_mode_expects(provider: dict[str, Any]) -> None:
-    from cfn_provider.stores.dynamodb import KEY_ATTRIBUTE, TTL_ATTRIBUTE
+    from cfn_provider.stores.dynamodb_items import KEY_ATTRIBUTE, TTL_ATTRIBUTE
 
     _, table = only(provider, "AWS::DynamoDB::Table")
     props = table["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["KeySchema"] == [{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    assert props["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}]
     assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    # the same sparse index of waiting polls as `bootstrap` makes (daemon/ops/bootstrap.py)
+    from cfn_provider.ops.bootstrap import _POLL_ATTRIBUTES, _POLL_INDEX_SPEC
+    assert props["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}, *_POLL_ATTRIBUTES]
+    assert props["GlobalSecondaryIndexes"] == [_POLL_INDEX_SPEC]
 
 
 # ---------------------------------------------------------------------------------------- provider: IAM
@@ -230,6 +233,8 @@ def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider
         assert resource != "*" and "*" not in json.dumps(resource), (action, resource)
         if action.startswith("sqs:"):  # the queue, and its dead-letter queue (the daemon answers what is left there)
             assert resource == [{"Fn::GetAtt": ["Queue", "Arn"]}, {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}], resource
+        elif action == "dynamodb:Query":  # only the sparse index of waiting polls, never the table itself
+            assert resource == {"Fn::Sub": "${StateTable.Arn}/index/polls"}, resource
         else:
             assert resource == {"Fn::GetAtt": ["StateTable", "Arn"]}, (action, resource)
 

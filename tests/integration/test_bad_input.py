@@ -180,7 +180,8 @@ async def test_unknown_resource_type_gets_failed(run_daemon, stack: Stack) -> No
 
 
 # -- last row: a ResourceType the operator did not name (built-in or entry point) ---------------------
-@pytest.mark.parametrize("resource_type", ["Custom::RandomSecret", "Custom::Command", "Custom::ElasticIpPool"])
+@pytest.mark.parametrize("resource_type", ["Custom::RandomSecret", "Custom::Command", "Custom::ElasticIpPool",
+                                           "Custom::Wait"])
 async def test_an_installed_handler_the_operator_did_not_name_is_not_served(run_daemon, stack: Stack, provider,
                                                                              resource_type: str) -> None:
     ssm = provider.emulator.client("ssm")

@@ -116,7 +116,9 @@ def test_first_run_creates_everything(emulator, name):
     ddb = emulator.client("dynamodb")
     desc = ddb.describe_table(TableName=table)["Table"]
     assert desc["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    assert desc["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}]
+    assert desc["AttributeDefinitions"][0] == {"AttributeName": "pk", "AttributeType": "S"}
+    [index] = desc["GlobalSecondaryIndexes"]  # the sparse index of waiting polls (no Scan anywhere)
+    assert index["IndexName"] == "polls" and [k["AttributeName"] for k in index["KeySchema"]] == ["poll_shard", "next_poll"]
     assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     ttl = ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
@@ -256,6 +258,7 @@ def test_an_existing_table_without_ttl_gets_it(emulator, name):
     assert result.exit_code == 0, result.output
     assert actions(result.output)["dynamodb table"] == "updated"
     assert ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]["AttributeName"] == "ttl"
+    assert [i["IndexName"] for i in ddb.describe_table(TableName=table)["Table"]["GlobalSecondaryIndexes"]] == ["polls"]
 
 
 def test_an_existing_table_with_another_key_is_refused(emulator, name):

@@ -66,7 +66,7 @@ def test_configured_module_spec_without_attribute_is_the_module():
 
 # --- entry points -----------------------------------------------------------------------
 
-BUILT_INS = ("Custom::Command", "Custom::Echo", "Custom::ElasticIpPool", "Custom::RandomSecret")
+BUILT_INS = ("Custom::Command", "Custom::Echo", "Custom::ElasticIpPool", "Custom::RandomSecret", "Custom::Wait")
 
 
 def test_installed_entry_points_are_available_but_not_served_unless_named():

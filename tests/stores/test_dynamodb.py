@@ -25,6 +25,7 @@ from cfn_provider.local.emulator import Emulator
 from cfn_provider.stores.base import StoreConfigError
 from cfn_provider.stores import open_store
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
+from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
 from tests.stores.contract import KEY, LEASE, TTL, URL_A, URL_B, Clock, answered
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 

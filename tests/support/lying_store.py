@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-WRITES = ("claim", "extend", "save_response", "mark_sent", "release")
+WRITES = ("claim", "extend", "save_response", "mark_sent", "release", "save_progress", "take_poll")
 
 
 class LyingStore:

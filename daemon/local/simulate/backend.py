@@ -227,14 +227,27 @@ class Backend:
         stack.stack_id = info.stack_id
         return stack
 
+    def polled(self, request: dict[str, Any]) -> str | None:
+        """A long-running request's stored poll state (JSON text; cfn_provider.pipeline.pollstep), or None."""
+        import json
+        import sqlite3
+
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self._tmp}/state.db?mode=ro", uri=True, timeout=1)) as db:
+                row = db.execute("SELECT progress FROM records WHERE key = ? AND state = 'POLLING'",
+                                 (json.dumps([request["StackId"], request["RequestId"]]),)).fetchone()
+        except sqlite3.Error:
+            return None
+        return row[0] if row else None
+
     def send(self, stack: Any, request: dict[str, Any], service_timeout: int, wait_limit: float | None,
-             progress: Callable[[float, float], None]) -> Answer:
+             progress: Callable[[float, float], None], polled: Callable[[str], None] | None = None) -> Answer:
         limit = float(service_timeout)
         limited = False
         if wait_limit is not None and wait_limit < limit:
             limit, limited = float(wait_limit), True
         answer = Answer(request["RequestId"], None, 0.0, limit, limited, service_timeout)
-        started = time.monotonic()
+        started, seen = time.monotonic(), None
         try:
             stack.publish(request)
         except Exception as exc:  # noqa: BLE001 - an unreachable endpoint is this request's failure
@@ -257,4 +270,8 @@ class Backend:
             if failure:
                 answer.daemon_error = failure
                 return answer
+            state = self.polled(request) if polled is not None else None
+            if state is not None and state != seen:  # a long-running request moved on: an event, as CloudFormation's
+                seen = state
+                polled(state)
             progress(answer.waited, limit)

@@ -2,6 +2,7 @@
 events, and what the answers (or their absence) make of the resource in the stack's state."""
 from __future__ import annotations
 
+import json
 import random
 import string
 from dataclasses import dataclass
@@ -79,9 +80,22 @@ class Steps:
     def _send(self, request: dict[str, Any], timeout: int) -> Answer:
         what = f"{request['LogicalResourceId']} {request['RequestType']}: waiting for the response"
         answer = self.backend.send(self.stack, request, timeout, self.wait_limit,
-                                   lambda elapsed, limit: self.console.progress(what, elapsed, limit))
+                                   lambda elapsed, limit: self.console.progress(what, elapsed, limit),
+                                   lambda state: self._polled(request, state))
         self.console.progress_done()
         return answer
+
+    def _polled(self, request: dict[str, Any], state: str) -> None:
+        """A long-running request's progress, as a further *_IN_PROGRESS event of its resource."""
+        try:
+            doc = json.loads(state)
+        except ValueError:
+            return
+        text = json.dumps(doc.get("progress"), separators=(",", ":"))
+        reason = f"Long-running {request['RequestType']}: {doc.get('polls', 0)} polls so far; progress {text[:200]}"
+        self.console.progress_done()
+        self.emit(request["LogicalResourceId"], doc.get("physical_id") or request.get("PhysicalResourceId", ""),
+                  request["ResourceType"], f"{request['RequestType'].upper()}_IN_PROGRESS", reason)
 
     def _outputs(self, template: Template) -> dict[str, dict[str, Any]]:
         outputs = {}

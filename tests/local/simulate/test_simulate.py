@@ -441,3 +441,20 @@ def test_a_handler_that_does_not_load_is_an_error_before_anything_runs(sim, writ
     run = sim("create", path, "--handler", "Custom::Nope=no_such_module_here")
     assert run.code == 2 and "no_such_module_here" in run.stderr, run
     assert not run.state_path.exists()
+
+
+def test_a_long_running_resource_shows_its_progress_as_in_progress_events(sim, write):
+    path = write("poll.yaml", """\
+        Resources:
+          Snapshot:
+            Type: Custom::Poll
+            Properties: {ServiceToken: x, Polls: 3, AfterSeconds: 1}
+    """)
+    run = sim("create", path, "--handler", "Custom::Poll=tests.support.polling_handlers")
+    assert run.code == 0, run
+    events = [e for e in run.events() if e[0] == "Snapshot"]
+    progress = [e for e in events if e[1] == "CREATE_IN_PROGRESS" and e[3].startswith("Long-running Create")]
+    assert len(progress) >= 2, events
+    assert progress[0][2].startswith("op-")  # the id the action gave, before the answer
+    assert '{"polls":1}' in " ".join(e[3] for e in progress), progress
+    assert events[-1][1] == "CREATE_COMPLETE" and events[-1][2] == progress[0][2]

@@ -1,0 +1,97 @@
+"""The poll scheduler (cfn_provider.pipeline.polling) on a real SQLite store, with stand-in steps.
+
+A thousand waiting requests cost one query a look and are never touched; due polls run under
+the scheduler's slots only while their step runs; a stopping scheduler hands its step over.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from cfn_provider.pipeline.polling import PollScheduler
+from cfn_provider.stores.base import POLLING
+from cfn_provider.stores.sqlite import SQLiteStore
+
+
+class Steps:
+    """Stand-in for pollstep.Polls: records the steps run; each waits for `release` (or raises)."""
+
+    def __init__(self, raises: bool = False) -> None:
+        self.ran: list[str] = []
+        self.release = asyncio.Event()
+        self.raises = raises
+        self.wake = lambda when: None
+
+    async def step(self, record, token) -> str:
+        self.ran.append(record.key)
+        if self.raises:
+            raise RuntimeError("a broken step")
+        await self.release.wait()
+        return "waiting"
+
+
+async def fill(store: SQLiteStore, waiting: int, due: int) -> list[str]:
+    now, due_keys = time.time(), []
+    for i in range(waiting + due):
+        key = f"key-{i}"
+        assert (await store.claim(key, "w", "d", 60, token=f"t{i}")).acquired
+        assert await store.save_progress(key, f"t{i}", "{}", now - 1 if i < due else now + 3600, "{}")
+        if i < due:
+            due_keys.append(key)
+    return due_keys
+
+
+async def test_waiting_polls_cost_one_query_and_due_ones_run_under_the_slots(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        due = await fill(store, waiting=1000, due=5)
+        steps = Steps()
+        scheduler = PollScheduler(steps, store, owner="me", concurrency=2, lease_seconds=60)
+        started = time.perf_counter()
+        assert await scheduler.look() == 2  # two slots
+        assert time.perf_counter() - started < 1.0
+        assert await scheduler.look() == 0 and scheduler.free == 0  # no slot: not even a query
+        await asyncio.sleep(0)
+        assert len(steps.ran) == 2 and set(steps.ran) <= set(due)
+        steps.release.set()
+        await asyncio.wait(set(scheduler.running.values()))
+        assert scheduler.free == 2
+        assert await scheduler.look() == 2
+        await asyncio.wait(set(scheduler.running.values()))
+        assert await scheduler.look() == 1
+        await asyncio.wait(set(scheduler.running.values()))
+        assert sorted(steps.ran) == sorted(due)  # each due poll once; none of the 1000 waiting
+    finally:
+        await store.close()
+
+
+async def test_a_step_that_raises_frees_its_slot(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        await fill(store, waiting=0, due=1)
+        scheduler = PollScheduler(Steps(raises=True), store, owner="me", concurrency=1, lease_seconds=60)
+        assert await scheduler.look() == 1
+        await asyncio.wait(set(scheduler.running.values()))
+        assert scheduler.free == 1 and not scheduler.running
+    finally:
+        await store.close()
+
+
+async def test_a_draining_scheduler_hands_its_step_over_due_at_once(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        [key] = await fill(store, waiting=0, due=1)
+        steps = Steps()
+        scheduler = PollScheduler(steps, store, owner="me", concurrency=1, lease_seconds=600)
+        running = asyncio.create_task(scheduler.run())
+        while not steps.ran:
+            await asyncio.sleep(0.01)
+        record = await store.get(key)
+        assert record.owner == "me" and record.leased(time.time())
+        await scheduler.drain(grace=0.1)  # the step never finishes: cut short, let go
+        running.cancel()
+        record = await store.get(key)
+        assert record.state == POLLING and not record.leased(time.time())
+        assert await store.due_polls(time.time(), 10) == [key]  # another daemon takes it at once
+    finally:
+        await store.close()

@@ -1,0 +1,62 @@
+"""Long-running test handlers (the poll contract), for tests/integration/test_polling.py.
+
+`Custom::Poll` (this module): `create` starts an "operation" and returns InProgress with
+PhysicalResourceId `op-<RequestId[:8]>`; `is_complete` counts polls in the stored progress and is
+done after `Polls` of them (Data: Polls, the count). Properties: Polls (default 2), AfterSeconds
+(default 1), PollSleepSeconds (each poll sleeps this long first), PollRaise (a poll raises it).
+Every call is appended to $CFN_TEST_CALLS_FILE as "RequestId WHAT": Create, poll-start,
+poll-done N, Delete. `no_poll` returns InProgress but has no poll function.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping
+
+from cfn_provider import InProgress
+
+
+def _record(event: Mapping[str, Any], what: str) -> None:
+    path = os.environ.get("CFN_TEST_CALLS_FILE")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{event['RequestId']} {what}\n")
+
+
+def create(event: Mapping[str, Any], context: Any) -> InProgress:
+    _record(event, "Create")
+    after = float(event["ResourceProperties"].get("AfterSeconds", 1))
+    return InProgress(progress={"polls": 0}, physical_id=f"op-{event['RequestId'][:8]}", after=after)
+
+
+update = create
+
+
+def is_complete(event: Mapping[str, Any], context: Any, progress: dict[str, Any]) -> Any:
+    props = event["ResourceProperties"]
+    _record(event, "poll-start")
+    time.sleep(float(props.get("PollSleepSeconds", 0)))
+    if "PollRaise" in props:
+        raise RuntimeError(props["PollRaise"])
+    polls = progress["polls"] + 1
+    _record(event, f"poll-done {polls}")
+    if polls >= int(props.get("Polls", 2)):
+        return {"Data": {"Polls": polls}}
+    return InProgress(progress={"polls": polls}, after=float(props.get("AfterSeconds", 1)))
+
+
+def delete(event: Mapping[str, Any], context: Any = None) -> None:
+    _record(event, "Delete")
+
+
+class _NoPoll:
+    def create(self, event: Mapping[str, Any]) -> InProgress:
+        return InProgress(progress={}, physical_id="never-polled")
+
+    update = create
+
+    def delete(self, event: Mapping[str, Any]) -> None:
+        return None
+
+
+no_poll = _NoPoll()
