@@ -91,13 +91,12 @@ class _Step:
     """A poll function as the runner calls an action, `(event, context)`, with the progress bound."""
 
     def __init__(self, fn: Callable[..., Any], progress: Any, request_type: str):
-        if inspect.iscoroutinefunction(fn):
-            async def action(event: Any, context: Any) -> Any:
-                return await fn(event, context, progress)
-        else:
-            def action(event: Any, context: Any) -> Any:
-                return fn(event, context, progress)
-        setattr(self, request_type.lower(), action)
+        async def async_action(event: Any, context: Any) -> Any:
+            return await fn(event, context, progress)
+
+        def sync_action(event: Any, context: Any) -> Any:
+            return fn(event, context, progress)
+        setattr(self, request_type.lower(), async_action if inspect.iscoroutinefunction(fn) else sync_action)
 
 
 def _digest(request: Request) -> str:

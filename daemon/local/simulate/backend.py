@@ -271,7 +271,7 @@ class Backend:
                 answer.daemon_error = failure
                 return answer
             state = self.polled(request) if polled is not None else None
-            if state is not None and state != seen:  # a long-running request moved on: an event, as CloudFormation's
-                seen = state
+            if polled is not None and state is not None and state != seen:  # a long-running request moved on:
+                seen = state                                                  # an event, as CloudFormation's
                 polled(state)
             progress(answer.waited, limit)
