@@ -29,7 +29,7 @@ from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
 from ..pipeline.envelope import BadMessage, unwrap
 from ..pipeline.request import NotARequest, Request, idempotency_key, parse
-from ..stores.base import RESPONSE_READY, SENT, Record, Store, new_token
+from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
@@ -119,6 +119,9 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
     if record.state == RESPONSE_READY:
         raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
                       "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
+    if record.state == POLLING:  # a long-running request: its record, not a message, drives it
+        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
+                      "says done, or FAILED at its deadline (ServiceTimeout); it cannot be answered by hand")
     if record.leased(now):  # CLAIMED (or any other state a daemon holds under a lease)
         held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"  # type: ignore[operator]
         if not force:

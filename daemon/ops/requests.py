@@ -127,7 +127,7 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
         "request_id": request_id,
         "owner": record.owner,
         "lease_left": (round(record.lease_until - now, 1)
-                       if record.state != SENT and record.lease_until is not None else None),
+                       if record.state != SENT and record.lease_until else None),  # 0: a poll waiting, unheld
         "age": round(now - since, 1),
         "claimed_at": _iso(since),
         "status": record.status,

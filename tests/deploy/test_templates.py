@@ -283,11 +283,15 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
 
 def test_the_daemons_role_cannot_scan_or_query_the_table(provider: dict[str, Any]) -> None:
     """Listing every stored answer (`cfn-provider requests`) is the operator's: its Scan lives in
-    daemon/stores/dynamodb_admin.py, which nothing the daemon runs imports, and the role lacks it."""
+    daemon/stores/dynamodb_admin.py, which nothing the daemon runs imports, and the role lacks it.
+    The daemon may Query only the sparse index of waiting polls, which holds no bodies."""
     _, role = only(provider, "AWS::IAM::Role")
-    actions = {a.lower() for policy in role["Properties"]["Policies"]
-               for s in statements(policy["PolicyDocument"]) for a in as_list(s["Action"])}
-    assert not actions & {"dynamodb:scan", "dynamodb:query", "dynamodb:partiqlselect", "dynamodb:batchgetitem"}
+    grants = [(a.lower(), s.get("Resource")) for policy in role["Properties"]["Policies"]
+              for s in statements(policy["PolicyDocument"]) for a in as_list(s["Action"])]
+    actions = {a for a, _ in grants}
+    assert not actions & {"dynamodb:scan", "dynamodb:partiqlselect", "dynamodb:batchgetitem"}
+    queries = [resource for a, resource in grants if a == "dynamodb:query"]
+    assert queries == [{"Fn::Sub": "${StateTable.Arn}/index/polls"}], queries
     assert "scan" in _calls(REPO / "daemon" / "stores" / "dynamodb_admin.py")  # the Scan is there, not in the store
     importers = {str(p.relative_to(REPO)) for p in (REPO / "daemon").rglob("*.py")
                  if re.search(r"import\b.*\bdynamodb_admin\b|\bdynamodb_admin\s+import\b", p.read_text())}

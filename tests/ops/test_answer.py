@@ -111,6 +111,17 @@ def test_refused_while_a_daemon_holds_it_unless_forced(state_url, in_store, emul
     assert in_store(lambda s: s.get(key(request))).state == "SENT"
 
 
+def test_refused_for_a_long_running_request_waiting_for_its_poll(state_url, in_store, emulator, stack):
+    """Its record drives it (the queue message is gone): the daemon answers it at the latest at the
+    deadline, and an answer by hand would race the poll step."""
+    request = stack.request("Create", "Slow")
+    claimed(in_store, request, ago=0)
+    assert in_store(lambda s: s.save_progress(key(request), "daemon-token", '{"progress": 1}', time.time() + 60))
+    result = fail(state_url, emulator, request, "--force")
+    assert result.exit_code == 1 and "long-running" in result.output and s3_body(stack, request) is None
+    assert in_store(lambda s: s.get(key(request))).state == "POLLING"
+
+
 def test_refused_while_an_answer_is_stored_and_not_yet_confirmed(state_url, in_store, emulator, stack):
     request = stack.request("Create", "Ready")
     claimed(in_store, request, ago=0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import re
 from typing import Any
 
@@ -81,6 +82,23 @@ def test_lists_in_flight_unconfirmed_and_answered_with_what_an_operator_asks(sta
     assert rows["Queue"]["reason"].startswith("quota hit at https://api.example.com/x?<redacted>")
     assert rows["Queue"]["lease_left"] is None and rows["Queue"]["answered_urls"] == 1
     assert rows["Page"]["state"] == "SENT" and 3 * 3600 - 30 < rows["Page"]["age"] < 3 * 3600 + 30
+
+
+def test_a_long_running_request_shows_its_next_poll_and_progress(state_url, in_store):
+    """POLLING: no lease held while it waits; when its next poll is due and what it has done so far."""
+    async def polling(store) -> None:
+        key = idempotency_key(STACK_A, "r-snap")
+        await store.claim(key, "daemon-a", "d9", 600, token="t9", request=wire(STACK_A, "r-snap", "Snapshot"))
+        assert await store.save_progress(key, "t9", json.dumps({"progress": {"snapshot": "snap-1"}}),
+                                         time.time() + 120)
+    populate(in_store)
+    in_store(polling)
+    rows = listing(state_url, "--state-is", "polling")
+    assert [r["logical_id"] for r in rows] == ["Snapshot"]
+    [snap] = rows
+    assert snap["state"] == "POLLING" and snap["lease_left"] is None
+    assert 100 < snap["next_poll_in"] <= 120 and "snap-1" in snap["progress"]
+    assert [r["logical_id"] for r in listing(state_url)][:2] == ["Web", "Snapshot"]  # after in flight
 
 
 def test_output_is_redacted_as_the_logs_are(state_url, in_store):

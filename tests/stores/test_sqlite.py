@@ -224,4 +224,4 @@ async def test_a_state_file_from_before_stored_requests_is_upgraded_in_place(db_
     finally:
         await store.close()
     columns = [row[1] for row in sqlite3.connect(db_path).execute("PRAGMA table_info(records)")]
-    assert columns[-1] == "request"
+    assert columns[-3:] == ["request", "progress", "next_poll"]
