@@ -1,5 +1,6 @@
-"""Intercepting crhelper's send: a crhelper function run by the `lambda:` adapter answers through the
-daemon, not by PUTting to the ResponseURL itself.
+"""Intercepting crhelper's send and its polling: a crhelper function run by the `lambda:` adapter
+answers through the daemon, not by PUTting to the ResponseURL itself, and is polled by the
+daemon's scheduler, not by a CloudWatch Events rule.
 
 `patch()` changes the installed crhelper (tested with 2.0.12) at its narrowest points, once per
 process; an unknown crhelper stops the start (CrhelperUnsupported) rather than let it answer
@@ -7,35 +8,29 @@ behind the daemon's back. Outside a `lambda:` invocation crhelper behaves as it 
 """
 from __future__ import annotations
 
-import functools
 import importlib.util
 import sys
 from typing import Any, Callable, Mapping
 
-from .lambda_context import Answer, current, deliver
+from .lambda_context import Answer, PollRequest, current, deliver
 
-__all__ = ["POLLING_REASON", "CrhelperUnsupported", "PollingNotSupported", "patch"]
+__all__ = ["CrhelperUnsupported", "patch"]
+
+_POLLING = ("_polling_init", "_setup_polling", "_remove_polling")
 
 
 class CrhelperUnsupported(RuntimeError):
     """The installed crhelper does not have the send path this adapter intercepts."""
 
 
-class PollingNotSupported(Exception):
-    """A crhelper poll function is registered for the request's type: not supported yet."""
-
-
-POLLING_REASON = ("crhelper polling (@helper.poll_create / poll_update / poll_delete) is not supported by "
-                  "cfn-provider yet; the function was not run. Serve this resource without its poll functions, "
-                  "or keep it on Lambda for now")
-
-
 def patch() -> None:
     """Make crhelper answer through the daemon, at its narrowest points:
     - `CfnResource._send`'s `send_response` default (crhelper.utils._send_response, bound when the
       class was defined): the body goes to `deliver` instead of an HTTPS PUT with endless retries;
-    - `_crhelper_init`: a request whose type has a poll function is FAILED through crhelper's own
-      init-failure path before any of its functions run (polling is not supported yet);
+    - `_setup_polling` / `_remove_polling`: the event gets CrHelperPoll and CrHelperData as crhelper
+      gives them, but no CloudWatch Events rule, target or Lambda permission is made or removed;
+    - `_polling_init`: when crhelper would wait for the next poll (nothing sent), the invocation
+      records a PollRequest (helper.Data, polling_interval): the adapter answers InProgress;
     - `_wait_for_cwlogs`' `sleep` default: no two-minute wait on Delete for CloudWatch Logs;
     - `log_helper.setup`: crhelper would set the root logger's level and formatters (and its
       JSON formatter would drop the daemon's redaction); the daemon's logging stays as it is."""
@@ -51,30 +46,54 @@ def patch() -> None:
     wait_defaults: tuple[Any, ...] = getattr(getattr(cls, "_wait_for_cwlogs", None), "__defaults__", None) or ()
     # utils._send_response is private too: crhelper's utils.pyi does not list it
     if (not send_defaults or send_defaults[-1] is not utils._send_response  # type: ignore[attr-defined]
-            or len(wait_defaults) != 1
-            or not callable(getattr(cls, "_crhelper_init", None)) or not callable(getattr(log_helper, "setup", None))):
+            or len(wait_defaults) != 1 or not all(callable(getattr(cls, name, None)) for name in _POLLING)
+            or not callable(getattr(log_helper, "setup", None))):
         version = getattr(sys.modules.get("crhelper"), "__version__", None) or _dist_version("crhelper")
         raise CrhelperUnsupported(f"crhelper {version} is installed but its send path is not the one cfn-provider "
                                   "intercepts (tested with crhelper 2.0.12); pin crhelper==2.0.12")
     cls._send.__defaults__ = (*send_defaults[:-1], _crhelper_send)
     cls._wait_for_cwlogs.__defaults__ = (_skip_in_adapter(wait_defaults[0]),)
-    init = cls._crhelper_init
-
-    @functools.wraps(init)
-    def _crhelper_init(self: Any, event: Any, context: Any) -> Any:
-        kind = str(event.get("RequestType", "")).lower() if isinstance(event, Mapping) else ""
-        if current() is None or not getattr(self, f"_poll_{kind}_func", None):
-            return init(self, event, context)
-        saved = self._init_failed
-        self._init_failed = PollingNotSupported(POLLING_REASON)
-        try:
-            return init(self, event, context)  # sends FAILED with that reason, runs no function
-        finally:
-            self._init_failed = saved
-
-    cls._crhelper_init = _crhelper_init
+    cls._polling_init = _polling_init(cls._polling_init)
+    cls._setup_polling = _in_adapter(cls._setup_polling, _setup_polling)
+    cls._remove_polling = _in_adapter(cls._remove_polling, _remove_polling)
     log_helper.setup = _keep_daemon_logging
     cls._cfn_provider_patched = True
+
+
+def _in_adapter(original: Callable[[Any], Any], replacement: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`replacement` while a `lambda:` function runs, crhelper's own `original` outside one."""
+    def method(self: Any) -> Any:
+        return original(self) if current() is None else replacement(self)
+
+    method.__name__, method.__doc__ = original.__name__, replacement.__doc__
+    return method
+
+
+def _setup_polling(helper: Any) -> None:
+    """crhelper's _setup_polling without the CloudWatch Events rule, its target and the Lambda
+    permission: the event carries CrHelperData and CrHelperPoll as crhelper sets them."""
+    helper._event["CrHelperData"] = helper.Data
+    helper._event["CrHelperPoll"] = True
+
+
+def _remove_polling(helper: Any) -> None:
+    """crhelper's _remove_polling without the rule, target and permission it would delete."""
+    if isinstance(helper._event, dict):
+        helper._event.pop("CrHelperData", None)
+    if isinstance(helper.Data, dict):
+        helper.Data.pop("PhysicalResourceId", None)
+
+
+def _polling_init(init: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def polling_init(self: Any, event: Any) -> Any:
+        result = init(self, event)
+        invocation = current()
+        if invocation is not None and not self._send_response:  # crhelper waits for its next poll
+            invocation.poll = PollRequest(self.Data, getattr(self, "_polling_interval", 2))
+        return result
+
+    polling_init.__name__, polling_init.__doc__ = init.__name__, init.__doc__
+    return polling_init
 
 
 def _crhelper_send(response_url: Any, response_body: Any, ssl_verify: Any = None) -> None:

@@ -20,6 +20,13 @@ top-level `cfnresponse` is installed) and patches crhelper, when installed, at i
 sent wins (a second is logged and dropped); when the function returns, it becomes the handler's
 result, so the daemon's own pipeline (store, retries, 4096-byte guard, redaction, NoEcho) answers CloudFormation.
 
+crhelper's polling decorators (`@helper.poll_create` ...) map onto the daemon's poll contract
+(cfn_provider.pipeline.progress): when crhelper would set up its CloudWatch Events rule, the call
+returns InProgress, its progress crhelper's CrHelperData (helper.Data, with the id the action
+returned under PhysicalResourceId), `after` its `polling_interval` minutes. The daemon's poll_*
+call the function again with the event crhelper's rule would send (CrHelperPoll, CrHelperData);
+an answer it sends ends the request, none means "look again".
+
 One invocation of a module runs at a time, as in one Lambda execution environment: crhelper keeps
 the request it is serving on its module-level helper, so two at once would mix their answers.
 """
@@ -30,13 +37,16 @@ import inspect
 import os
 import re
 import sys
+import json
 import threading
 from typing import Any, Callable, Mapping
 
 import structlog
 
 from . import cfnresponse, crhelper_patch
-from .lambda_context import DEFAULT_REMAINING_MS, Answer, Invocation, LambdaContext, lambda_event, log_hint, serving
+from ..pipeline.progress import InProgress
+from .lambda_context import (DEFAULT_REMAINING_MS, Answer, Invocation, LambdaContext, PollRequest, lambda_event, log_hint,
+                             serving)
 
 PREFIX = "lambda:"
 SUCCESS, FAILED = "SUCCESS", "FAILED"
@@ -76,9 +86,20 @@ class LambdaFunction:
     def delete(self, event: Mapping[str, Any], context: Any = None) -> Any:
         return self.invoke(event, context)
 
-    def invoke(self, event: Mapping[str, Any], context: Any = None) -> Any:
+    # crhelper's poll functions, called by the daemon's poll scheduler with the stored progress
+    def poll_create(self, event: Mapping[str, Any], context: Any, progress: Any) -> Any:
+        return self.invoke(event, context, progress)
+
+    def poll_update(self, event: Mapping[str, Any], context: Any, progress: Any) -> Any:
+        return self.invoke(event, context, progress)
+
+    def poll_delete(self, event: Mapping[str, Any], context: Any, progress: Any) -> Any:
+        return self.invoke(event, context, progress)
+
+    def invoke(self, event: Mapping[str, Any], context: Any = None, progress: Any = None) -> Any:
         """Run the function (one request of this module at a time) and return its answer as a
-        handler result; raise FunctionFailed for FAILED or no answer."""
+        handler result, or InProgress when crhelper waits for a poll; raise FunctionFailed for
+        FAILED or no answer. `progress` (a poll): the event is crhelper's poll event."""
         remaining = getattr(context, "remaining", None)
         wait = max(0.0, remaining()) if callable(remaining) else DEFAULT_REMAINING_MS / 1000
         acquired = self._busy.acquire(blocking=False)
@@ -91,20 +112,23 @@ class LambdaFunction:
         try:
             if callable(remaining) and remaining() <= 0:  # the daemon has answered this one already
                 raise FunctionBusy(f"timed out waiting for an earlier request to {self.name} to finish")
-            answer, error = self._run(event, context)
+            answer, poll, error = self._run(event, context, progress)
         finally:
             self._busy.release()
         request_id = str(event.get("RequestId") or "")
         if answer is None:
             if error is not None:
                 raise error
+            if poll is not None:
+                return _in_progress(event, poll, progress)
             raise FunctionFailed(f"the Lambda function {self.name} returned without sending a response "
                                  f"(through cfnresponse.send or crhelper). {log_hint(request_id)}")
         if error is not None:
             log.warning("lambda.raised_after_send", error=type(error).__name__, kept=str(answer.status)[:40])
         return _result(answer, request_id)
 
-    def _run(self, event: Mapping[str, Any], context: Any) -> tuple[Answer | None, BaseException | None]:
+    def _run(self, event: Mapping[str, Any], context: Any,
+             progress: Any) -> tuple[Answer | None, PollRequest | None, BaseException | None]:
         stack_id, request_id = str(event.get("StackId") or ""), str(event.get("RequestId") or "")
         invocation = Invocation(stack_id, request_id, str(event.get("LogicalResourceId") or ""))
         lambda_context = LambdaContext(self.name, event, context, invocation)
@@ -112,14 +136,40 @@ class LambdaFunction:
         error: BaseException | None = None
         try:
             with serving(invocation):
-                self.function(lambda_event(event), lambda_context)
+                self.function(_poll_event(event, progress), lambda_context)
         except Exception as exc:  # noqa: BLE001 - a raising function is a FAILED answer
             error = exc
         except SystemExit as exc:  # would otherwise end the daemon's event loop
             error = FunctionFailed(f"the Lambda function {self.name} called sys.exit({exc.code!r})")
         finally:
             structlog.contextvars.unbind_contextvars("aws_request_id")
-        return invocation.answer, error
+        return invocation.answer, invocation.poll, error
+
+
+def _poll_event(event: Mapping[str, Any], progress: Any) -> dict[str, Any]:
+    """The event as Lambda gives it; for a poll, as crhelper's rule gives it (CrHelperPoll, CrHelperData)."""
+    lambda_ev = lambda_event(event)
+    if progress is not None:
+        data = progress.get("CrHelperData") if isinstance(progress, Mapping) else None
+        lambda_ev["CrHelperData"] = json.loads(json.dumps(data)) if isinstance(data, Mapping) else {}
+        lambda_ev["CrHelperPoll"] = True
+    return lambda_ev
+
+
+def _in_progress(event: Mapping[str, Any], poll: PollRequest, progress: Any) -> InProgress:
+    """crhelper waits for its next poll: InProgress with its CrHelperData, after polling_interval minutes.
+    A poll keeps the progress it was given (crhelper's rule sends the same event every time)."""
+    try:
+        after = float(poll.interval_minutes) * 60
+    except (TypeError, ValueError):
+        after = 120.0  # crhelper's default: 2 minutes
+    if progress is not None:
+        return InProgress(progress=progress, after=after)
+    data = poll.data if isinstance(poll.data, Mapping) else {}
+    physical_id = data.get("PhysicalResourceId")  # what the action returned; for a Create, its FAILED id
+    if event.get("RequestType") != "Create" or not isinstance(physical_id, str) or not physical_id:
+        physical_id = None
+    return InProgress(progress={"CrHelperData": dict(data)}, physical_id=physical_id, after=after)
 
 
 def _result(answer: Answer, request_id: str) -> Any:

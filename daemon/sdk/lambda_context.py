@@ -42,6 +42,16 @@ class Answer:
     via: str = "cfnresponse"
 
 
+@dataclass(frozen=True)
+class PollRequest:
+    """crhelper asked to be called again (its poll functions): `helper.Data` as crhelper stores it
+    in the event's CrHelperData (with the id the action returned under PhysicalResourceId), and
+    its `polling_interval` in minutes."""
+
+    data: Any
+    interval_minutes: Any = 2
+
+
 def log_hint(request_id: str) -> str:
     """Where to look, in place of AWS's "See the details in CloudWatch Log Stream: ..."."""
     return ("See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), "
@@ -51,11 +61,12 @@ def log_hint(request_id: str) -> str:
 # ---------------------------------------------------------------------------------- invocations
 
 class Invocation:
-    """One call of a function: holds the first answer it sends."""
+    """One call of a function: holds the first answer it sends, or crhelper's request to be polled."""
 
     def __init__(self, stack_id: str, request_id: str, logical_id: str):
         self.stack_id, self.request_id, self.logical_id = stack_id, request_id, logical_id
         self.answer: Answer | None = None
+        self.poll: PollRequest | None = None  # set by crhelper_patch when crhelper would schedule a poll
         self.finished = False
         self._lock = threading.Lock()
 

@@ -41,11 +41,25 @@ What the layer does, and nothing more:
   context (`remaining()`, a bound `log`) and the shared aiobotocore `session`, with
   `call.client("ec2")` for a client in the stack's region.
 
+Long-running resources (the poll contract, cfn_provider.pipeline.progress): an action may return
+`InProgress(progress=..., physical_id=..., after=seconds)`; the daemon then calls the matching
+poll method with the stored progress until it returns the action's usual result (done), raises
+(FAILED), or returns InProgress again:
+
+        def poll_create(self, props, call, progress): ...        # props validated as for create
+        def poll_update(self, props, old, call, progress): ...
+        def poll_delete(self, props, call, progress): ...        # props never validated
+        def is_complete(self, props, call, progress): ...        # for any action without its own
+
+An Update that replaces polls with `poll_create` (or `is_complete`), `call.replacing` true; its
+InProgress gets the new PhysicalResourceId made up when it names none.
+
 Actions may be `async def` (run on the event loop; use for aiobotocore) or plain functions (run in
 the daemon's thread pool); keep one kind per class (in a class with any async method, the sync
 ones run in a thread of their own). The object `Thing.handler()` returns has
-plain `create(event, context)` / `update` / `delete` callables, so the daemon's router and
-runner treat it like any other handler.
+plain `create(event, context)` / `update` / `delete` callables, and `poll_create(event, context,
+progress)` / `poll_update` / `poll_delete` where the class can poll that action, so the daemon's
+router, runner and poll scheduler treat it like any other handler.
 
 The schema rules live in cfn_provider.sdk.schema, the Call in cfn_provider.sdk.call.
 """
@@ -56,6 +70,7 @@ import functools
 import inspect
 from typing import Any, Callable, Generator, Mapping, Sequence
 
+from ..pipeline.progress import InProgress
 from .call import Call
 from .schema import PropertyError, check_schema, coerce, thaw, validate
 
@@ -65,6 +80,7 @@ CLOUDFORMATION_OWN = ("ServiceToken", "ServiceTimeout")  # never shown to the au
 
 # An action's steps: yields (method, args) to call, is sent each result, returns the answer.
 _Steps = Generator[tuple[Callable[..., Any], tuple[Any, ...]], Any, Any]
+_ACTIONS = ("create", "update", "delete")
 
 
 class Resource:
@@ -129,10 +145,18 @@ class Handler:
             raise TypeError(f"Handler needs a cfn_provider.Resource, not {type(resource).__name__}")
         self.resource = resource
         r = type(resource)
-        shape = any(inspect.iscoroutinefunction(m) for m in (r.create, r.update, r.delete))
+        methods = [getattr(r, name, None) for name in (*_ACTIONS, *(f"poll_{a}" for a in _ACTIONS), "is_complete")]
+        shape = any(inspect.iscoroutinefunction(m) for m in methods if m is not None)
         self.create = self._action(self._create, shape)
         self.update = self._action(self._update, shape)
         self.delete = self._action(self._delete, shape)
+        # the poll functions the pipeline looks for (poll_function), where the Resource can be polled
+        if self._poller("create"):
+            self.poll_create = self._action(self._poll_create, shape)
+        if self._poller("update") or self._poller("create"):  # an Update may replace: poll_create polls it
+            self.poll_update = self._action(self._poll_update, shape)
+        if self._poller("delete"):
+            self.poll_delete = self._action(self._poll_delete, shape)
 
     def __repr__(self) -> str:
         return f"<sdk handler {type(self.resource).__module__}.{type(self.resource).__qualname__}>"
@@ -152,19 +176,60 @@ class Handler:
             return (yield res.update, (props, old, call))
         call.replacing = True
         result = yield res.create, (props, call)
+        if isinstance(result, InProgress):  # the new resource's id is known from now on
+            result.physical_id = result.physical_id or call.new_physical_id()
+            return result
         return _with_new_id(result, call)
 
     def _delete(self, event: Mapping[str, Any], context: Any) -> _Steps:
         props = self.resource.properties(event, check=False)
         return (yield self.resource.delete, (props, Call(event, context)))
 
+    # The poll steps: the Resource's poll_<action>, else its is_complete, with the stored progress.
+    def _poller(self, action: str) -> tuple[Callable[..., Any], bool] | None:
+        """The method polling `action`, and whether it is the action's own (poll_<action>)."""
+        own = getattr(self.resource, f"poll_{action}", None)
+        if callable(own):
+            return own, True
+        fallback = getattr(self.resource, "is_complete", None)
+        return (fallback, False) if callable(fallback) else None
+
+    def _poll(self, action: str, props: dict[str, Any], old: dict[str, Any] | None, call: Call,
+              progress: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        poller = self._poller(action)
+        if poller is None:
+            raise NotImplementedError(f"{type(self.resource).__name__}.{action} returned InProgress, but the class "
+                                      f"has no poll_{action} or is_complete to poll it with")
+        method, own = poller
+        if own and old is not None:
+            return method, (props, old, call, progress)
+        return method, (props, call, progress)
+
+    def _poll_create(self, event: Mapping[str, Any], context: Any, progress: Any) -> _Steps:
+        props = self.resource.properties(event)
+        return (yield self._poll("create", props, None, Call(event, context), progress))
+
+    def _poll_update(self, event: Mapping[str, Any], context: Any, progress: Any) -> _Steps:
+        res = self.resource
+        props = res.properties(event)
+        old = res.properties(event, "OldResourceProperties", check=False)
+        call = Call(event, context)
+        if not res.needs_replacement(props, old, call):
+            return (yield self._poll("update", props, old, call, progress))
+        call.replacing = True  # the id the InProgress named is the answer's unless the poll names one
+        return (yield self._poll("create", props, None, call, progress))
+
+    def _poll_delete(self, event: Mapping[str, Any], context: Any, progress: Any) -> _Steps:
+        props = self.resource.properties(event, check=False)
+        return (yield self._poll("delete", props, None, Call(event, context), progress))
+
     @staticmethod
     def _action(steps: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
         # The author's methods are called outside the try blocks: a StopIteration they raise is
         # their error, never mistaken for the end of the steps.
         if is_async:
-            async def action(event: Mapping[str, Any], context: Any = None) -> Any:
-                gen = steps(event, context)
+            async def action(event: Mapping[str, Any], context: Any = None, *more: Any) -> Any:
+                gen = steps(event, context, *more)
                 try:
                     method, args = next(gen)
                 except StopIteration as stop:
@@ -182,8 +247,8 @@ class Handler:
                         return stop.value
         else:
             # the sync variant of `action`: mypy wants both branches' signatures identical (sync vs async)
-            def action(event: Mapping[str, Any], context: Any = None) -> Any:  # type: ignore[misc]
-                gen = steps(event, context)
+            def action(event: Mapping[str, Any], context: Any = None, *more: Any) -> Any:  # type: ignore[misc]
+                gen = steps(event, context, *more)
                 try:
                     method, args = next(gen)
                 except StopIteration as stop:

@@ -3,16 +3,18 @@ SNS -> SQS -> daemon (`lambda:` handler) -> presigned S3 PUT.
 
 The functions (tests/support/lambda_functions) are written as AWS documents cfnresponse and as
 crhelper's README shows; they import `cfnresponse` / `crhelper` and know nothing of the daemon.
+crhelper's `@helper.poll_create` is polled by the daemon's scheduler (the poll contract).
 """
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from cfn_provider.local.emulator import Stack
+from cfn_provider.local.emulator import Provider, Stack
 from cfn_provider.pipeline.response import is_failed_create_marker
-from tests.support.aws import response_of
+from tests.support.aws import queue_counts, response_of
 from tests.support.daemons import TEST_HANDLERS
 
 FN = "lambda:tests.support.lambda_functions"
@@ -34,7 +36,7 @@ def _region(monkeypatch):
 
 @pytest.fixture
 async def daemon(run_daemon):
-    return await run_daemon(handlers=TEST_HANDLERS + LAMBDA_HANDLERS, concurrency=4)
+    return await run_daemon(handlers=TEST_HANDLERS + LAMBDA_HANDLERS, concurrency=4, poll_interval=0.5)
 
 
 async def round_trip(stack: Stack, resource_type: str, logical_id: str, name: str) -> list[dict]:
@@ -108,8 +110,7 @@ async def test_common_mistakes_get_clear_answers(daemon, stack: Stack) -> None:
     silent = stack.request("Create", "Silent", resource_type="Custom::Silent")
     twice = stack.request("Create", "Twice", resource_type="Custom::Twice")
     big = stack.request("Create", "Big", resource_type="Custom::Big")
-    polling = stack.request("Create", "Poll", resource_type="Custom::CrhPoll")
-    for req in (silent, twice, big, polling):
+    for req in (silent, twice, big):
         stack.publish(req)
     resp = await response_of(stack, silent)
     assert resp["Status"] == "FAILED" and "returned without sending a response" in resp["Reason"]
@@ -118,11 +119,41 @@ async def test_common_mistakes_get_clear_answers(daemon, stack: Stack) -> None:
     assert resp["Data"] == {"Which": "first"}
     resp = await response_of(stack, big)
     assert resp["Status"] == "FAILED" and "4096" in resp["Reason"] and resp["PhysicalResourceId"] == "big-1"
-    resp = await response_of(stack, polling)
-    assert resp["Status"] == "FAILED" and "polling" in resp["Reason"] and "not supported" in resp["Reason"]
+
+
+async def test_a_crhelper_poll_create_is_polled_by_the_daemon_until_it_returns_an_id(
+        daemon, stack: Stack, provider: Provider) -> None:
     from tests.support.lambda_functions import crhelper_polling
 
-    assert [r for r in crhelper_polling.ran if r[1] == polling["RequestId"]] == []
+    request = stack.request("Create", "Snapshot", resource_type="Custom::CrhPoll", properties={"Name": "s1", "Polls": "3"})
+    stack.publish(request)
+    ran = lambda: [what for what, request_id in crhelper_polling.ran if request_id == request["RequestId"]]  # noqa: E731
+    deadline = time.monotonic() + 20
+    while "poll_create" not in ran():
+        assert time.monotonic() < deadline, "never polled"
+        await asyncio.sleep(0.05)
+    # between polls the message is gone: the request waits in the store, spending no receive
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
+    resp = await response_of(stack, request, timeout=30)
+    assert resp["Status"] == "SUCCESS", resp
+    assert resp["PhysicalResourceId"] == "op-s1-ready"  # what the last poll returned
+    assert resp["Data"] == {"Started": "s1", "Polls": 3}  # helper.Data, without crhelper's own keys
+    assert ran() == ["create", "poll_create", "poll_create", "poll_create"]  # create ran once
+
+
+async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(daemon, stack: Stack) -> None:
+    from tests.support.lambda_functions import crhelper_polling
+
+    request = stack.request("Create", "Broken", resource_type="Custom::CrhPoll",
+                            properties={"Name": "b1", "PollRaise": "the snapshot failed"})
+    stack.publish(request)
+    resp = await response_of(stack, request, timeout=30)
+    assert resp["Status"] == "FAILED" and resp["Reason"] == "the snapshot failed"
+    assert resp["PhysicalResourceId"] == "op-b1"  # the rollback Delete reaches `delete` with it
+    assert [w for w, r in crhelper_polling.ran if r == request["RequestId"]] == ["create", "poll_create"]
+    rollback = stack.request("Delete", "Broken", resource_type="Custom::CrhPoll", physical_id="op-b1")
+    stack.publish(rollback)
+    assert (await response_of(stack, rollback))["Status"] == "SUCCESS"
 
 
 async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secret(spawn, stack: Stack) -> None:

@@ -7,6 +7,7 @@
 - The deadline holds: a poll that never finishes is answered FAILED "timed out" before its
   ServiceTimeout, with the PhysicalResourceId the action gave.
 - A handler that returns InProgress without a poll function is answered FAILED saying so.
+- An SDK Resource (cfn_provider.Resource) polls through its poll_create the same way.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from tests.support.daemons import (TEST_HANDLERS, fleet_member, recorded_calls, 
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
 POLL_HANDLERS = TEST_HANDLERS + (("Custom::Poll", "tests.support.polling_handlers"),
-                                 ("Custom::NoPoll", "tests.support.polling_handlers:no_poll"))
+                                 ("Custom::NoPoll", "tests.support.polling_handlers:no_poll"),
+                                 ("Custom::SdkPoll", "tests.support.polling_handlers:sdk_poll"))
 POLL_ARGS = ("--handler", "Custom::Poll=tests.support.polling_handlers", "--poll-interval", "0.5")
 
 
@@ -77,6 +79,21 @@ async def test_a_polling_create_is_answered_when_done_and_holds_no_message_meanw
     finally:
         await store.close()
     assert calls_of(calls_file, request) == Counter({"Create": 1, "poll-start": 3, "poll-done": 3})
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
+
+
+async def test_an_sdk_resource_is_polled_through_its_poll_create(
+        run_daemon, stack: Stack, provider: Provider, calls_file: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CFN_TEST_CALLS_FILE", str(calls_file))
+    await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5)
+    request = stack.request("Create", "SdkSnapshot", resource_type="Custom::SdkPoll",
+                            properties={"Polls": "3", "AfterSeconds": "1"})
+    stack.publish(request)
+    answer = await response_of(stack, request, timeout=30)
+    assert answer["Status"] == "SUCCESS", answer
+    assert answer["PhysicalResourceId"] == f"sdk-{request['RequestId'][:8]}"  # the id create's InProgress gave
+    assert answer["Data"] == {"Polls": 3, "PollsType": "int"}  # poll_create got the properties converted
+    assert calls_of(calls_file, request) == Counter({"Create": 1, "poll-done": 3})
     assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 

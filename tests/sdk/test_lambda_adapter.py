@@ -26,6 +26,7 @@ from structlog.testing import capture_logs
 from cfn_provider.sdk import lambda_adapter
 
 from cfn_provider.pipeline import response as responses
+from cfn_provider.pipeline.progress import InProgress, poll_function
 from cfn_provider.pipeline.request import parse
 from cfn_provider.pipeline.router import HandlerError, Router, parse_handler_option
 from cfn_provider.pipeline.runner import Context, HandlerTimeout, call
@@ -387,20 +388,61 @@ async def test_crhelper_delete_does_not_wait_for_cloudwatch_logs(tmp_path, monke
     assert time.monotonic() - started < 100
 
 
-async def test_crhelper_polling_is_failed_before_anything_runs(tmp_path, monkeypatch, executor):
+async def test_crhelper_polling_maps_onto_in_progress_and_the_poll_functions(tmp_path, monkeypatch, executor):
+    """crhelper's first call becomes InProgress (helper.Data and the id under CrHelperData, after
+    polling_interval minutes); a poll that returns None is InProgress again, one that returns an
+    id is SUCCESS with helper.Data; no CloudWatch Events rule or Lambda permission is touched."""
     name = crhelper_module(tmp_path, monkeypatch, extra="""
         @helper.poll_create
         def poll_create(event, context):
-            calls.append("poll_create")
-            return "done"
+            calls.append(("poll", event.get("CrHelperPoll"), dict(event["CrHelperData"])))
+            if len(calls) < 3:
+                return None
+            helper.Data["Polled"] = len(calls) - 1
+            return event["CrHelperData"]["PhysicalResourceId"] + "-done"
     """)
     handler = load(f"{name}.handler")
-    body = await answer(handler, event_for(), executor)
-    assert body["Status"] == "FAILED" and "polling" in body["Reason"] and "not supported" in body["Reason"]
-    assert sys.modules[name].calls == []  # neither create nor a poll ran: nothing to clean up
-    assert sys.modules[name].helper._init_failed is None  # the next request is not poisoned
-    delete = await answer(handler, event_for("Delete"), executor)  # no poll_delete: served
-    assert delete["Status"] == "SUCCESS" and sys.modules[name].calls == ["delete"]
+    module = sys.modules[name]
+    module.helper._polling_interval = 0.5  # minutes, as CfnResource(polling_interval=0.5) sets it
+    rule_calls: list[str] = []
+    for attr in ("_put_rule", "_add_permission", "_put_targets", "_remove_targets", "_remove_permission",
+                 "_delete_rule"):
+        monkeypatch.setattr(module.helper, attr, lambda *a, _n=attr: rule_calls.append(_n))
+    event = event_for(Name="x")
+    request = parse(json.dumps(event))
+    pending = await call(handler, request, Context(request, time.monotonic() + 30), executor)
+    assert isinstance(pending, InProgress)
+    assert pending.progress == {"CrHelperData": {"Out": "x", "PhysicalResourceId": "crh-x"}}
+    assert pending.physical_id == "crh-x" and pending.after == 30.0
+    assert poll_function(handler, "Create") == handler.poll_create
+
+    async def poll(progress: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, handler.poll_create, request.wire, Context(request, time.monotonic() + 30), progress)
+
+    again = await poll(pending.progress)
+    assert isinstance(again, InProgress) and again.progress == pending.progress and again.physical_id is None
+    done = await poll(again.progress)
+    assert done == {"PhysicalResourceId": "crh-x-done", "Data": {"Out": "x", "Polled": 2}}
+    assert module.calls == ["create", ("poll", True, {"Out": "x", "PhysicalResourceId": "crh-x"}),
+                            ("poll", True, {"Out": "x", "PhysicalResourceId": "crh-x"})]
+    assert rule_calls == []
+    delete = await answer(handler, event_for("Delete"), executor)  # no poll_delete: answered at once
+    assert delete["Status"] == "SUCCESS" and module.calls[-1] == "delete"
+
+
+async def test_a_raising_crhelper_poll_is_failed_with_its_message(tmp_path, monkeypatch, executor):
+    name = crhelper_module(tmp_path, monkeypatch, extra="""
+        @helper.poll_create
+        def poll_create(event, context):
+            raise RuntimeError("the snapshot failed")
+    """)
+    handler = load(f"{name}.handler")
+    request = parse(json.dumps(event_for(Name="y")))
+    pending = handler.create(request.wire, Context(request, time.monotonic() + 30))
+    assert isinstance(pending, InProgress)
+    with pytest.raises(lambda_adapter.FunctionFailed, match="^the snapshot failed$"):
+        handler.poll_create(request.wire, Context(request, time.monotonic() + 30), pending.progress)
 
 
 @pytest.mark.parametrize("json_logging", [False, True])

@@ -6,6 +6,10 @@ done after `Polls` of them (Data: Polls, the count). Properties: Polls (default 
 (default 1), PollSleepSeconds (each poll sleeps this long first), PollRaise (a poll raises it).
 Every call is appended to $CFN_TEST_CALLS_FILE as "RequestId WHAT": Create, poll-start,
 poll-done N, Delete. `no_poll` returns InProgress but has no poll function.
+
+`sdk_poll` (`Custom::SdkPoll`): the same as a cfn_provider.Resource, with a schema (Polls:
+integer >= 1, AfterSeconds: number) and `poll_create(self, props, call, progress)`: Data Polls
+and PollsType (the type `Polls` had in poll_create: int, converted as for create).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import os
 import time
 from typing import Any, Mapping
 
-from cfn_provider import InProgress
+from cfn_provider import Call, InProgress, Resource
 
 
 def _record(event: Mapping[str, Any], what: str) -> None:
@@ -60,3 +64,25 @@ class _NoPoll:
 
 
 no_poll = _NoPoll()
+
+
+class SdkPoll(Resource):
+    schema = {"type": "object", "properties": {"Polls": {"type": "integer", "minimum": 1, "default": 2},
+                                               "AfterSeconds": {"type": "number", "default": 1}}}
+
+    def create(self, props: dict[str, Any], call: Call) -> InProgress:
+        _record(call.event, "Create")
+        return InProgress(progress={"polls": 0}, physical_id=f"sdk-{call.request_id[:8]}", after=props["AfterSeconds"])
+
+    def poll_create(self, props: dict[str, Any], call: Call, progress: dict[str, Any]) -> Any:
+        polls = progress["polls"] + 1
+        _record(call.event, f"poll-done {polls}")
+        if polls < props["Polls"]:
+            return InProgress(progress={"polls": polls}, after=props["AfterSeconds"])
+        return {"Data": {"Polls": polls, "PollsType": type(props["Polls"]).__name__}}
+
+    def delete(self, props: dict[str, Any], call: Call) -> None:
+        _record(call.event, "Delete")
+
+
+sdk_poll = SdkPoll.handler()
