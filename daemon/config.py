@@ -60,6 +60,7 @@ class Settings:
     ros_response_url: str = "auto"  # intranet | public | auto (cfn_provider.dialects.ros.ResponseUrlChoice)
     alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (cfn_provider.dialects.ros)
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
+    event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
