@@ -33,6 +33,7 @@ from ..ops.metrics import Metrics
 from ..transports.queue import Message
 from .request import NotARequest, Request, idempotency_key, parse
 from .responder import Responder
+from .retries import first_try_then
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call
@@ -367,12 +368,10 @@ class Worker:
             if state.outcome is not None and state.outcome.exception() is not None:
                 self.store_health.failed(state.outcome.exception())  # type: ignore[arg-type]
 
-        async for attempt in AsyncRetrying(
+        result = await first_try_then(call, lambda: AsyncRetrying(  # tenacity only after a failure
             retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
             stop=lambda _: self.stopping, before_sleep=failed, reraise=True,
-        ):
-            with attempt:
-                result = await call()
+        ))
         self.store_health.ok()
         return result
 
