@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=None,
                         help="burst: requests per consumer per round (default 333; --quick 100)")
     parser.add_argument("--inflight", type=int, default=None, help="inflight: handlers at once (default 1000)")
+    parser.add_argument("--inflight-sleep", type=float, default=None,
+                        help="inflight: seconds each handler sleeps (default 15; longer lets more be in flight at once)")
     parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                         help="the daemon's --event-loop (default auto); a daemon-on-asyncio row is always run too")
     args = parser.parse_args(argv)
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         opts.burst_n = args.requests * opts.rounds
     if args.inflight:
         opts.inflight_n = args.inflight
+    if args.inflight_sleep:
+        opts.inflight_sleep = args.inflight_sleep
     full = not args.quick and chosen == list(SCENARIOS)
     out_path = args.json or (DEFAULT_JSON if full else REPO / "bench" / "results-partial.json")
 

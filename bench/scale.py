@@ -9,7 +9,7 @@ import sys
 import uuid
 from typing import Any, Callable
 
-from .harness import REPO, EmulatorProcess, child_env
+from .harness import REPO, EmulatorProcess, child_env, cpu_seconds
 from .scenarios import Options, throughput_run
 
 
@@ -101,6 +101,10 @@ def scale_out_dynalite(opts: Options) -> dict[str, Any]:
             return f"dynamodb://{name}"
 
         on_dynalite = dataclasses.replace(opts, daemon_env={**opts.daemon_env, "AWS_ENDPOINT_URL_DYNAMODB": db.endpoint})
-        return scale_out(on_dynalite, table, "dynamodb (dynalite)", "scale-dynalite")
+        cpu0 = cpu_seconds(db.proc.pid)  # type: ignore[union-attr]
+        out = scale_out(on_dynalite, table, "dynamodb (dynalite)", "scale-dynalite")
+        answered = sum(r.get("answered", 0) for r in out.values() if isinstance(r, dict))
+        out["dynalite_cpu_ms_per_request"] = 1000 * (cpu_seconds(db.proc.pid) - cpu0) / max(answered, 1)  # type: ignore[union-attr]
+        return out
     finally:
         db.stop()
