@@ -101,7 +101,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
             sampler = InFlightSampler(em.client("sqs"), provider.queue_url)
             fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
                        backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
-            bound = time.monotonic() + max(60.0, n / 5)
+            bound = time.monotonic() + max(60.0, n / 5) + float((properties or {}).get("SleepSeconds", 0))
             while answered() < n and time.monotonic() < bound and all(c.proc.poll() is None for c in consumers):  # type: ignore[union-attr]
                 time.sleep(0.05)  # the reader threads note when each answer came
             end = max(c.last_answer_at for c in consumers) if answered() else time.monotonic()

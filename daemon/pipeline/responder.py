@@ -91,6 +91,7 @@ class Responder:
 
         if time.time() >= give_up_at:
             return Delivery(False, None, 0, "URL expired before the first attempt")
+
         def retrying() -> AsyncRetrying:  # built only once the first attempt has failed
             return AsyncRetrying(
                 retry=retry_if_exception_type(_Retryable),
