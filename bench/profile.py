@@ -44,9 +44,10 @@ class Spy:
 LIBRARIES = {  # where CPU goes, by what the frame belongs to
     "aiobotocore/botocore (SQS calls)": ("aiobotocore/", "botocore/"),
     "aiohttp (HTTP client)": ("aiohttp/", "aiohappyeyeballs/", "yarl/", "multidict/"),
-    "logging (structlog, logging)": ("structlog/", "logging/__init__", "daemon/logs.py"),
+    "logging (structlog, logging)": ("structlog/", "logging/__init__", "cfn_provider/logs.py"),
+    "retries (tenacity)": ("tenacity/",),
     "thread hand-offs (executor)": ("concurrent/futures/",),
-    "idempotency store (sqlite)": ("daemon/stores/sqlite.py",),
+    "idempotency store (sqlite)": ("cfn_provider/stores/sqlite.py",),
     "asyncio event loop": ("asyncio/",),
 }
 
@@ -56,7 +57,7 @@ def _frame(frame: str) -> str:
     return re.sub(r":\d+\)$", ")", frame)
 
 
-def top_frames(raw: Path, project: tuple[str, ...] = ("daemon/", "bench/"), limit: int = 12) -> dict[str, Any]:
+def top_frames(raw: Path, project: tuple[str, ...] = ("cfn_provider/", "daemon/", "bench/"), limit: int = 12) -> dict[str, Any]:
     """From a py-spy raw (collapsed) file: the busiest functions of the project (inclusive), the
     busiest functions anywhere (self), and the share per library (inclusive)."""
     own: Counter = Counter()
@@ -79,7 +80,7 @@ def top_frames(raw: Path, project: tuple[str, ...] = ("daemon/", "bench/"), limi
                     libraries[name] += n
     if not total:
         return {"samples": 0, "project": [], "self": [], "libraries": []}
-    entry = ("daemon/cli.py", "daemon/__main__.py", "<module>", "serve (bench/limit_loop.py)", "main (bench/")
+    entry = ("cfn_provider/cli.py", "cfn_provider/loops.py", "cfn_provider/__main__.py", "daemon/cli.py", "daemon/__main__.py", "<module>", "serve (bench/limit_loop.py)", "main (bench/")
     picked = [(f, c) for f, c in inclusive.most_common()
               if any(p in f for p in project) and not any(e in f for e in entry)]
     share = lambda c: round(100 * c / total, 1)  # noqa: E731

@@ -1,12 +1,16 @@
 """`python -m bench` (`make bench`): every scenario in one run, one table, the same figures as JSON.
 
-    python -m bench                         # all six scenarios (about 4-5 minutes on 2 vCPUs)
-    python -m bench --only burst,idle       # some of them: burst slow latency idle scale
-    python -m bench --quick                 # small sizes, for trying the bench itself (~2 min)
+    python -m bench                         # every scenario (about 10 minutes on 2 vCPUs)
+    python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite inflight polls
+    python -m bench --only burst --rounds 3 --requests 200   # the CPU and throughput ratios, quicker
+    python -m bench --event-loop asyncio    # the daemon on asyncio's own loop (default: auto, uvloop if installed)
+    python -m bench --quick                 # small sizes, for trying the bench itself
     python -m bench --profile               # also py-spy the consumers of the burst scenario
 
 Absolute figures on a shared machine are noise; the ratios are taken between runs made in the
-same session, with consumers taking turns, so they are what to read.
+same session, with consumers taking turns, so they are what to read: each ratio is shown as the
+median (min - max) of its rounds, a target is met when the median meets it, and the header says
+how noisy the machine was (equal CPU spins timed at the start and the end).
 """
 from __future__ import annotations
 
@@ -22,10 +26,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import report, scenarios
+from . import noise, report, scale, scenarios, scenarios_more
 from .harness import REPO, cpu_pressure_s, machine, pressure_share
 
-SCENARIOS = ("burst", "slow", "latency", "idle", "scale")
+SCENARIOS = ("burst", "slow", "latency", "idle", "scale", "scale_dynalite", "inflight", "polls")
 DEFAULT_JSON = REPO / "bench" / "results.json"
 
 
@@ -53,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                 " for a full run, results-partial.json otherwise)")
     parser.add_argument("--logs", type=Path, default=None, help="directory for logs (default: a new temp dir)")
     parser.add_argument("--concurrency", type=int, default=32, help="daemon --concurrency (default 32)")
+    parser.add_argument("--rounds", type=int, default=3, help="burst: rounds the consumers take turns (default 3)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="burst: requests per consumer per round (default 333; --quick 100)")
+    parser.add_argument("--inflight", type=int, default=None, help="inflight: handlers at once (default 1000)")
+    parser.add_argument("--inflight-sleep", type=float, default=None,
+                        help="inflight: seconds each handler sleeps (default 15; longer lets more be in flight at once)")
+    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                        help="the daemon's --event-loop (default auto); a daemon-on-asyncio row is always run too")
     args = parser.parse_args(argv)
 
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -62,20 +74,30 @@ def main(argv: list[str] | None = None) -> int:
     logdir = args.logs or Path(tempfile.mkdtemp(prefix="cfn-bench-"))
     logdir.mkdir(parents=True, exist_ok=True)
     opts = scenarios.Options(logdir=logdir, concurrency=args.concurrency, profile=args.profile,
+                             event_loop=args.event_loop, rounds=max(1, args.rounds),
                              say=lambda line: print(line, flush=True))
+    opts.burst_n = 333 * opts.rounds
     if args.quick:
-        opts.burst_n, opts.rounds, opts.slow_m, opts.latency_count = 200, 1, 100, 25
-        opts.idle_seconds, opts.scale_n = 15.0, 200
+        opts.burst_n, opts.slow_m, opts.latency_count = 100 * opts.rounds, 100, 25
+        opts.idle_seconds, opts.scale_n, opts.inflight_n, opts.inflight_sleep = 15.0, 200, 300, 10.0
+    if args.requests:
+        opts.burst_n = args.requests * opts.rounds
+    if args.inflight:
+        opts.inflight_n = args.inflight
+    if args.inflight_sleep:
+        opts.inflight_sleep = args.inflight_sleep
     full = not args.quick and chosen == list(SCENARIOS)
     out_path = args.json or (DEFAULT_JSON if full else REPO / "bench" / "results-partial.json")
 
     print(f"cfn-sns-provider benchmarks: {', '.join(chosen)}{' (quick)' if args.quick else ''}; logs in {logdir}",
           flush=True)
+    noise_start = noise.calibrate()
     started, load_start, psi_start = time.monotonic(), os.getloadavg()[0], cpu_pressure_s()
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}
     runners = {"burst": scenarios.burst, "slow": scenarios.slow, "latency": scenarios.latency,
-               "idle": scenarios.idle, "scale": scenarios.scale_out}
+               "idle": scenarios.idle, "scale": scale.scale_out, "scale_dynalite": scale.scale_out_dynalite,
+               "inflight": scenarios_more.inflight, "polls": scenarios_more.waiting_polls}
     for name in chosen:
         t0 = time.monotonic()
         print(f"  {name} ...", flush=True)
@@ -83,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         timings[name] = round(time.monotonic() - t0, 1)
     total = time.monotonic() - started
     load_end, pressure = os.getloadavg()[0], pressure_share(psi_start, cpu_pressure_s(), total)
+    noise_end = noise.calibrate()
+    from cfn_provider import loops
+
+    try:
+        loop = loops.choose(args.event_loop)
+    except loops.EventLoopError as exc:
+        loop = f"unavailable: {exc}"
 
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = [
@@ -93,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         f"load:     1-min load average {load_start:.1f} at start, {load_end:.1f} at end"
         + (f"; some task waited for a CPU {pressure:.0%} of the time (PSI; the bench's own processes included)"
            if pressure is not None else ""),
+        noise.describe("noise:   ", noise_start) + " (start)",
+        noise.describe("         ", noise_end) + " (end)",
         f"emulator: moto {version('moto')} server in its own process on 127.0.0.1, a fresh one per run; "
-        f"daemon --concurrency {opts.concurrency}",
+        f"daemon --concurrency {opts.concurrency} --event-loop {args.event_loop} ({loop})",
+        "ratios: median (min - max) over the rounds; a target is met when the median meets it",
         "read the ratios: every figure is from this one session, and consumers took turns",
         "",
     ]
@@ -111,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(), "moto": version("moto"), "quick": args.quick, "scenarios_run": chosen,
         "duration_s": round(total, 1), "load_average_1min": {"start": load_start, "end": load_end},
-        "cpu_pressure": pressure,
+        "cpu_pressure": pressure, "noise": {"start": noise_start, "end": noise_end}, "event_loop": loop,
         "scenario_seconds": timings, "targets": report.targets(results),
         "notes": notes, "options": {k: v for k, v in vars(opts).items() if k not in ("say", "logdir")},
         "logs": str(logdir), "results": results,
@@ -150,7 +182,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
                      "2 and 3 processes run once `--state dynamodb://` works")
     elif sc:
         notes.append(f"scale-out: the bottleneck is {report.scale_bottleneck(sc)}")
-    unverified = [f"{k}/{kind}" for k in ("burst",) if k in results for kind in ("daemon", "limit", "naive")
+    unverified = [f"{k}/{kind}" for k in ("burst",) if k in results for kind in ("daemon", "daemon_asyncio", "limit", "naive")
                   if not results[k][kind]["verified"]]
     if unverified:
         notes.append("some runs did not end with every response in S3 and an empty queue: " + ", ".join(unverified))

@@ -1,4 +1,4 @@
-"""The six scenarios. Each returns a dict of figures; `bench.report` lays them out beside the targets.
+"""Scenarios 1-5 (scale-out: bench.scale; in-flight and waiting polls: bench.scenarios_more). Each returns a dict of figures; `bench.report` lays them out beside the targets.
 
 Every run gets a fresh emulator process and a fresh topic/queue/bucket, so no run inherits
 another's queue, objects or memory. Consumers are processes of their own, and their CPU is
@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 import time
-import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
@@ -21,17 +18,20 @@ from urllib.parse import unquote, urlsplit
 from cfn_provider.local.emulator import Provider
 
 from .harness import (
-    REPO, Consumer, EmulatorProcess, InFlightSampler, build_requests, child_env, cpu_pressure_s, feed, pressure_share,
+    Consumer, EmulatorProcess, InFlightSampler, build_requests, cpu_pressure_s, feed, pressure_share,
     queue_depth, responses_in_bucket,
 )
+from .noise import spread
 from .profile import Spy, top_frames
 from .proxy import RecordingProxy
 
-KINDS = ("daemon", "limit", "naive")
+KINDS = ("daemon", "daemon_asyncio", "limit", "naive")
+DAEMONS = ("daemon", "daemon_asyncio")  # the daemon on the loop --event-loop picks, and on asyncio's own
 SQS_OPERATIONS = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
                   "ChangeMessageVisibilityBatch", "GetQueueAttributes")
 LABELS = {
     "daemon": "daemon (cfn-provider run)",
+    "daemon_asyncio": "daemon on asyncio's loop (--event-loop asyncio)",
     "limit": "limit loop (minimal asyncio)",
     "naive": "naive loop (sync boto3)",
 }
@@ -41,7 +41,7 @@ LABELS = {
 class Options:
     logdir: Path
     burst_n: int = 1000  # per consumer, over all rounds
-    rounds: int = 2  # consumers take turns this many times (order reversed every other round)
+    rounds: int = 3  # consumers take turns this many times (order reversed every other round); ratios per round
     slow_m: int = 500
     concurrency: int = 32
     latency_count: int = 100
@@ -52,6 +52,10 @@ class Options:
     backlog: int = 60  # never more than this many published-but-unanswered requests (moto slows as a queue deepens)
     limit_pollers: int = 3  # receive->PUT->delete loops in the limit process (30 messages in hand, like 32)
     profile: bool = False
+    event_loop: str = "auto"  # the daemon's --event-loop
+    daemon_env: dict[str, str] = field(default_factory=dict)  # more environment for the daemons (e.g. a DynamoDB endpoint)
+    inflight_n: int = 1000  # bench.scenarios_more.inflight: handlers in flight at once
+    inflight_sleep: float = 15.0  # seconds each of them sleeps
     say: Callable[[str], None] = print
 
 
@@ -59,10 +63,11 @@ class Options:
 def _consumer(kind: str, opts: Options, em: EmulatorProcess, provider: Provider, rundir: Path, index: int = 0,
               handler: str = "trivial", state: str | None = None, trace: bool = False) -> Consumer:
     log = rundir / f"{kind}-{index}.log"
-    if kind == "daemon":
+    if kind in DAEMONS:
         return Consumer.daemon(em, provider, state or f"sqlite://{rundir}/state.db", handler, log,
                                concurrency=opts.concurrency, name=f"daemon-{index}",
-                               env={"STATE_DIRECTORY": str(rundir / f"state-{index}")},  # its health file
+                               extra=["--event-loop", "asyncio" if kind == "daemon_asyncio" else opts.event_loop],
+                               env={"STATE_DIRECTORY": str(rundir / f"state-{index}"), **opts.daemon_env},  # its health file
                                trace=rundir / f"stages-{index}.json" if trace else None)
     if kind == "limit":
         return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers)])
@@ -71,14 +76,14 @@ def _consumer(kind: str, opts: Options, em: EmulatorProcess, provider: Provider,
 
 def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "trivial", processes: int = 1,
                    state: str | Callable[[EmulatorProcess], str] | None = None, backlog: int | None = None,
-                   profile: bool = False, trace: bool = False) -> dict[str, Any]:
+                   profile: bool = False, trace: bool = False, properties: dict[str, Any] | None = None) -> dict[str, Any]:
     """n requests through one emulator to `processes` consumers of one kind; figures of the run.
     `state`: the daemons' --state (or a function making it in the emulator); default SQLite."""
     rundir = opts.logdir / tag
     rundir.mkdir(parents=True, exist_ok=True)
     with EmulatorProcess(rundir) as em:
         provider = Provider.create(em)
-        requests = build_requests(em.client("s3"), provider, n)
+        requests = build_requests(em.client("s3"), provider, n, properties)
         state_url = state(em) if callable(state) else state
         consumers = [_consumer(kind, opts, em, provider, rundir, i, handler, state_url, trace and kind == "daemon")
                      for i in range(processes)]
@@ -96,7 +101,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
             sampler = InFlightSampler(em.client("sqs"), provider.queue_url)
             fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
                        backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
-            bound = time.monotonic() + max(60.0, n / 5)
+            bound = time.monotonic() + max(60.0, n / 5) + float((properties or {}).get("SleepSeconds", 0))
             while answered() < n and time.monotonic() < bound and all(c.proc.poll() is None for c in consumers):  # type: ignore[union-attr]
                 time.sleep(0.05)  # the reader threads note when each answer came
             end = max(c.last_answer_at for c in consumers) if answered() else time.monotonic()
@@ -128,10 +133,13 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
         "cpu_pressure": pressure_share(psi0, psi1, t1 - t0),
         "emulator_calls": dict(calls), "sqs_calls_per_request": sum(calls[op] for op in SQS_OPERATIONS) / max(done, 1),
         "in_flight_mean": in_flight,  # messages received and not yet deleted, sampled every 0.25 s
+        "in_flight_peak": max(sampler.samples, default=0),
+        "peak_rss_mb": memory.get("VmHWM", 0) * 1024 / 1e6,
         "published_per_s": fed.published / max(fed.last_at - fed.first_at, 1e-6),
         "publisher_paused_s": round(fed.paused_s, 2),
         "state": (state_url or "sqlite").split(":")[0], "responses_in_bucket": in_bucket, "queue_left": depth, "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
         "verified": done >= n and in_bucket == n and depth == 0, "errors": errors, "logs": str(rundir),
+        "event_loop": started_loop(consumers[0].log_path) if kind in DAEMONS else None,
     }
     if spies:
         result["profile"] = {s.out.name: top_frames(s.out) for s in spies}
@@ -142,6 +150,17 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
              + (f"  cpu pressure {result['cpu_pressure']:.0%}" if result["cpu_pressure"] is not None else "")
              + ("" if result["verified"] else f"  UNVERIFIED (bucket {in_bucket}, queue {depth}) {errors[:1]}"))
     return result
+
+
+def started_loop(log: Path) -> str | None:
+    """The event loop a daemon's `started` line names."""
+    try:
+        for line in log.read_text().splitlines():
+            if '"event": "started"' in line:
+                return json.loads(line).get("event_loop")
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _stages(path: Path) -> dict[str, Any]:
@@ -177,11 +196,18 @@ def burst(opts: Options) -> dict[str, Any]:
         for kind in order:
             runs[kind].append(throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}",
                                              profile=opts.profile and kind != "naive"))
-    out = {k: _combine(v) for k, v in runs.items()}
-    d, lim, naive = out["daemon"], out["limit"], out["naive"]
-    out["daemon_over_limit"] = d["rps"] / lim["rps"]
-    out["daemon_over_naive"] = d["rps"] / naive["rps"]
-    out["cpu_daemon_over_limit"] = d["cpu_ms_per_request"] / lim["cpu_ms_per_request"]
+    out: dict[str, Any] = {k: _combine(v) for k, v in runs.items()}
+    naive = out["naive"]
+    out["rounds"] = opts.rounds
+    out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
+    for kind in DAEMONS:  # each ratio per round (the runs that took turns), then min / median / max
+        tag = "daemon" if kind == "daemon" else kind
+        pairs = list(zip(runs[kind], runs["limit"]))
+        out[f"{tag}_over_limit_spread"] = spread([d["rps"] / l["rps"] for d, l in pairs])
+        out[f"cpu_{tag}_over_limit_spread"] = spread([d["cpu_ms_per_request"] / l["cpu_ms_per_request"] for d, l in pairs])
+        out[f"{tag}_over_limit"] = out[f"{tag}_over_limit_spread"]["median"]  # targets: the median
+        out[f"cpu_{tag}_over_limit"] = out[f"cpu_{tag}_over_limit_spread"]["median"]
+    out["daemon_over_naive"] = out["daemon"]["rps"] / naive["rps"]
     out["publish"] = f"SNS PublishBatch, as fast as moto accepts, <= {opts.backlog} unanswered"
     return out
 
@@ -312,72 +338,4 @@ def idle(opts: Options) -> dict[str, Any]:
     }
     opts.say(f"    idle: {out['cpu_percent']:.3f} % CPU, RSS {out['rss_mb']:.1f} MB, "
              f"{out['sqs_requests']} SQS requests in {window:.0f} s {dict(calls)}")
-    return out
-
-
-# ---------------------------------------------------------------------------- 6: scale-out
-def fleet_mode(timeout: float = 60.0) -> tuple[bool, str]:
-    """Is `--state dynamodb://...` implemented? True once open_store('dynamodb://x') no longer
-    raises "not available". Asked in a child process with AWS pointed at a closed loopback
-    port, so whatever open_store does, it reaches no real AWS."""
-    probe = (
-        "import asyncio, inspect\n"
-        "from cfn_provider.stores import open_store\n"
-        "try:\n"
-        "    store = open_store('dynamodb://x')\n"
-        "except Exception as exc:\n"
-        "    print('RAISED', exc)\n"
-        "else:\n"
-        "    close = getattr(store, 'close', None)\n"
-        "    try:\n"
-        "        result = close() if close else None\n"
-        "        if inspect.isawaitable(result): asyncio.run(result)\n"
-        "    except Exception: pass\n"
-        "    print('OPENED')\n"
-    )
-    env = child_env(AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="testing",
-                    AWS_SECRET_ACCESS_KEY="testing-secret-key-not-real", AWS_DEFAULT_REGION="us-east-1")
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False, "open_store('dynamodb://x') did not return"
-    line = (done.stdout.strip().splitlines() or ["RAISED no answer: " + done.stderr.strip()[-200:]])[-1]
-    if line.startswith("RAISED") and "not available" in line:
-        return False, line[len("RAISED "):]
-    return True, ""
-
-
-def fleet_state_url(em: EmulatorProcess) -> str:
-    """A fresh fleet-mode table in the emulator, made as `cfn-provider bootstrap` makes it."""
-    table = f"cfn-bench-{uuid.uuid4().hex[:8]}"
-    client = em.client("dynamodb")
-    try:
-        from cfn_provider.ops.bootstrap import ensure_table
-    except ImportError:  # bootstrap not there: the schema daemon/stores/dynamodb.py reads
-        client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
-    else:
-        ensure_table(client, table)
-    return f"dynamodb://{table}"
-
-
-def scale_out(opts: Options) -> dict[str, Any]:
-    available, why = fleet_mode()
-    out: dict[str, Any] = {"requests": opts.scale_n, "fleet_mode": available,
-                           "fleet_note": "" if available else why}
-    counts = (1, 2, 3) if available else (1,)
-    base = None
-    for processes in counts:
-        try:
-            run = throughput_run(opts, "daemon", opts.scale_n, f"scale-{processes}", processes=processes,
-                                 state=fleet_state_url if available else None)
-        except RuntimeError as exc:  # e.g. fleet mode present but not startable here
-            out[str(processes)] = {"error": str(exc)}
-            continue
-        base = base or run["rps"]
-        run["ratio_to_one"] = run["rps"] / base
-        out[str(processes)] = run
-    out["state"] = "dynamodb (moto)" if available else "sqlite (fleet mode not available yet)"
     return out

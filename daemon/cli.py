@@ -1,7 +1,6 @@
 """`cfn-provider`: the command line."""
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import Any
 
@@ -107,6 +106,10 @@ def main() -> None:
               envvar=ENV + "POLL_INTERVAL", metavar="SECONDS",
               help="How often to look in the store for long-running requests whose next poll is due "
                    "(a poll this daemon scheduled itself runs on time regardless).")
+@click.option("--event-loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto", show_default=True,
+              envvar=ENV + "EVENT_LOOP",
+              help="auto: uvloop where it is installed (Linux/macOS CPython), else asyncio's own loop; "
+                   "uvloop: that or an error.")
 @click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS")
 @click.option("--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF")
 @click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto", show_default=True,
@@ -143,11 +146,13 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         max_backoff=options["max_backoff"], health_file=options["health_file"],
         metrics_port=options["metrics_port"], metrics_address=options["metrics_address"],
         dead_letter_interval=options["dead_letter_interval"], poll_interval=options["poll_interval"],
+        event_loop=options["event_loop"],
     )
     sys.exit(_serve(settings))
 
 
 def _serve(settings: Settings) -> int:
+    from . import loops
     from .service import Service
 
     async def go() -> int:
@@ -156,8 +161,8 @@ def _serve(settings: Settings) -> int:
         return await service.run()
 
     try:
-        code = asyncio.run(go())
-    except (HandlerError, StoreConfigError, TransportConfigError, StateExposed) as exc:
+        code = loops.run(go, settings.event_loop)
+    except (HandlerError, loops.EventLoopError, StoreConfigError, TransportConfigError, StateExposed) as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         return 2
     _exit_past_stuck_handlers(code)

@@ -61,6 +61,7 @@ class Settings:
     alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (cfn_provider.dialects.ros)
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
+    event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")

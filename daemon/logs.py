@@ -1,8 +1,10 @@
 """Logging, configured once at start-up.
 
 structlog renders JSON when stdout is not a TTY (journald, containers) and a console
-format on a TTY. Standard-library loggers (botocore, aiohttp) go through the same
-pipeline via ProcessorFormatter. As a last step every rendered line is redacted: URL
+format on a TTY. The daemon's own lines are rendered by structlog and written straight to the
+stream (no stdlib LogRecord, handler or formatter per line: that bridge cost more CPU than the
+rest of a line). Standard-library loggers (botocore, aiohttp) go through the same processors
+and renderer via ProcessorFormatter. As a last step every rendered line is redacted: URL
 query strings (presigned credentials) and known secret values never reach the output,
 whichever code logged them. Data values are never logged by the daemon at all, so
 NoEcho holds by construction.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from typing import Any, TextIO
 
 import structlog
@@ -51,6 +54,58 @@ class _QuietStreamHandler(logging.StreamHandler):
             pass
 
 
+class _StreamLogger:
+    """structlog's logger for the daemon's own lines: each rendered line written straight to the
+    stream, under a lock shared with the stdlib handler's stream (handler threads log too)."""
+
+    def __init__(self, stream: TextIO, lock: threading.RLock, name: str | None = None):
+        self.stream, self.lock, self.name = stream, lock, name
+
+    def msg(self, line: str) -> None:
+        try:
+            with self.lock:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+        except Exception:  # noqa: BLE001 - as logging's handler: say which logger, never the line
+            _say_unwritable(self.name)
+
+    log = debug = info = warn = warning = error = err = critical = fatal = exception = msg
+
+
+class _StreamLoggerFactory:
+    def __init__(self, stream: TextIO, lock: threading.RLock):
+        self.stream, self.lock = stream, lock
+        self.unnamed = structlog.stdlib.LoggerFactory(ignore_frame_names=[__name__])
+
+    def __call__(self, *args: Any) -> _StreamLogger:
+        if args:
+            return _StreamLogger(self.stream, self.lock, str(args[0]))
+        # unnamed (a handler's structlog.get_logger()): the caller's module, as the stdlib bridge named it
+        return _StreamLogger(self.stream, self.lock, self.unnamed().name)
+
+
+class _Render:
+    """The renderer, then the redactor; a line that cannot be rendered is dropped and said so on
+    stderr (by logger name only), as logging's handler does for a stdlib record."""
+
+    def __init__(self, renderer: Any, redactor: _Redactor):
+        self.renderer, self.redactor = renderer, redactor
+
+    def __call__(self, logger: Any, name: str, event_dict: Any) -> str:
+        try:
+            return self.redactor(logger, name, self.renderer(logger, name, event_dict))
+        except Exception:  # noqa: BLE001
+            _say_unwritable(getattr(logger, "name", None))
+            raise structlog.DropEvent from None
+
+
+def _say_unwritable(name: str | None) -> None:
+    try:
+        sys.stderr.write(f"cfn-provider: a log record from {name!r} could not be formatted\n")
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     if fmt == "auto":
@@ -67,21 +122,23 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
         shared.append(structlog.processors.format_exc_info)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    redactor = _Redactor()
+    handler = _QuietStreamHandler(stream)
+    lock = handler.lock or threading.RLock()  # one lock per stream: stdlib and structlog lines never interleave
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[*shared, _Render(renderer, redactor)],
+        logger_factory=_StreamLoggerFactory(stream, lock),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         cache_logger_on_first_use=False,  # so tests can re-configure (capture_logs),
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, _Redactor()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, redactor],
     )
     # logging's documented optimisations: no caller lookup, thread or process fields per record
     # (the lines carry none of them); the caller lookup alone walked the stack on every line
     logging._srcfile = None  # type: ignore[attr-defined]
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    handler = _QuietStreamHandler(stream)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

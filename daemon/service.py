@@ -15,6 +15,7 @@ import aiobotocore.session
 import aiohttp
 import structlog
 
+from . import loops
 from .ops import health
 from .trust.atrest import secure_key_files
 from .config import Settings, health_path
@@ -205,7 +206,7 @@ class Service:
     def _log_start(self, queue: Queue) -> None:
         s = self.settings
         log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
-                 concurrency=s.concurrency, state=s.state.split("?")[0],
+                 concurrency=s.concurrency, state=s.state.split("?")[0], event_loop=loops.running(),
                  handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
                  not_served=[r.pattern for r in self.router.available])
         if not self.router.routes():

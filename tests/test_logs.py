@@ -243,3 +243,49 @@ def test_every_json_line_is_valid_json_after_redaction(secrets):
             pytest.fail(f"log line is not valid JSON after redaction ({exc}):\n{line}")
     assert [p["event"].split(" ")[0] for p in parsed] == ["message.unparseable", "body", "handler.raised"]
     assert "?<redacted>" in parsed[0]["body"]
+
+
+# ---- the daemon's own lines go straight to the stream ----------------------------------------------
+
+def test_structlog_lines_do_not_pass_through_the_stdlib_handler(monkeypatch):
+    stream = configured("json")
+    handled = []
+    handler = logging.getLogger().handlers[0]
+    monkeypatch.setattr(handler, "handle", lambda record: handled.append(record))
+    structlog.get_logger("worker").info("request", outcome="answered")
+    [record] = records(stream)
+    assert (record["event"], record["logger"], record["outcome"]) == ("request", "worker", "answered")
+    assert handled == []
+
+
+def test_an_unnamed_structlog_logger_is_named_after_its_module():
+    stream = configured("json")
+    structlog.get_logger().info("unnamed")
+    [record] = records(stream)
+    assert record["logger"] == __name__
+
+
+def test_exceptions_render_with_their_traceback_and_level_error():
+    stream = configured("json")
+    try:
+        raise RuntimeError("boom at " + URL)
+    except RuntimeError:
+        structlog.get_logger("t").exception("crashed")
+    [record] = records(stream)
+    assert record["level"] == "error" and "RuntimeError: boom" in record["exception"]
+    assert_clean(stream.getvalue())
+
+
+def test_an_unrenderable_line_is_dropped_and_said_by_logger_name_only(capsys):
+    stream = configured("console")
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise ValueError(SECRET)
+
+        __str__ = __repr__
+
+    structlog.get_logger("t").info("odd", value=Unprintable())
+    assert stream.getvalue() == ""
+    err = capsys.readouterr().err
+    assert "a log record from 't' could not be formatted" in err and SECRET not in err

@@ -31,6 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from yarl import URL
 
 from ..dialects.base import CLOUDFORMATION, Dialect
+from .retries import first_try_then
 from ..trust.urls import expires_at, redact
 
 log = structlog.get_logger("responder")
@@ -77,7 +78,7 @@ class Responder:
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
         if deadline is not None:
             give_up_at = min(give_up_at, max(deadline, time.time() + self.min_delivery))
-        last = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
+        last: dict = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
 
         def stop(state: RetryCallState) -> bool:
             return time.time() + (state.upcoming_sleep or 0) >= give_up_at
@@ -90,25 +91,30 @@ class Responder:
 
         if time.time() >= give_up_at:
             return Delivery(False, None, 0, "URL expired before the first attempt")
-        retrying = AsyncRetrying(
-            retry=retry_if_exception_type(_Retryable),
-            wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
-            stop=stop,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+
+        def retrying() -> AsyncRetrying:  # built only once the first attempt has failed
+            return AsyncRetrying(
+                retry=retry_if_exception_type(_Retryable),
+                wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
+                stop=stop,
+                before_sleep=before_sleep,
+                reraise=True,
+            )
+
+        async def attempt() -> None:
+            nonlocal url
+            last["attempts"] += 1
+            status, detail = await self._attempt(url, body, dialect, give_up_at)
+            if status is not None or time.time() < give_up_at:  # one cut by the deadline tells nothing
+                last.update(status=status, detail=detail)
+            if status is None and urls:  # unreachable: try the next URL
+                log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
+                url = urls.pop(0)
+            if status is None or status >= 500 or status in RETRYABLE_STATUS or _retryable_400(status, detail):
+                raise _Retryable(detail)
+
         try:
-            async for attempt in retrying:
-                with attempt:
-                    last["attempts"] = attempt.retry_state.attempt_number
-                    status, detail = await self._attempt(url, body, dialect, give_up_at)
-                    if status is not None or time.time() < give_up_at:  # one cut by the deadline tells nothing
-                        last.update(status=status, detail=detail)
-                    if status is None and urls:  # unreachable: try the next URL
-                        log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
-                        url = urls.pop(0)
-                    if status is None or status >= 500 or status in RETRYABLE_STATUS or _retryable_400(status, detail):
-                        raise _Retryable(detail)
+            await first_try_then(attempt, retrying)
         except _Retryable:
             return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry or the request's deadline: {last['detail']}")
         except ValueError as exc:  # the HTTP client refuses the URL itself: final

@@ -10,6 +10,7 @@ import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from ..stores.base import Store, transient
+from .retries import first_try_then
 
 log = structlog.get_logger("worker")
 T = TypeVar("T")
@@ -66,12 +67,10 @@ class StoreCalls:
             if state.outcome is not None and state.outcome.exception() is not None:
                 self.health.failed(state.outcome.exception())  # type: ignore[arg-type]
 
-        async for attempt in AsyncRetrying(
+        result = await first_try_then(call, lambda: AsyncRetrying(  # tenacity only after a failure
             retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
             stop=lambda _: self.stopping(), before_sleep=failed, reraise=True,
-        ):
-            with attempt:
-                result = await call()
+        ))
         self.health.ok()
         return result
 

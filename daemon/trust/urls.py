@@ -142,6 +142,9 @@ def matches_prefix(url: str, prefix: str) -> bool:
     )
 
 
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")  # str.isspace() and the C0 controls, DEL
+
+
 class ResponseUrlPolicy:
     """Decides whether a ResponseURL may be called."""
 
@@ -150,7 +153,7 @@ class ResponseUrlPolicy:
 
     def check(self, url: str, hosts: HostRule = S3_HOSTS) -> None:
         """Raise UrlRejected with a reason when `url` is not allowed."""
-        if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        if _SPACE_OR_CONTROL.search(url):
             raise UrlRejected("URL contains whitespace or control characters")
         if any(matches_prefix(url, p) for p in self.allowed_prefixes):
             return
