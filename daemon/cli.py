@@ -10,7 +10,7 @@ from click.core import ParameterSource
 from . import __version__
 from .trust.atrest import StateExposed
 from .pipeline.budget import MAX_RECEIVE_COUNT
-from .config import ConfigError, Settings, TransportConfigError, default_state_url, load_config_file
+from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings
 from .pipeline.router import HandlerError, parse_handler_option
 from .stores.base import StoreConfigError
@@ -20,16 +20,7 @@ ENV = "CFN_PROVIDER_"
 
 def _load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
     if path:
-        try:
-            values = load_config_file(path)
-        except ConfigError as exc:
-            raise click.BadParameter(str(exc)) from None
-        known = {p.name for p in ctx.command.params}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise click.BadParameter(f"{path}: unknown setting(s) {', '.join(unknown)}; "
-                                     f"known: {', '.join(sorted(known - {'config'}))}")
-        ctx.default_map = {**(ctx.default_map or {}), **values}
+        apply_config_file(ctx, path, strict=True)
     return path
 
 

@@ -112,3 +112,21 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if handlers:
         doc["handler"] = handlers
     return doc
+
+
+def apply_config_file(ctx: Any, path: str, *, strict: bool) -> None:
+    """`--config PATH` of a click command: the file's settings become the command's defaults (its
+    flags and environment variables still win). `strict`: a setting the command does not have is
+    an error (`run`); otherwise it is skipped (an operator command reading the daemon's file)."""
+    import click
+
+    try:
+        values = load_config_file(path)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    known = {p.name for p in ctx.command.params}
+    unknown = sorted(set(values) - known)
+    if strict and unknown:
+        raise click.BadParameter(f"{path}: unknown setting(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(known - {'config'}))}")
+    ctx.default_map = {**(ctx.default_map or {}), **{k: v for k, v in values.items() if k in known}}

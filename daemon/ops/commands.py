@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..config import ConfigError, default_state_url, load_config_file
+from ..config import apply_config_file, default_state_url
 from ..stores.base import StoreConfigError
 
 ENV = "CFN_PROVIDER_"
@@ -19,12 +19,7 @@ ENV = "CFN_PROVIDER_"
 def _daemon_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
     """--config: the daemon's TOML file, of which the settings this command also has are used."""
     if path:
-        try:
-            values = load_config_file(path)
-        except ConfigError as exc:
-            raise click.BadParameter(str(exc)) from None
-        known = {p.name for p in ctx.command.params}
-        ctx.default_map = {**(ctx.default_map or {}), **{k: v for k, v in values.items() if k in known}}
+        apply_config_file(ctx, path, strict=False)
     return path
 
 
