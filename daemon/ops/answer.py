@@ -122,8 +122,8 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
     if record.state == POLLING:  # a long-running request: its record, not a message, drives it
         raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
                       "says done, or FAILED at its deadline (ServiceTimeout); it cannot be answered by hand")
-    if record.leased(now):  # CLAIMED (or any other state a daemon holds under a lease)
-        held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"  # type: ignore[operator]
+    if record.leased(now) and record.lease_until is not None:  # CLAIMED (or any state a daemon holds under a lease)
+        held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"
         if not force:
             raise Refused(f"{held}: its handler may still be running. Wait for the lease to lapse, or take "
                           "it over with --force")

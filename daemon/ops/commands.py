@@ -163,7 +163,9 @@ def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str |
         raise click.UsageError("--from-dlq needs --queue-url (or --dlq-url)")
     sqs = boto3.client("sqs", region_name=region)
     try:
-        dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)  # type: ignore[arg-type]
+        if not dlq_url:
+            assert queue_url  # one of the two, refused above otherwise
+            dlq_url = dead_letter_queue_url(sqs, queue_url)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     text = dead_letter_request(sqs, dlq_url, stack_id, request_id)

@@ -43,8 +43,11 @@ def open_listing(url: str, region: str | None = None) -> Listing:
 
         return DynamoDBAdminStore(table_from_url(url), region=region)
     from ..stores import open_store
+    from ..stores.sqlite import SQLiteStore
 
-    return open_store(existing(url))  # type: ignore[return-value] - SQLiteStore lists its records itself
+    store = open_store(existing(url))
+    assert isinstance(store, SQLiteStore)  # dynamodb:// returned above; open_store gives SQLite or raises
+    return store
 
 
 def existing(url: str) -> str:

@@ -9,12 +9,13 @@ from typing import Awaitable, Callable
 import structlog
 
 from . import response as responses
+from .progress import InProgress
 from ..stores.base import Record, Store
 from .request import Request, idempotency_key
 
 log = structlog.get_logger("worker")
 
-RunHandler = Callable[[Request, float, "asyncio.Future | None"], Awaitable[responses.Response]]
+RunHandler = Callable[[Request, float, "asyncio.Future | None"], Awaitable[responses.Response | InProgress]]
 
 
 def gave_marker(record: Record | None, request: Request) -> bool:
@@ -41,7 +42,8 @@ class TimedOutCreates:
         self._orphans[marker] = orphan
         orphan.add_done_callback(lambda _: self._orphans.pop(marker, None))
 
-    async def clean_up(self, request: Request, deadline: float, run_handler: RunHandler) -> responses.Response:
+    async def clean_up(self, request: Request, deadline: float, run_handler: RunHandler
+                       ) -> responses.Response | InProgress:
         """The rollback Delete of a Create that was cut short.
 
         The marker is attacker-chosen text on a Delete, so `delete` is called only when it is one
@@ -58,7 +60,7 @@ class TimedOutCreates:
                                "stack, resource and properties (or its record has expired): delete is not called")
             return responses.success(request, None)
         answer = await run_handler(request, deadline, self._orphans.get(request.physical_id))
-        if not answer.ok:
+        if isinstance(answer, responses.Response) and not answer.ok:  # an InProgress is polled, as any Delete
             log.error("timed_out_create.cleanup_failed", reason=answer.reason,
                       detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback "
                              "goes on: check for a leaked resource")

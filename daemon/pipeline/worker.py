@@ -217,7 +217,7 @@ class Worker:
                 except asyncio.CancelledError:
                     if not self.stopping:
                         raise
-                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                    asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task: never None
                 outcome.update(outcome="in-progress-elsewhere", owner=record.owner)
                 heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
                 return Disposition.DEFER
@@ -237,7 +237,7 @@ class Worker:
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task: never None
             if deadline - time.time() >= HANDOFF_MARGIN:
                 await self.calls.write(lambda: self.store.release(key, token))
                 outcome.update(outcome="released")
@@ -309,7 +309,7 @@ class Worker:
         if token is not None:
             await self.calls.write(lambda: self.store.extend(request.key, token, 0))
 
-    async def _answer(self, request: Request, deadline: float) -> responses.Response:
+    async def _answer(self, request: Request, deadline: float) -> responses.Response | InProgress:
         """Decide the answer: from the request alone where possible, else from the handler.
         (A dead-lettered request is answered FAILED without the handler: see answer_dead_letter.)"""
         if request.problems:
@@ -326,7 +326,7 @@ class Worker:
         return await self._run_handler(request, deadline)
 
     async def _run_handler(self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
-                           ) -> responses.Response:
+                           ) -> responses.Response | InProgress:
         route = self.router.route(request.resource_type)
         if route is None:
             return responses.failure(request, f"no handler for {request.resource_type}")
@@ -355,7 +355,7 @@ class Worker:
         finally:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         if isinstance(result, InProgress):
-            return accepted(handler, request, result)  # type: ignore[return-value]
+            return accepted(handler, request, result)
         return responses.success(request, result)
 
     # ------------------------------------------------------------------ the dead-letter queue
@@ -384,7 +384,7 @@ class Worker:
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task: never None
             outcome["delivered"] = False
             await self._end_lease(request, token)
             return Disposition.RELEASE  # the stored body is re-sent by whoever takes it next
