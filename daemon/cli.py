@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 import click
 from click.core import ParameterSource
@@ -346,7 +346,8 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
     except HandlerError as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         sys.exit(2)
-    why = _WHY.get(ctx.get_parameter_source("handler"), "named")
+    source = ctx.get_parameter_source("handler")
+    why = _WHY.get(source, "named") if source is not None else "named"
     rows = []
     failed = 0
     for route in [*router.routes(), *router.available]:
@@ -369,14 +370,14 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        served = [r for r in rows if r["served"]]
-        if not served:
+        serving = [r for r in rows if r["served"]]
+        if not serving:
             click.echo("no handlers served: name one with --handler TYPE=MODULE[:ATTR], --handler TYPE "
                        "(an available one below) or the config file's [handlers] table")
         else:
             table = [("RESOURCE TYPE", "HANDLER", "FROM", "SERVED BECAUSE")]
             table += [(r["resource_type"] + (" (pattern)" if r["pattern"] else ""), r["handler"], r["source"],
-                       r["why"]) for r in served]
+                       r["why"]) for r in serving]
             _echo_table(table)
         available = [r for r in rows if not r["served"]]
         if available:
@@ -389,7 +390,7 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
     sys.exit(1 if failed else 0)
 
 
-def _echo_table(table: list[tuple[str, ...]]) -> None:
+def _echo_table(table: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     for line in table:
         cells = [f"{cell:<{w}}" for cell, w in zip(line, widths)] + [line[-1]]
@@ -400,7 +401,8 @@ from .local.simulate import simulate  # noqa: E402 - the command group lives wit
 
 main.add_command(simulate)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
-main.add_command(requests_command), main.add_command(answer_command)
+main.add_command(requests_command)
+main.add_command(answer_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,7 +36,9 @@ class _Redactor:
     def __init__(self) -> None:
         self.secrets = [v for v in (os.environ.get(k) for k in _SECRET_ENV) if v and len(v) >= 8]
 
-    def __call__(self, _logger: Any, _name: str, line: str) -> str:
+    def __call__(self, _logger: Any, _name: str, line: Any) -> str:
+        """A processor placed after the renderer: `line` is the rendered text (typed Any, as
+        structlog types every processor's third argument as the event dict)."""
         line = redact_text(line)
         for secret in (*self.secrets, *_registered):
             line = line.replace(secret, "<redacted>")
