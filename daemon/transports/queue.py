@@ -12,8 +12,9 @@ from aiobotocore.config import AioConfig
 
 # botocore's standard retry mode: unlike the legacy default, it retries SQS's throttling answers
 # (`RequestThrottled`, HTTP 400 in SQS's JSON protocol), so a throttled delete or visibility change
-# is tried again in the call instead of costing the message one of its receives.
-SQS_CLIENT_CONFIG = AioConfig(retries={"mode": "standard", "max_attempts": 5})
+# is tried again in the call instead of costing the message one of its receives. 3 attempts (the
+# mode's default) keep an unreachable queue's first failed receive within a few seconds, for `check`.
+SQS_CLIENT_CONFIG = AioConfig(retries={"mode": "standard", "max_attempts": 3})
 
 
 @dataclass
