@@ -21,6 +21,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from ..pipeline.request import stack_name_from_id
 from ..stores.base import CLAIMED, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
 from ..trust.urls import redact, redact_text
 
@@ -82,26 +83,22 @@ def key_ids(key: str) -> tuple[str, str]:
         return key, ""
 
 
-def stored_request(record: Record) -> dict[str, Any]:
-    """The request the claim stored ({} when none was, or it is not a JSON object)."""
+def _json_object(text: str | bytes | None) -> dict[str, Any]:
+    """`text` as a JSON object ({} when there is none, or it is not one)."""
     try:
-        doc = json.loads(record.request) if record.request else {}
+        doc = json.loads(text) if text else {}
     except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
 
 
-def _stack_name(stack_id: str) -> str:
-    parts = stack_id.split("/")
-    return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else stack_id
+def stored_request(record: Record) -> dict[str, Any]:
+    """The request the claim stored ({} when none was, or it is not a JSON object)."""
+    return _json_object(record.request)
 
 
 def _body(record: Record) -> dict[str, Any]:
-    try:
-        doc = json.loads(record.body) if record.body else {}
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+    return _json_object(record.body)
 
 
 def _iso(at: float | None) -> str | None:
@@ -122,7 +119,7 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
     reason = body.get("Reason")
     row: dict[str, Any] = {
         "state": record.state,
-        "stack": text("StackName") or _stack_name(stack_id),
+        "stack": text("StackName") or stack_name_from_id(stack_id),
         "stack_id": stack_id,
         "logical_id": text("LogicalResourceId"),
         "resource_type": text("ResourceType"),

@@ -116,9 +116,13 @@ class RequestFields:
 
     @property
     def stack_name(self) -> str:
-        """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
-        parts = self.stack_id.split("/")
-        return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else self.stack_id
+        return stack_name_from_id(self.stack_id)
+
+
+def stack_name_from_id(stack_id: str) -> str:
+    """arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID -> NAME (or the id itself)."""
+    parts = stack_id.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0].endswith(":stack") else stack_id
 
 
 @dataclass(frozen=True)
