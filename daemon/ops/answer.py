@@ -17,7 +17,6 @@ claim lost and sends nothing (`store.lost_claim` in its log).
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import socket
 import time
@@ -30,6 +29,7 @@ from ..pipeline import response as responses
 from ..pipeline.envelope import BadMessage, unwrap
 from ..pipeline.request import NotARequest, Request, idempotency_key, parse
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
+from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
@@ -46,10 +46,6 @@ def owner() -> str:
     except (KeyError, OSError):
         user = "unknown"
     return f"cfn-provider answer ({user}@{socket.gethostname()})"
-
-
-def digest(url: str) -> str:
-    return hashlib.sha256(url.encode()).hexdigest()
 
 
 def request_from_text(text: str, stack_id: str, request_id: str) -> Request:
@@ -162,7 +158,7 @@ def allowed(request: Request, allow_prefixes: tuple[str, ...]) -> None:
 async def send(store: Store, request: Request, answer: responses.Response, record: Record | None,
                force: bool, who: str, responder: Any) -> Sent:
     """Claim the request, store the answer, PUT it, mark it sent."""
-    key, url_digest, token = idempotency_key(request.stack_id, request.request_id), digest(request.response_url), new_token()
+    key, url_digest, token = idempotency_key(request.stack_id, request.request_id), store_url_digest(request.response_url), new_token()
     text = json.dumps(request.wire, separators=(",", ":"))
     for _ in range(TAKEOVER_TRIES):
         if force and record is not None and record.token and record.leased(time.time()):

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..config import apply_config_file, default_state_url
-from ..stores.base import StoreConfigError
+from ..stores.base import StoreConfigError, url_digest
 
 ENV = "CFN_PROVIDER_"
 
@@ -130,7 +130,7 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         try:
             record = await store.get(idempotency_key(stack_id, request_id))
             request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id)
-            warning = ops.check(record, ops.digest(request.response_url), time.time(), force)
+            warning = ops.check(record, url_digest(request.response_url), time.time(), force)
             ops.allowed(request, allow_response_url)
             response = ops.build(request, status, reason, physical_id)
             _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)

@@ -15,7 +15,6 @@ the PhysicalResourceId so far, the request's deadline, how many steps ran and si
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import time
@@ -30,7 +29,7 @@ from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from .request import NotARequest, Request, parse
 from .router import HandlerError
 from .runner import Context, HandlerTimeout, call, response_margin
-from ..stores.base import RESPONSE_READY, Record
+from ..stores.base import RESPONSE_READY, Record, url_digest
 from ..trust.urls import redact
 
 log = structlog.get_logger("polling")
@@ -97,10 +96,6 @@ class _Step:
         def sync_action(event: Any, context: Any) -> Any:
             return fn(event, context, progress)
         setattr(self, request_type.lower(), async_action if inspect.iscoroutinefunction(fn) else sync_action)
-
-
-def _digest(request: Request) -> str:
-    return hashlib.sha256(request.response_url.encode()).hexdigest()
 
 
 class Polls:
@@ -233,6 +228,6 @@ class Polls:
     async def _deliver(self, request: Request, body: bytes, state: PollState, token: str,
                        outcome: dict[str, Any]) -> None:
         w = self.worker
-        disposition = await w._deliver(request, body, _digest(request), outcome, state.deadline, token=token)
+        disposition = await w._deliver(request, body, url_digest(request.response_url), outcome, state.deadline, token=token)
         if disposition is Disposition.DELETE and not outcome.get("delivered"):  # undeliverable: stop trying
             await w.calls.call(lambda: w.store.extend(request.key, token, PARKED))

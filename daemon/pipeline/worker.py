@@ -11,7 +11,6 @@ Every message ends in exactly one log line: `request` for a request that was han
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from collections import OrderedDict
@@ -40,7 +39,7 @@ from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, response_margin
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
-from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient
+from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 log = structlog.get_logger("worker")
@@ -183,7 +182,7 @@ class Worker:
     # ------------------------------------------------------------------ idempotent handling
     async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
                       outcome: dict[str, Any]) -> Disposition:
-        digest = hashlib.sha256(request.response_url.encode()).hexdigest()
+        digest = url_digest(request.response_url)
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
         wire = json.dumps(request.wire, separators=(",", ":"))  # stored: `cfn-provider requests` / `answer`

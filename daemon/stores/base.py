@@ -39,6 +39,7 @@ over: the request is answered by its polls, so a redelivered message is a duplic
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -112,6 +113,11 @@ class Listing(Store, Protocol):
 def claimed_at(record: Record, ttl: float) -> float:
     """When the record's latest claim was written (a claim sets expires_at to its time + ttl)."""
     return record.expires_at - ttl
+
+
+def url_digest(url: str) -> str:
+    """How a record names a ResponseURL (`url_digest`, `sent_digests`): its SHA-256, never the URL."""
+    return hashlib.sha256(url.encode()).hexdigest()
 
 
 def new_token() -> str:
