@@ -1,6 +1,8 @@
 """Handlers the benchmarks register with the daemon (`--handler Custom::Bench=bench.handlers:NAME`).
 
-- `trivial`: returns at once (no Data), so the figures are the daemon's own cost;
+- `trivial`: returns at once (no Data), so the figures are the daemon's own cost (a sync action:
+  it runs in the daemon's handler thread pool, as every sync action does);
+- `async_trivial`: the same as an `async def` action, run on the event loop (no thread hand-off);
 - `async_sleep`: awaits `asyncio.sleep(1)` on the event loop;
 - `sync_sleep`: `time.sleep(1)` in the daemon's handler thread pool.
 ResourceProperties `SleepSeconds` overrides the 1 s.
@@ -24,6 +26,14 @@ class Trivial:
     update = delete = create
 
 
+class AsyncTrivial:
+    @staticmethod
+    async def create(event: Mapping[str, Any]) -> None:
+        return None
+
+    update = delete = create
+
+
 class AsyncSleep:
     @staticmethod
     async def create(event: Mapping[str, Any]) -> None:
@@ -40,4 +50,4 @@ class SyncSleep:
     update = delete = create
 
 
-trivial, async_sleep, sync_sleep = Trivial(), AsyncSleep(), SyncSleep()
+trivial, async_trivial, async_sleep, sync_sleep = Trivial(), AsyncTrivial(), AsyncSleep(), SyncSleep()

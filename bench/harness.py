@@ -34,6 +34,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, sys) CPU seconds of a live process."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICK, int(fields[12]) / CLOCK_TICK
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM (peak RSS) in KiB."""
     out = {}
@@ -156,6 +163,7 @@ class Consumer:
     answered: int = 0
     last_answer_at: float = 0.0  # time.monotonic()
     errors: list[str] = field(default_factory=list)
+    cwd: Path = REPO
     proc: subprocess.Popen | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -164,18 +172,23 @@ class Consumer:
     def daemon(cls, emulator: EmulatorProcess, provider: Provider, state: str, handler: str, log_path: Path,
                concurrency: int = 32, extra: list[str] = (), env: dict[str, str] | None = None,
                response_endpoint: str | None = None, name: str = "daemon",
-               trace: Path | None = None) -> "Consumer":
+               trace: Path | None = None, checkout: Path | None = None) -> "Consumer":
         """`python -m cfn_provider run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
-        its stage timings written to `trace`)."""
+        its stage timings written to `trace`). `checkout`: another clone of this repository, whose
+        daemon is run instead (its own `.venv`, as `make venv` builds it there)."""
         module = ["-m", "bench.trace_daemon"] if trace else ["-m", "cfn_provider"]
         env = {**(env or {}), **({"BENCH_TRACE_OUT": str(trace)} if trace else {})}
-        args = [sys.executable, *module, "run", "--queue-url", provider.queue_url,
+        python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
+        args = [python, *module, "run", "--queue-url", provider.queue_url,
                 "--topic-arn", provider.topic_arn, "--state", state, "--no-verify-signatures",
                 "--allow-response-url", (response_endpoint or emulator.endpoint) + "/",
                 "--handler", f"{RESOURCE_TYPE}=bench.handlers:{handler}", "--concurrency", str(concurrency),
                 "--log-format", "json", *extra]
-        return cls(name, args, child_env(**emulator.env(**env)), log_path, daemon_line,
-                   lambda line: '"event": "started"' in line)
+        consumer = cls(name, args, child_env(**emulator.env(**env)), log_path, daemon_line,
+                       lambda line: '"event": "started"' in line)
+        if checkout:
+            consumer.env["PYTHONPATH"], consumer.cwd = str(checkout), checkout
+        return consumer
 
     @classmethod
     def script(cls, module: str, emulator: EmulatorProcess, provider: Provider, log_path: Path,
@@ -185,7 +198,7 @@ class Consumer:
                    lambda line: line.strip() == "ready")
 
     def start(self, timeout: float = 60.0, settle: float = 1.0) -> "Consumer":
-        self.proc = subprocess.Popen(self.args, env=self.env, cwd=REPO, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True).start()
         if not self._ready.wait(timeout) or self.proc.poll() is not None:
@@ -227,6 +240,11 @@ class Consumer:
     def cpu(self) -> float:
         assert self.proc is not None
         return cpu_seconds(self.proc.pid)
+
+    def cpu_sys(self) -> float:
+        """The kernel's share of cpu() (system calls: fsync, sockets, thread wake-ups)."""
+        assert self.proc is not None
+        return cpu_split(self.proc.pid)[1]
 
     def memory(self) -> dict[str, int]:
         assert self.proc is not None

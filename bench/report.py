@@ -42,9 +42,14 @@ def rows(results: dict[str, Any]) -> list[Row]:
         n = b["daemon"]["requests"]
         s = f"1 burst: {n} Creates each, {b.get('rounds', 1)} rounds"
         loop = b.get("event_loop") or "?"
-        kinds = [k for k in ("daemon", "daemon_asyncio", "limit", "naive") if k in b]
+        kinds = [k for k in ("daemon", "daemon_asyncio", "daemon_async_handler", "baseline", "limit", "naive") if k in b]
         labels = {"daemon": f"daemon (cfn-provider run, {loop})", "daemon_asyncio": "daemon on asyncio (--event-loop asyncio)",
+                  "daemon_async_handler": "daemon, async handler (no thread hand-off)",
+                  "baseline": f"baseline daemon ({b.get('baseline_checkout', '--baseline')})",
                   "limit": "limit loop (minimal asyncio)", "naive": "naive loop (sync boto3, 1 at a time)"}
+        short = {"daemon": "daemon", "daemon_asyncio": "daemon on asyncio", "daemon_async_handler": "daemon, async handler",
+                 "baseline": "baseline daemon",
+                 "limit": "limit loop", "naive": "naive loop"}
         for kind in kinds:
             flag = "" if b[kind]["verified"] else "  (unverified: see JSON)"
             out.append(Row(s, labels[kind], f"{_f(b[kind]['rps'])} req/s{flag}"))
@@ -54,8 +59,16 @@ def rows(results: dict[str, Any]) -> list[Row]:
         if "daemon_asyncio_over_limit" in b:
             out.append(Row(s, "daemon (asyncio) / limit, median (min - max)", _spread(b, "daemon_asyncio_over_limit"),
                            "(the loop's share)"))
+        if "daemon_async_handler_over_limit" in b:
+            out.append(Row(s, "daemon, async handler / limit, median (min - max)",
+                           _spread(b, "daemon_async_handler_over_limit"), "(the hand-off's share)"))
+        if "baseline_over_limit" in b:
+            out.append(Row(s, "baseline daemon / limit, median (min - max)", _spread(b, "baseline_over_limit"),
+                           "(before / after)"))
         out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
-        order = ", ".join(k.replace("daemon_asyncio", "daemon on asyncio") for k in kinds)
+        compact = {"daemon": "daemon", "daemon_asyncio": "on asyncio", "daemon_async_handler": "async handler", "baseline": "baseline",
+                   "limit": "limit", "naive": "naive"}
+        order = ", ".join(compact[k] for k in kinds)
         out.append(Row(s, f"emulator busy: {order}",
                        " / ".join(_f(b[k]["emulator_busy"], 2) for k in kinds) + " cores", "(one GIL: ~1 is full)"))
         out.append(Row(s, "emulator CPU per request: same order",
@@ -66,14 +79,21 @@ def rows(results: dict[str, Any]) -> list[Row]:
                        " / ".join(_f(b[k].get("in_flight_mean", float("nan")), 1) for k in kinds)))
         s = "2 CPU per request"
         for kind in kinds:
-            out.append(Row(s, f"{labels[kind].split(' (')[0] if kind != 'daemon_asyncio' else 'daemon on asyncio'} (user+sys)",
-                           f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"))
+            kernel = b[kind].get("cpu_sys_ms_per_request")
+            out.append(Row(s, f"{short[kind]} (user+sys)", f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"
+                           + (f" (sys {_f(kernel, 2)})" if kernel is not None else "")))
         ratio = b["cpu_daemon_over_limit"]
         out.append(Row(s, f"daemon ({loop}) / limit, median (min - max)", _spread(b, "cpu_daemon_over_limit"), "<= 1.3",
                        _check(ratio, ratio <= 1.3)))
         if "cpu_daemon_asyncio_over_limit" in b:
             out.append(Row(s, "daemon (asyncio) / limit, median (min - max)", _spread(b, "cpu_daemon_asyncio_over_limit"),
                            "(the loop's share)"))
+        if "cpu_daemon_async_handler_over_limit" in b:
+            out.append(Row(s, "daemon, async handler / limit, median (min - max)",
+                           _spread(b, "cpu_daemon_async_handler_over_limit"), "(the hand-off's share)"))
+        if "cpu_baseline_over_limit" in b:
+            out.append(Row(s, "baseline daemon / limit, median (min - max)", _spread(b, "cpu_baseline_over_limit"),
+                           "(before / after)"))
         out.append(Row(s, "daemon's own ceiling on 1 core (1 / CPU)",
                        f"{_f(1000 / b['daemon']['cpu_ms_per_request'], 0)} req/s"))
     sl = results.get("slow")

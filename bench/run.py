@@ -65,7 +65,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="inflight: seconds each handler sleeps (default 15; longer lets more be in flight at once)")
     parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                         help="the daemon's --event-loop (default auto); a daemon-on-asyncio row is always run too")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="burst: also run the daemon of another clone of this repository (with its own "
+                             "`make venv`) in every round, for a before/after in one session")
     args = parser.parse_args(argv)
+    if args.baseline and not (args.baseline / ".venv" / "bin" / "python").exists():
+        parser.error(f"--baseline {args.baseline}: no .venv/bin/python there (run `make venv` in it first)")
 
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(chosen) - set(SCENARIOS)
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     logdir = args.logs or Path(tempfile.mkdtemp(prefix="cfn-bench-"))
     logdir.mkdir(parents=True, exist_ok=True)
     opts = scenarios.Options(logdir=logdir, concurrency=args.concurrency, profile=args.profile,
-                             event_loop=args.event_loop, rounds=max(1, args.rounds),
+                             event_loop=args.event_loop, rounds=max(1, args.rounds), baseline=args.baseline,
                              say=lambda line: print(line, flush=True))
     opts.burst_n = 333 * opts.rounds
     if args.quick:
@@ -182,8 +187,8 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
                      "2 and 3 processes run once `--state dynamodb://` works")
     elif sc:
         notes.append(f"scale-out: the bottleneck is {report.scale_bottleneck(sc)}")
-    unverified = [f"{k}/{kind}" for k in ("burst",) if k in results for kind in ("daemon", "daemon_asyncio", "limit", "naive")
-                  if not results[k][kind]["verified"]]
+    unverified = [f"{k}/{kind}" for k in ("burst",) if k in results for kind in scenarios.KINDS
+                  if kind in results[k] and not results[k][kind]["verified"]]
     if unverified:
         notes.append("some runs did not end with every response in S3 and an empty queue: " + ", ".join(unverified))
     return notes

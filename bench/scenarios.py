@@ -25,13 +25,17 @@ from .noise import spread
 from .profile import Spy, top_frames
 from .proxy import RecordingProxy
 
-KINDS = ("daemon", "daemon_asyncio", "limit", "naive")
-DAEMONS = ("daemon", "daemon_asyncio")  # the daemon on the loop --event-loop picks, and on asyncio's own
+KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "limit", "naive")
+# the daemon on the loop --event-loop picks, on asyncio's own, and with the trivial handler written
+# `async def` (run on the loop: what the thread pool's hand-off costs a sync handler)
+DAEMONS = ("daemon", "daemon_asyncio", "daemon_async_handler")
 SQS_OPERATIONS = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
                   "ChangeMessageVisibilityBatch", "GetQueueAttributes")
 LABELS = {
     "daemon": "daemon (cfn-provider run)",
     "daemon_asyncio": "daemon on asyncio's loop (--event-loop asyncio)",
+    "daemon_async_handler": "daemon, the trivial handler async (no thread hand-off)",
+    "baseline": "the daemon of another checkout (--baseline)",
     "limit": "limit loop (minimal asyncio)",
     "naive": "naive loop (sync boto3)",
 }
@@ -53,6 +57,7 @@ class Options:
     limit_pollers: int = 3  # receive->PUT->delete loops in the limit process (30 messages in hand, like 32)
     profile: bool = False
     event_loop: str = "auto"  # the daemon's --event-loop
+    baseline: Path | None = None  # another checkout whose daemon takes its turn in the burst too (before/after)
     daemon_env: dict[str, str] = field(default_factory=dict)  # more environment for the daemons (e.g. a DynamoDB endpoint)
     inflight_n: int = 1000  # bench.scenarios_more.inflight: handlers in flight at once
     inflight_sleep: float = 15.0  # seconds each of them sleeps
@@ -63,12 +68,15 @@ class Options:
 def _consumer(kind: str, opts: Options, em: EmulatorProcess, provider: Provider, rundir: Path, index: int = 0,
               handler: str = "trivial", state: str | None = None, trace: bool = False) -> Consumer:
     log = rundir / f"{kind}-{index}.log"
-    if kind in DAEMONS:
+    if kind in DAEMONS or kind == "baseline":
+        if kind == "daemon_async_handler" and handler == "trivial":
+            handler = "async_trivial"
         return Consumer.daemon(em, provider, state or f"sqlite://{rundir}/state.db", handler, log,
                                concurrency=opts.concurrency, name=f"daemon-{index}",
                                extra=["--event-loop", "asyncio" if kind == "daemon_asyncio" else opts.event_loop],
                                env={"STATE_DIRECTORY": str(rundir / f"state-{index}"), **opts.daemon_env},  # its health file
-                               trace=rundir / f"stages-{index}.json" if trace else None)
+                               trace=rundir / f"stages-{index}.json" if trace else None,
+                               checkout=opts.baseline if kind == "baseline" else None)
     if kind == "limit":
         return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers)])
     return Consumer.script("bench.naive_loop", em, provider, log)
@@ -98,6 +106,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
 
             calls0 = em.calls()
             cpu0, emu0, psi0, t0 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            sys0 = sum(c.cpu_sys() for c in consumers)
             sampler = InFlightSampler(em.client("sqs"), provider.queue_url)
             fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
                        backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
@@ -106,6 +115,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
                 time.sleep(0.05)  # the reader threads note when each answer came
             end = max(c.last_answer_at for c in consumers) if answered() else time.monotonic()
             cpu1, emu1, psi1, t1 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
+            sys1 = sum(c.cpu_sys() for c in consumers)
             in_flight = sampler.stop()
             calls = em.calls() - calls0
             memory = consumers[0].memory()
@@ -128,6 +138,7 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
     result = {
         "kind": kind, "processes": processes, "requests": n, "answered": done, "seconds": round(elapsed, 3),
         "rps": done / elapsed, "cpu_s": cpu1 - cpu0, "cpu_ms_per_request": 1000 * (cpu1 - cpu0) / max(done, 1),
+        "cpu_sys_s": sys1 - sys0,
         "emulator_cpu_ms_per_request": 1000 * (emu1 - emu0) / max(done, 1),
         "emulator_busy": (emu1 - emu0) / elapsed,  # cores; its GIL keeps it near one at most
         "cpu_pressure": pressure_share(psi0, psi1, t1 - t0),
@@ -176,6 +187,7 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "requests": n, "seconds": round(seconds, 2), "rps": n / seconds,
         "cpu_ms_per_request": 1000 * sum(r["cpu_s"] for r in runs) / max(n, 1),
+        "cpu_sys_ms_per_request": 1000 * sum(r.get("cpu_sys_s", 0.0) for r in runs) / max(n, 1),
         "emulator_cpu_ms_per_request": sum(r["emulator_cpu_ms_per_request"] * r["answered"] for r in runs) / max(n, 1),
         "emulator_busy": sum(r["emulator_busy"] * r["seconds"] for r in runs) / seconds,
         "sqs_calls_per_request": sum(r["sqs_calls_per_request"] * r["answered"] for r in runs) / max(n, 1),
@@ -190,9 +202,10 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- 1 + 2: burst throughput and CPU
 def burst(opts: Options) -> dict[str, Any]:
     per_round = opts.burst_n // opts.rounds
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    kinds = KINDS + (("baseline",) if opts.baseline else ())
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(opts.rounds):
-        order = KINDS if r % 2 == 0 else tuple(reversed(KINDS))  # no consumer always goes first
+        order = kinds if r % 2 == 0 else tuple(reversed(kinds))  # no consumer always goes first
         for kind in order:
             runs[kind].append(throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}",
                                              profile=opts.profile and kind != "naive"))
@@ -200,7 +213,9 @@ def burst(opts: Options) -> dict[str, Any]:
     naive = out["naive"]
     out["rounds"] = opts.rounds
     out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
-    for kind in DAEMONS:  # each ratio per round (the runs that took turns), then min / median / max
+    if opts.baseline:
+        out["baseline_checkout"] = str(opts.baseline)
+    for kind in DAEMONS + (("baseline",) if opts.baseline else ()):  # each ratio per round (the runs that took turns), then min / median / max
         tag = "daemon" if kind == "daemon" else kind
         pairs = list(zip(runs[kind], runs["limit"]))
         out[f"{tag}_over_limit_spread"] = spread([d["rps"] / l["rps"] for d, l in pairs])

@@ -116,14 +116,14 @@ class DeadLetterWatcher:
     async def _one(self, message: Message) -> str:
         """Put one message through the worker; carry out what it says. Returns what was done."""
         heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
-        beating = asyncio.create_task(heartbeat.run())
+        heartbeat.start()
         try:
             disposition = await self.worker.answer_dead_letter(message, heartbeat, self.name)
         except Exception:  # noqa: BLE001 - one message must never stop the watcher
             log.exception("deadletter.crashed", message_id=message.id)
             return "crashed"  # it comes back when its visibility lapses
         finally:
-            beating.cancel()
+            heartbeat.stop()
         try:
             if disposition is Disposition.DELETE:
                 await self.queue.delete(message)

@@ -202,7 +202,7 @@ class Poller:
         holding = True
         try:
             heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
-            beating = asyncio.create_task(heartbeat.run())
+            heartbeat.start()
             try:
                 disposition = await self.worker.process(message, heartbeat)
             except asyncio.CancelledError:
@@ -210,7 +210,7 @@ class Poller:
                     raise
                 disposition = Disposition.RELEASE  # cut off by the grace period: hand it back
             finally:
-                beating.cancel()
+                heartbeat.stop()
             holding = False
             self._release()  # the work is done: the bookkeeping below need not hold a slot
             await self._finish(self._dispose(message, disposition, heartbeat.defer_seconds))

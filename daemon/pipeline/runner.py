@@ -77,13 +77,18 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     if budget <= 0:
         raise HandlerTimeout(0)
     run, job = _start(fn, args, executor)
-    try:
-        done, _ = await asyncio.wait({run}, timeout=budget)
-    except asyncio.CancelledError:
-        _abandon(run, _ended(run, job), "cancelled")
-        raise
-    if run in done:
-        return run.result()  # whatever it raised (its own TimeoutError included) is the handler's failure
+    while True:
+        try:
+            done, _ = await asyncio.wait({run}, timeout=context.remaining())
+        except asyncio.CancelledError:
+            _abandon(run, _ended(run, job), "cancelled")
+            raise
+        if run not in done:
+            break
+        value = run.result()  # whatever it raised (its own TimeoutError included) is the handler's failure
+        if job is None or not inspect.isawaitable(value):
+            return value
+        run, job = asyncio.ensure_future(value), None  # a sync action handed back an awaitable: await it too
     run.cancel()
     ended = _ended(run, job)
     await asyncio.wait({ended}, timeout=CANCEL_GRACE)  # a well-behaved action unwinds at once
@@ -93,17 +98,12 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
 
 def _start(fn: Callable[..., Any], args: tuple[Any, ...],
            executor: Executor) -> tuple[asyncio.Future[Any], Future[Any] | None]:
-    """Start the action: its result, and for a sync action its job in the thread pool."""
+    """Start the action: its result, and for a sync action its job in the thread pool (no task of
+    its own: the pool's future, wrapped for the loop, is what is awaited)."""
     if inspect.iscoroutinefunction(fn):
         return asyncio.ensure_future(fn(*args)), None  # a task copies the caller's contextvars
-    ctx = contextvars.copy_context()
-    job = executor.submit(ctx.run, fn, *args)
-
-    async def result() -> Any:
-        value = await asyncio.wrap_future(job)
-        return await value if inspect.isawaitable(value) else value
-
-    return asyncio.ensure_future(result()), job
+    job = executor.submit(contextvars.copy_context().run, fn, *args)
+    return asyncio.wrap_future(job), job
 
 
 def _ended(run: asyncio.Future[Any], job: Future[Any] | None) -> asyncio.Future[Any]:

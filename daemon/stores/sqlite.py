@@ -6,11 +6,8 @@ one table with SQL conditional writes.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
-import queue
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -21,6 +18,7 @@ from ..trust import retention
 from ..trust.atrest import secure_sqlite
 from ..config import default_state_dir
 from .base import DEFAULT_TTL, Claim, Record, _saved_by
+from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
 
@@ -72,63 +70,6 @@ WHERE key = :key""".format(
 _PURGE_EVERY = 600.0
 
 
-class _OwnerThread:
-    """The one thread that owns the SQLite connection: calls run on it in order. Each call is a
-    queue entry and, for the event loop, one `call_soon_threadsafe` with the result; the bench's
-    profile showed a ThreadPoolExecutor's per-call machinery (a lock-guarded Future with its
-    Condition, a work item, the thread-count check) as the daemon's busiest frame of its own."""
-
-    def __init__(self, name: str):
-        self.stopped = False
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn` on the thread and wait for it (set-up, before any event loop is involved)."""
-        done: concurrent.futures.Future = concurrent.futures.Future()
-        self._jobs.put((done, None, fn, args))
-        return done.result()
-
-    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        if self.stopped:
-            raise RuntimeError("the store is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((future, loop, fn, args))
-        return future
-
-    def stop(self) -> None:
-        if not self.stopped:
-            self.stopped = True
-            self._jobs.put(None)
-            self._thread.join()
-
-    def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            future, loop, fn, args = job
-            try:
-                result, error = fn(*args), None
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                result, error = None, exc
-            if loop is None:
-                future.set_exception(error) if error is not None else future.set_result(result)
-                continue
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-
-
-def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 class SQLiteStore:
     """A WAL-mode SQLite file with two connections. One belongs to a thread of its own and takes
     every write that may wait: the stored body (fsync), waits on another process's lock, the
@@ -139,7 +80,7 @@ class SQLiteStore:
 
     def __init__(self, path: Path, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time):
         self.path, self.ttl, self.clock = path, ttl, clock
-        self._thread = _OwnerThread("store")
+        self._thread = OwnerThread("store", self._group)
         self._db: sqlite3.Connection | None = None  # the thread's
         self._quick: sqlite3.Connection | None = None  # the event loop's
         self._purged_at = 0.0
@@ -167,7 +108,7 @@ class SQLiteStore:
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # see _durable: only the stored body needs an fsync
+            db.execute("PRAGMA synchronous=NORMAL")  # see _group: only the stored body needs an fsync
             db.execute(_SCHEMA)
             _add_columns(db, {"scrub_at": "REAL", "token": "TEXT",  # a file from before NoEcho retention / tokens
                               "request": "TEXT", "progress": "TEXT", "next_poll": "REAL"})  # / polling
@@ -252,26 +193,46 @@ class SQLiteStore:
         return await self._run(self._threads, self._write, sql, (now + lease_seconds, key, token, now)) == 1
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
-        return await self._run(self._threads, self._save, key, token, status, body)
+        return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
         sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
                "WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
         scrub_at = retention.scrub_at(body, self.clock())
-        if self._durable(db, sql, (status, body, scrub_at, key, token)) == 1:
+        if self._write(db, sql, (status, body, scrub_at, key, token)) == 1:
             return True
         record = self._record(db, key)  # an earlier try of this very write may have been applied
         return _saved_by(record, token, body)
 
-    def _durable(self, db: sqlite3.Connection, sql: str, params: tuple) -> int:
-        """The one write that must survive power loss before the PUT: the stored body. In WAL mode
-        this fsync also makes every earlier commit durable; a claim or SENT mark lost with the
-        power only costs a re-run of an unfinished handler or a re-send of the same body."""
+    def _group(self, writes: list[tuple[Callable[..., Any], tuple]]) -> list[tuple[Any, BaseException | None]]:
+        """On the store's thread: durable writes (`write(db, *args)` each), in one transaction that
+        commits with an fsync (group commit: the stored bodies of requests that finish together
+        share one). Only these writes must survive power loss before what follows them (the PUT,
+        the queue delete); in WAL mode their fsync also makes every earlier commit durable, and a
+        claim or SENT mark lost with the power only costs a re-run of an unfinished handler or a
+        re-send of the same body. A write that fails fails alone; a failed commit fails them all."""
+        db = self._db
+        assert db is not None
+        outcomes: list[tuple[Any, BaseException | None]] = []
         db.execute("PRAGMA synchronous=FULL")
         try:
-            return self._write(db, sql, params)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for write, args in writes:
+                    try:
+                        outcomes.append((write(db, *args), None))
+                    except Exception as exc:  # noqa: BLE001 - this write's caller hears of it
+                        outcomes.append((None, exc))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except Exception as exc:  # noqa: BLE001 - nothing was committed: every caller hears of it
+            return [(None, exc)] * len(writes)
         finally:
             db.execute("PRAGMA synchronous=NORMAL")
+        return outcomes
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
         params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
@@ -315,7 +276,7 @@ class SQLiteStore:
         sql = ("UPDATE records SET state = 'POLLING', progress = ?, next_poll = ?, lease_until = 0, "
                "request = coalesce(?, request) WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
         params = (progress, next_poll, request, key, token)
-        return await self._run(self._threads, self._durable, sql, params) == 1  # applied twice: the same row
+        return await self._thread.run_durable(self._write, sql, params) == 1  # applied twice: the same row
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
         sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "

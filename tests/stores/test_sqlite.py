@@ -225,3 +225,79 @@ async def test_a_state_file_from_before_stored_requests_is_upgraded_in_place(db_
         await store.close()
     columns = [row[1] for row in sqlite3.connect(db_path).execute("PRAGMA table_info(records)")]
     assert columns[-3:] == ["request", "progress", "next_poll"]
+
+
+# --- group commit: stored bodies that finish together share one fsync ------------------------
+async def _queued_together(store: SQLiteStore, writes):
+    """Run `writes` (coroutine factories) while the store's thread is held, so they are all queued
+    when it is let go; their outcomes, and the statements the thread's connection ran."""
+    import asyncio
+    import threading
+
+    statements: list[str] = []
+    store._thread.call(lambda: store._db.set_trace_callback(statements.append))
+    gate = threading.Event()
+    held = store._thread.run(gate.wait)
+    tasks = [asyncio.ensure_future(w()) for w in writes]
+    await asyncio.sleep(0.05)  # every write is on the queue behind the held job
+    gate.set()
+    await held
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    store._thread.call(lambda: store._db.set_trace_callback(None))
+    return outcomes, statements
+
+
+async def test_stored_bodies_queued_together_share_one_durable_commit(store):
+    keys = [f"{KEY}-{i}" for i in range(8)]
+    for k in keys:
+        assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
+    outcomes, statements = await _queued_together(
+        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys])
+    assert outcomes == [True] * len(keys)
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    assert len(commits) == 1, statements  # one transaction, so one fsync, for all eight
+    assert statements.index("PRAGMA synchronous=FULL") < statements.index(commits[0])
+    for k in keys:
+        record = await store.get(k)
+        assert record is not None and record.state == "RESPONSE_READY" and record.body == f'{{"k":"{k}"}}'.encode()
+
+
+async def test_a_write_that_fails_in_a_group_fails_alone(store):
+    """One caller's write raising inside the group's transaction (here: a body that is not JSON) leaves the others' writes
+    committed and their callers told so; a refused write (wrong token) is False, not an error."""
+    keys = [f"{KEY}-{i}" for i in range(3)]
+    for k in keys:
+        await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")
+    outcomes, _ = await _queued_together(store, [
+        lambda: store.save_response(keys[0], f"t-{keys[0]}", "SUCCESS", b"{}"),
+        lambda: store.save_response(keys[1], f"t-{keys[1]}", "SUCCESS", object()),  # type: ignore[arg-type]
+        lambda: store.save_response(keys[2], "someone-else", "SUCCESS", b"{}"),
+    ])
+    assert outcomes[0] is True
+    assert isinstance(outcomes[1], TypeError)
+    assert outcomes[2] is False
+    assert (await store.get(keys[0])).state == "RESPONSE_READY"
+    assert (await store.get(keys[1])).state == "CLAIMED"
+    assert (await store.get(keys[2])).state == "CLAIMED"
+
+
+async def test_a_group_whose_commit_fails_fails_every_caller(store, db_path):
+    """Nothing committed, nobody told otherwise: each caller retries its own write (same token)."""
+    import sqlite3
+
+    keys = [f"{KEY}-{i}" for i in range(3)]
+    for k in keys:
+        await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")
+    store._thread.call(lambda: store._db.execute("PRAGMA busy_timeout = 100"))
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock past the busy timeout
+    try:
+        outcomes, _ = await _queued_together(
+            store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", b"{}") for k in keys])
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert all(isinstance(o, sqlite3.OperationalError) and "locked" in str(o) for o in outcomes), outcomes
+    for k in keys:
+        assert (await store.get(k)).state == "CLAIMED"
+        assert await store.save_response(k, f"t-{k}", "SUCCESS", b"{}")  # the retry goes through
