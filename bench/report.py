@@ -35,6 +35,19 @@ def _check(value: float, ok: bool) -> bool | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else ok
 
 
+_OTHER_RATIOS = (  # the burst's informational ratios: (kind, label, what it tells)
+    ("daemon_asyncio", "daemon (asyncio)", "(the loop's share)"),
+    ("daemon_async_handler", "daemon, async handler", "(the hand-off's share)"),
+    ("baseline", "baseline daemon", "(before / after)"),
+)
+
+
+def _other_ratios(b: dict[str, Any], scenario: str, prefix: str) -> list[Row]:
+    """The ratios beside the target's (prefix "" for throughput, "cpu_" for CPU), for the kinds that ran."""
+    return [Row(scenario, f"{label} / limit, median (min - max)", _spread(b, f"{prefix}{kind}_over_limit"), note)
+            for kind, label, note in _OTHER_RATIOS if f"{prefix}{kind}_over_limit" in b]
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
     out: list[Row] = []
     b = results.get("burst")
@@ -56,15 +69,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
         ratio = b["daemon_over_limit"]
         out.append(Row(s, f"daemon ({loop}) / limit, median (min - max)", _spread(b, "daemon_over_limit"), ">= 0.95",
                        _check(ratio, ratio >= 0.95)))
-        if "daemon_asyncio_over_limit" in b:
-            out.append(Row(s, "daemon (asyncio) / limit, median (min - max)", _spread(b, "daemon_asyncio_over_limit"),
-                           "(the loop's share)"))
-        if "daemon_async_handler_over_limit" in b:
-            out.append(Row(s, "daemon, async handler / limit, median (min - max)",
-                           _spread(b, "daemon_async_handler_over_limit"), "(the hand-off's share)"))
-        if "baseline_over_limit" in b:
-            out.append(Row(s, "baseline daemon / limit, median (min - max)", _spread(b, "baseline_over_limit"),
-                           "(before / after)"))
+        out.extend(_other_ratios(b, s, ""))
         out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
         compact = {"daemon": "daemon", "daemon_asyncio": "on asyncio", "daemon_async_handler": "async handler", "baseline": "baseline",
                    "limit": "limit", "naive": "naive"}
@@ -85,15 +90,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
         ratio = b["cpu_daemon_over_limit"]
         out.append(Row(s, f"daemon ({loop}) / limit, median (min - max)", _spread(b, "cpu_daemon_over_limit"), "<= 1.3",
                        _check(ratio, ratio <= 1.3)))
-        if "cpu_daemon_asyncio_over_limit" in b:
-            out.append(Row(s, "daemon (asyncio) / limit, median (min - max)", _spread(b, "cpu_daemon_asyncio_over_limit"),
-                           "(the loop's share)"))
-        if "cpu_daemon_async_handler_over_limit" in b:
-            out.append(Row(s, "daemon, async handler / limit, median (min - max)",
-                           _spread(b, "cpu_daemon_async_handler_over_limit"), "(the hand-off's share)"))
-        if "cpu_baseline_over_limit" in b:
-            out.append(Row(s, "baseline daemon / limit, median (min - max)", _spread(b, "cpu_baseline_over_limit"),
-                           "(before / after)"))
+        out.extend(_other_ratios(b, s, "cpu_"))
         out.append(Row(s, "daemon's own ceiling on 1 core (1 / CPU)",
                        f"{_f(1000 / b['daemon']['cpu_ms_per_request'], 0)} req/s"))
     sl = results.get("slow")
