@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import queue
 import threading
 from typing import Any, Callable, TypeVar
@@ -13,8 +14,9 @@ T = TypeVar("T")
 
 class OwnerThread:
     """The one thread that owns the SQLite connection: calls run on it in order. Each call is a
-    queue entry; what one pass over the queue finished goes back to the event loop in one
-    `call_soon_threadsafe` (one wake-up of the loop for all of it). The bench's profile showed a
+    queue entry; the thread takes what is queued in one pass, and each stretch of it (a durable
+    group, or the plain calls between groups) goes back to the event loop in one
+    `call_soon_threadsafe` (one wake-up of the loop for the stretch). The bench's profile showed a
     ThreadPoolExecutor's per-call machinery (a lock-guarded Future with its Condition, a work
     item, the thread-count check) as the daemon's busiest frame of its own.
 
@@ -69,33 +71,24 @@ class OwnerThread:
                     stop = True
                     break
                 batch.append(job)
-            self._hand_back(self._run_batch(batch))
+            self._run_batch(batch)
             if stop:
                 return
 
-    def _run_batch(self, batch: list[tuple]) -> list[tuple[Any, Any, Any, BaseException | None]]:
-        settled = []
-        i = 0
-        while i < len(batch):
-            future, loop, fn, args, durable = batch[i]
-            if not durable:
+    def _run_batch(self, batch: list[tuple]) -> None:
+        """Neighbouring durable jobs as one group, the others one by one; each stretch's outcomes
+        go back as soon as it is done (a job is not kept waiting for a later group's fsync)."""
+        for durable, stretch in itertools.groupby(batch, key=lambda job: job[4]):
+            jobs = list(stretch)
+            if durable:
                 try:
-                    result, error = fn(*args), None
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    result, error = None, exc
-                settled.append((future, loop, result, error))
-                i += 1
-                continue
-            group = [batch[i]]
-            while i + len(group) < len(batch) and batch[i + len(group)][4]:
-                group.append(batch[i + len(group)])
-            try:
-                outcomes = self._group([(job[2], job[3]) for job in group])
-            except BaseException as exc:  # noqa: BLE001 - handed to every caller of the group
-                outcomes = [(None, exc)] * len(group)
-            settled.extend((job[0], job[1], result, error) for job, (result, error) in zip(group, outcomes))
-            i += len(group)
-        return settled
+                    outcomes = self._group([(fn, args) for _, _, fn, args, _ in jobs])
+                except BaseException as exc:  # noqa: BLE001 - handed to every caller of the group
+                    outcomes = [(None, exc)] * len(jobs)
+            else:
+                outcomes = [_outcome(fn, args) for _, _, fn, args, _ in jobs]
+            self._hand_back([(future, loop, result, error)
+                             for (future, loop, *_), (result, error) in zip(jobs, outcomes)])
 
     @staticmethod
     def _hand_back(settled: list[tuple[Any, Any, Any, BaseException | None]]) -> None:
@@ -113,6 +106,13 @@ class OwnerThread:
 
 
 _MAX_BATCH = 64  # jobs taken from the queue in one pass
+
+
+def _outcome(fn: Callable[..., Any], args: tuple) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(*args), None
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        return None, exc
 
 
 def _settle(outcomes: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
