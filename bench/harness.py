@@ -28,14 +28,12 @@ RESOURCE_TYPE = "Custom::Bench"
 
 # ---------------------------------------------------------------------------- /proc accounting
 def cpu_seconds(pid: int) -> float:
-    """user + sys CPU seconds of a live process, all its threads (from /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+    """user + sys CPU seconds of a live process, all its threads."""
+    return sum(cpu_split(pid))
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
-    """(user, sys) CPU seconds of a live process."""
+    """(user, sys) CPU seconds of a live process, all its threads (from /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return int(fields[11]) / CLOCK_TICK, int(fields[12]) / CLOCK_TICK

@@ -9,8 +9,9 @@ import asyncio
 import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
@@ -167,16 +168,11 @@ class SQLiteStore:
     def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float,
                token: str, request: str | None = None) -> Claim:
         now = self.clock()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(db):
             before = self._record(db, key)
             params = dict(key=key, owner=owner, token=token, lease_until=now + lease_seconds,
                           url_digest=url_digest, expires_at=now + self.ttl, now=now, request=request)
             acquired = self._write(db, _CLAIM, params) == 1
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         if before is not None and before.expires_at <= now:
             before = None  # expired: as if absent
         if before is not None and before.token == token:
@@ -216,18 +212,12 @@ class SQLiteStore:
         outcomes: list[tuple[Any, BaseException | None]] = []
         db.execute("PRAGMA synchronous=FULL")
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(db):
                 for write, args in writes:
                     try:
                         outcomes.append((write(db, *args), None))
                     except Exception as exc:  # noqa: BLE001 - this write's caller hears of it
                         outcomes.append((None, exc))
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         except Exception as exc:  # noqa: BLE001 - nothing was committed: every caller hears of it
             return [(None, exc)] * len(writes)
         finally:
@@ -245,15 +235,10 @@ class SQLiteStore:
     def _release(self, db: sqlite3.Connection, key: str, token: str) -> None:
         """Give a claim up: forget it or, when URLs were already answered for this key, keep the
         record (and that memory) under a lapsed lease, for anyone to take over."""
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            owned = "key = ? AND token = ? AND state = 'CLAIMED'"
+        owned = "key = ? AND token = ? AND state = 'CLAIMED'"
+        with _immediate(db):
             if self._write(db, f"DELETE FROM records WHERE {owned} AND sent_digests = ''", (key, token)) == 0:
                 self._write(db, f"UPDATE records SET lease_until = 0 WHERE {owned}", (key, token))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     async def get(self, key: str) -> Record | None:
         return await self._run(self._threads, self._record, key)
@@ -330,6 +315,21 @@ class SQLiteStore:
             if db is not None:
                 db.close()
         self._quick = self._db = None
+
+
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction: BEGIN IMMEDIATE (the write lock first, so nothing read inside it can
+    change before the write), then COMMIT; on any error ROLLBACK, unless SQLite already ended the
+    transaction itself, and the error goes on. A BEGIN that fails (locked) has started nothing."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 def _add_columns(db: sqlite3.Connection, columns: dict[str, str]) -> None:
