@@ -75,7 +75,7 @@ def load_key() -> bytes | None:
             key = fh.read()
     except OSError as exc:
         raise SecretError(f"cannot read the server key {path} ({KEY_ENV}): {exc.strerror}") from None
-    if len(key.strip()) < MIN_KEY_BYTES:
+    if len(key) < MIN_KEY_BYTES:  # the raw bytes, as used: a binary key may begin or end with a space byte
         raise SecretError(f"the server key {path} ({KEY_ENV}) is shorter than {MIN_KEY_BYTES} bytes")
     return key
 

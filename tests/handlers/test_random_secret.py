@@ -224,6 +224,14 @@ def test_short_or_unreadable_keys_are_refused(tmp_path, monkeypatch):
         rs.load_key()
 
 
+def test_a_binary_key_is_counted_as_the_bytes_it_holds(tmp_path, monkeypatch):
+    # 32 random bytes begin or end with a whitespace byte about one time in twenty: still a full key
+    key = tmp_path / "key"
+    key.write_bytes(b" " + bytes(range(65, 95)) + b"\n")
+    monkeypatch.setenv(rs.KEY_ENV, str(key))
+    assert rs.load_key() == key.read_bytes()
+
+
 def test_random_generation_uses_the_alphabet():
     assert set(rs.generate(500, "xyz")) == {"x", "y", "z"}
 
