@@ -51,7 +51,7 @@ class Service:
         self.poller: Poller | None = None
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None
-        self.health_file = health_path(settings.state, settings.health_file)
+        self.health_file = health_path(settings.state, settings.health_file, settings.daemon)
         self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
         self._early_stop = False
@@ -168,7 +168,7 @@ class Service:
             health.write(self.health_file, health.Health(
                 pid=os.getpid(), updated_at=time.time(), last_receive_ok=p.last_receive_ok,
                 last_receive_at=p.last_receive_at, last_error=p.last_error, in_flight=len(p.tasks),
-                handled=p.handled))
+                handled=p.handled, daemon=self.settings.daemon))
         except OSError as exc:
             log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
 
@@ -207,6 +207,7 @@ class Service:
         s = self.settings
         log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
                  concurrency=s.concurrency, state=s.state.split("?")[0], event_loop=loops.running(),
+                 health_file=str(self.health_file),
                  handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
                  not_served=[r.pattern for r in self.router.available])
         if not self.router.routes():
