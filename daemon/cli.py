@@ -69,7 +69,9 @@ def main() -> None:
 @click.option("--grace-period", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
               envvar=ENV + "GRACE_PERIOD",
               help="On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are handed "
-                   "back to the queue (or answered FAILED when their deadline is too near).")
+                   "back to the queue (or answered FAILED when their deadline is too near), counted from "
+                   "the signal. The long poll open at the signal (up to 20 s) ends meanwhile, its messages "
+                   "handed straight back, so the process exits after the longer of the two.")
 @click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
               envvar=ENV + "VERIFY_SIGNATURES",
               help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")

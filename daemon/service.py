@@ -131,7 +131,7 @@ class Service:
                 finally:
                     housekeeping.cancel()
                     await self._stop_watching(watching)
-                    await self.polls.drain(self.settings.grace_period if self._stop_requests <= 1 else 0)
+                    await self.polls.drain(self._grace_left())
                     polling.cancel()
         finally:
             await store.close()
@@ -147,11 +147,16 @@ class Service:
             return
         assert self.dead_letters is not None
         self.dead_letters.stop()
-        grace = self.settings.grace_period if self._stop_requests <= 1 else 0
         if not watching.done():
-            await asyncio.wait({watching}, timeout=grace)
+            await asyncio.wait({watching}, timeout=self._grace_left())
         watching.cancel()
         await asyncio.wait({watching})
+
+    def _grace_left(self) -> float:
+        """What is left of the grace period, counted from the first stop request (none after a second)."""
+        if self._stop_requests > 1:
+            return 0.0
+        return self.poller.grace_left() if self.poller is not None else self.settings.grace_period
 
     def _ready(self) -> None:
         """First successful receive: the daemon is serving."""

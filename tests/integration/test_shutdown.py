@@ -153,3 +153,23 @@ def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, s
     assert code != 0
     assert stack.response(request, timeout=0) is None
     assert wait_for_event(daemon, event="stopping_now", timeout=1)
+
+
+def test_grace_period_starts_at_the_signal_not_after_the_open_long_poll(
+        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    """With SQS's full 20 s long poll (the default), the poll opened after the message was taken is
+    still open at SIGTERM: the grace period is not kept waiting for it to return."""
+    daemon = spawn("d", "--grace-period", "2", "--wait-seconds", "20")
+    request = stack.request("Create", "Long", resource_type="Custom::Test", properties={"SleepSeconds": "40"})
+    publish_and_let_run(stack, sqs, provider, request)
+    signalled = time.monotonic()
+    daemon.signal(signal.SIGTERM)
+
+    wait_until(lambda: queue_counts(sqs, provider.queue_url) == (1, 0), 15, "the message to be handed back")
+    handed_back_after = time.monotonic() - signalled
+    assert handed_back_after < 12, f"handed back {handed_back_after:.1f} s after SIGTERM, grace period 2 s"
+    events = {e["event"]: e for e in daemon.events()}
+    assert "grace_period_over" in events and events["draining"]["seconds_left"] <= 2
+    # the open poll still ends before the process does (what it brings is handed back), within its 20 s
+    assert exit_code(daemon, 40, "after the long poll open at SIGTERM ended") == 0
+    assert wait_for_event(daemon, event="request", outcome="released", timeout=1)
