@@ -119,7 +119,7 @@ def _console_renderer(colors: bool) -> Any:
     renderer = structlog.dev.ConsoleRenderer(colors=colors)
     as_field = renderer.columns[0].formatter  # the renderer's own key=value formatter
 
-    def stack_field(_key: str, value: object) -> str:
+    def stack_field(key: str, value: object) -> str:  # noqa: ARG001 - the ColumnFormatter signature
         return as_field("stack", value)
 
     renderer.columns = [*renderer.columns, structlog.dev.Column(_STACK_NAME, stack_field)]

@@ -93,6 +93,9 @@ def test_grace_period_over_hands_request_back_and_exits_promptly(
     # the 30 s handler thread must not hold the process: grace 1 s + settling, far below 30 s
     assert exit_code(daemon, 15, "after its grace period (1 s) with a 30 s sync handler still running") == 0
     assert stack.response(request, timeout=0) is None
+    # the thread left running is logged with what really became of its request
+    orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+    assert "handed back to the queue" in orphaned["detail"] and "answer" not in orphaned["detail"]
 
 
 def test_released_request_is_answered_by_the_next_daemon(
@@ -138,6 +141,20 @@ def test_grace_period_over_near_deadline_answers_failed(
     assert queue_counts(sqs, provider.queue_url) == (0, 0)  # answered, so deleted
 
 
+def test_sync_handler_cut_short_near_its_deadline_is_logged_as_answered_failed(
+        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    daemon = spawn("d", "--grace-period", "1")
+    request = stack.request("Create", "Tight", resource_type="Custom::Test",
+                            properties={"SleepSeconds": "30", "ServiceTimeout": "50"})
+    publish_and_let_run(stack, sqs, provider, request)
+    daemon.signal(signal.SIGTERM)
+    assert exit_code(daemon, 25, "after its grace period (1 s)") == 0
+    answer = stack.response(request, timeout=2)
+    assert answer is not None and answer["Status"] == "FAILED" and "shutting down" in answer["Reason"]
+    orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+    assert "answered FAILED (provider shutting down)" in orphaned["detail"]
+
+
 @pytest.mark.parametrize("resource_type", ["Custom::Test", "Custom::AsyncTest"])
 def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, sqs: Any,
                                       resource_type: str) -> None:
@@ -153,6 +170,9 @@ def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, s
     assert code != 0
     assert stack.response(request, timeout=0) is None
     assert wait_for_event(daemon, event="stopping_now", timeout=1)
+    if resource_type == "Custom::Test":  # a thread cannot be stopped: it is left running, and says so truly
+        orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+        assert "neither answered nor handed back" in orphaned["detail"]
 
 
 def test_grace_period_starts_at_the_signal_not_after_the_open_long_poll(
