@@ -362,9 +362,10 @@ main.add_command(simulate)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
 main.add_command(requests_command)
 main.add_command(answer_command)
-from .ops.daemon_commands import check_command, redrive_command  # noqa: E402 - operator commands on a daemon
+from .ops.daemon_commands import check_command, invoke_command, redrive_command  # noqa: E402 - on a daemon
 main.add_command(check_command)
 main.add_command(redrive_command)
+main.add_command(invoke_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

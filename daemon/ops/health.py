@@ -75,14 +75,14 @@ def check(path: Path, max_age: float, now: float | None = None, expect: str | No
     except (ValueError, TypeError, AttributeError) as exc:
         return False, f"health file {path} is unreadable: {exc}"
     daemon = health.daemon or "a daemon of an earlier build"
-    where = f"\ndaemon: {daemon} (pid {health.pid}; health file {path})"
+    where = f"\ndaemon: {daemon} (health file {path})"
     if expect and health.daemon and health.daemon != expect:
         return False, f"health file {path} is written by {health.daemon}, not by {expect}: two daemons share it"
     age = now - health.updated_at
     if age > max_age:
         return False, f"health file is {age:.0f} s old (limit {max_age:.0f} s): the daemon (pid {health.pid}) is stuck or gone" + where
     if health.last_receive_ok is False:
-        return False, f"the last receive failed: {health.last_error}" + where
+        return False, f"the last receive failed (pid {health.pid}): {health.last_error}" + where
     if health.last_receive_ok is None:
         return True, f"starting (pid {health.pid}): no receive has completed yet" + where
     return True, (f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "

@@ -118,11 +118,12 @@ def test_check_reports_on_the_daemon_its_config_names_among_several(emulator: Em
         for daemon in daemons:
             daemon.start()
         ok = wait_for(lambda: (r := _check("--config", str(configs[good.name]))).returncode == 0 and r, 30, "good daemon ok")
-        assert ok.stdout.startswith("ok (pid ")
-        assert f"daemon: sqs {good.queue_url} (pid {daemons[0].proc.pid};" in ok.stdout
+        assert ok.stdout.startswith(f"ok (pid {daemons[0].proc.pid}): last receive ")
+        assert f"daemon: sqs {good.queue_url} (health file {tmp_path}/health-{good.name}-" in ok.stdout
         failed = wait_for(lambda: (r := _check("--config", str(configs[bad.name]))).returncode == 1
                           and "the last receive failed" in r.stderr and r, 40, "the bad daemon's failure")
-        assert f"daemon: sqs {bad.queue_url} (pid {daemons[1].proc.pid};" in failed.stderr
+        assert f"the last receive failed (pid {daemons[1].proc.pid})" in failed.stderr
+        assert f"daemon: sqs {bad.queue_url} (health file {tmp_path}/health-{bad.name}-" in failed.stderr
         # the same through the variables a container or systemd unit gives the daemon
         by_env = _check(env={"CFN_PROVIDER_CONFIG": str(configs[good.name])})
         assert by_env.returncode == 0 and good.queue_url in by_env.stdout

@@ -81,7 +81,7 @@ def test_check_says_which_daemon_it_read_and_refuses_another_daemons_file(tmp_pa
     path = tmp_path / "health.json"
     health.write(path, _health(daemon=f"sqs {QUEUE_A}"))
     ok, why = health.check(path, max_age=60, expect=f"sqs {QUEUE_A}")
-    assert ok and f"daemon: sqs {QUEUE_A} (pid 42; health file {path})" in why
+    assert ok and why.startswith("ok (pid 42)") and f"\ndaemon: sqs {QUEUE_A} (health file {path})" in why
     ok, why = health.check(path, max_age=60, expect=f"sqs {QUEUE_B}")
     assert not ok and f"written by sqs {QUEUE_A}, not by sqs {QUEUE_B}" in why
 
