@@ -153,3 +153,35 @@ def test_through_cloudformation_no_daemon_fails_within_the_timeout_and_says_how_
     assert "stack smoke-dead is left DELETE_FAILED" in result.stdout
     assert "aws cloudformation delete-stack --stack-name smoke-dead --retain-resources SmokeTest" in result.stdout
     assert "NO ANSWER to the Create request" in result.stderr
+
+
+# ---- docs/operating.md: "Run it against an emulator" ------------------------------------------
+
+def emulator_recipe() -> str:
+    """The sh block of that section, as written."""
+    text = (REPO / "docs" / "operating.md").read_text()
+    section = text.split("### Run it against an emulator", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_emulator_recipe_in_operating_md_runs_as_written(emulator: Emulator, tmp_path: Path) -> None:
+    """Every line of the recipe, in bash, but the two that install moto and start its server (the
+    test's own emulator stands in, at its own port)."""
+    recipe = emulator_recipe()
+    lines = recipe.splitlines()
+    assert lines[0].startswith("pip install ") and lines[1].startswith("moto_server ")
+    script = "\n".join(lines[2:]).replace("http://127.0.0.1:5000", emulator.endpoint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CFN_PROVIDER_", "STATE_DIRECTORY"))}
+    env.update(PATH=f"{Path(sys.executable).parent}:{env['PATH']}", HOME=str(tmp_path),
+               XDG_STATE_HOME=str(tmp_path / "state"))
+    result = subprocess.run(["bash", "-e", "-c", f"trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}\n"
+                             "wait $DAEMON  # the graceful stop exits 0\n"],
+                            capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "Create  SUCCESS" in out and 'Data: {"Colour": "blue"}' in out and "Delete  SUCCESS" in out
+    assert "ok: the daemon answered Create and Delete SUCCESS" in out
+    assert "ok (pid " in out and "daemon: sqs " in out and "/local (health file " in out
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"')]
+    assert [e["request_type"] for e in events if e.get("event") == "request"] == ["Create", "Delete"]
+    assert any(e.get("event") == "stopped" for e in events)
