@@ -13,6 +13,8 @@ from typing import Any, Iterator
 import pytest
 
 from cfn_provider.local.emulator import Emulator, Provider
+from cfn_provider.ops.invoke import PING_TYPE, Answer, InvokeError, parse_properties, verdict
+from cfn_provider.ops.invoke_stack import ANSWERED
 from tests.support.cloudformation_api import CloudFormationApi
 from tests.support.daemons import REPO, SubprocessDaemon, recorded_calls, wait_for_event
 
@@ -33,6 +35,35 @@ def requests_of(daemon: SubprocessDaemon) -> list[dict[str, Any]]:
 def cloudformation(emulator: Emulator) -> Iterator[CloudFormationApi]:
     with CloudFormationApi(emulator) as api:
         yield api
+
+
+# ---- reading answers -----------------------------------------------------------------------------
+
+def test_a_reason_cloudformation_quotes_is_the_daemons_answer_anything_else_is_no_answer() -> None:
+    quoted = ("Received response status [FAILED] from custom resource. Message returned: quota (per region) "
+              "reached (RequestId: 0b6c-11)")
+    m = ANSWERED.match(quoted)
+    assert m and (m["status"], m["reason"], m["request_id"]) == ("FAILED", "quota (per region) reached", "0b6c-11")
+    assert ANSWERED.match("CloudFormation did not receive a response from your Custom Resource. Please check ...") is None
+    assert ANSWERED.match("Custom Resource failed to stabilize in expected time.") is None
+
+
+def test_verdict_wants_success_or_a_pings_no_handler_and_every_answer() -> None:
+    ok = [Answer("Create", "SUCCESS"), Answer("Delete", "SUCCESS")]
+    assert verdict(ok, "Custom::Echo")[0] == 0
+    assert verdict([Answer("Create", "FAILED", "boom"), Answer("Delete", "SUCCESS")], "Custom::Echo")[0] == 1
+    assert verdict([Answer("Create", "SUCCESS"), Answer("Delete", None)], "Custom::Echo")[0] == 2
+    ping = [Answer("Create", "FAILED", f"no handler for {PING_TYPE}"), Answer("Delete", "SUCCESS")]
+    assert verdict(ping, PING_TYPE)[0] == 0
+    assert verdict(ok, PING_TYPE)[0] == 1  # something serves the ping type: not what a ping expects
+    assert verdict([], "Custom::Echo")[0] == 2
+
+
+def test_properties_are_strings_from_pairs_over_json_and_never_the_service_token() -> None:
+    assert parse_properties(("A=1", "B=x=y"), '{"A": 0, "L": [1]}') == {"A": "1", "B": "x=y", "L": [1]}
+    for pairs, as_json in [(("=v",), None), ((), "[1]"), ((), "{"), (("ServiceToken=arn",), None)]:
+        with pytest.raises(InvokeError):
+            parse_properties(pairs, as_json)
 
 
 # ---- straight to the topic ------------------------------------------------------------------------
