@@ -58,8 +58,11 @@ def health_path(state: str, explicit: str | None = None, daemon: str | None = No
 
 
 def health_files(state: str) -> list[Path]:
-    """Every health file in health_dir(state), for `check` when no daemon is named."""
-    return sorted(health_dir(state).glob("health*.json"))
+    """The daemons' health files in health_dir(state), for `check` when no daemon is named. A shared
+    `health.json` left by an earlier build counts only when there is no other (after an upgrade it
+    is a stale leftover beside the new daemon's own file)."""
+    directory = health_dir(state)
+    return sorted(directory.glob("health-*.json")) or sorted(directory.glob("health.json"))
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,17 @@ def test_locate_reads_the_named_daemon_else_the_only_file_and_never_guesses(tmp_
     assert health.locate(state, daemon=f"sqs {QUEUE_B}") == (b, "")
 
 
+def test_a_shared_health_file_left_by_an_earlier_build_is_read_only_when_it_is_the_only_one(tmp_path: Path) -> None:
+    state = f"sqlite://{tmp_path}/state.db"
+    legacy = tmp_path / "health.json"
+    health.write(legacy, _health())  # no daemon field: an earlier build's
+    path, _ = health.locate(state)
+    assert path == legacy and "daemon: a daemon of an earlier build" in health.check(path, max_age=60)[1]
+    a = health_path(state, daemon=f"sqs {QUEUE_A}")
+    health.write(a, _health(daemon=f"sqs {QUEUE_A}"))  # the upgraded daemon, in the same directory
+    assert health.locate(state) == (a, "")
+
+
 @pytest.fixture
 def notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "notify.sock"
