@@ -69,7 +69,9 @@ def main() -> None:
 @click.option("--grace-period", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
               envvar=ENV + "GRACE_PERIOD",
               help="On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are handed "
-                   "back to the queue (or answered FAILED when their deadline is too near).")
+                   "back to the queue (or answered FAILED when their deadline is too near), counted from "
+                   "the signal. The long poll open at the signal (up to 20 s) ends meanwhile, its messages "
+                   "handed straight back, so the process exits after the longer of the two.")
 @click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
               envvar=ENV + "VERIFY_SIGNATURES",
               help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")
@@ -177,49 +179,6 @@ def _exit_past_stuck_handlers(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-@main.command()
-@click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="as for run",
-              help="The daemon's --state; its health file is found beside a SQLite state file.")
-@click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False),
-              help="The daemon's --health-file, if it was given one.")
-@click.option("--max-age", type=click.FloatRange(1), default=60.0, show_default=True,
-              help="Seconds after which a health file that has not been refreshed counts as stuck.")
-def check(state: str, health_file: str | None, max_age: float) -> None:
-    """Health check for the local daemon (Docker HEALTHCHECK, monitoring): exit 0 when its
-    health file is fresh and its last receive from the queue worked, 1 otherwise, saying why."""
-    from .ops import health
-    from .config import health_path
-
-    ok, why = health.check(health_path(state, health_file), max_age)
-    click.echo(why, err=not ok)
-    sys.exit(0 if ok else 1)
-
-
-@main.command()
-@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="The queue the daemon serves.")
-@click.option("--dlq-url", help="Its dead-letter queue (default: found from the queue's RedrivePolicy).")
-@click.option("--region", envvar=ENV + "REGION")
-@click.option("--max", "limit", type=click.IntRange(0), default=0, help="Move at most this many (0: all).")
-@click.option("--dry-run", is_flag=True, help="List what would be moved; move nothing.")
-def redrive(queue_url: str, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
-    """Move messages from the dead-letter queue back to the queue, after a fix.
-
-    Requests already answered are recognised by the idempotency store and not run again.
-    Each message is listed by its request's type, ResourceType, logical id and RequestId."""
-    import boto3
-
-    from .ops.redrive import dead_letter_queue_url, redrive as move
-
-    sqs = boto3.client("sqs", region_name=region)
-    try:
-        dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
-    verb = "would move" if dry_run else "moved"
-    count = move(sqs, queue_url, dlq_url, limit, dry_run, lambda m: click.echo(f"{verb} {m.message_id}: {m.preview}"))
-    click.echo(f"{count} message(s) {verb} from {dlq_url} to {queue_url}")
 
 
 @main.command()
@@ -403,6 +362,10 @@ main.add_command(simulate)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
 main.add_command(requests_command)
 main.add_command(answer_command)
+from .ops.daemon_commands import check_command, invoke_command, redrive_command  # noqa: E402 - on a daemon
+main.add_command(check_command)
+main.add_command(redrive_command)
+main.add_command(invoke_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

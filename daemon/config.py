@@ -5,7 +5,9 @@ file, then the defaults below.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +26,43 @@ def default_state_url() -> str:
     return f"sqlite://{default_state_dir() / 'state.db'}"
 
 
-def health_path(state: str, explicit: str | None = None) -> Path:
-    """The health file: as given, else beside the SQLite state file, else in the state directory."""
+def daemon_id(transport: str = "sqs", queue_url: str | None = None, mns_endpoint: str | None = None,
+              mns_queue: str | None = None) -> str | None:
+    """The daemon as its operator knows it: the queue it serves (`sqs URL`, `mns ENDPOINT/queues/NAME`);
+    None when the options do not name one. `run` and `check` both derive it from the same options."""
+    if transport == "mns":
+        if not (mns_endpoint and mns_queue):
+            return None
+        return f"mns {mns_endpoint.rstrip('/')}/queues/{mns_queue}"
+    return f"sqs {queue_url}" if queue_url else None
+
+
+def health_dir(state: str) -> Path:
+    """Where health files live: beside the SQLite state file, else in the state directory."""
+    if state.startswith("sqlite:///"):
+        return Path(state[len("sqlite://"):]).parent
+    return default_state_dir()
+
+
+def health_path(state: str, explicit: str | None = None, daemon: str | None = None) -> Path:
+    """The health file of the daemon `daemon` (its daemon_id): as given (--health-file), else one
+    file per daemon in health_dir, named after its queue, so that daemons sharing a directory never
+    report for one another. (`health.json`, with no daemon: where earlier builds wrote it, shared.)"""
     if explicit:
         return Path(explicit)
-    if state.startswith("sqlite:///"):
-        return Path(state[len("sqlite://"):]).parent / "health.json"
-    return default_state_dir() / "health.json"
+    if daemon is None:
+        return health_dir(state) / "health.json"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", daemon.rstrip("/").rsplit("/", 1)[-1]).strip("-.")[:40] or "daemon"
+    digest = hashlib.sha256(daemon.encode()).hexdigest()[:8]
+    return health_dir(state) / f"health-{name}-{digest}.json"
+
+
+def health_files(state: str) -> list[Path]:
+    """The daemons' health files in health_dir(state), for `check` when no daemon is named. A shared
+    `health.json` left by an earlier build counts only when there is no other (after an upgrade it
+    is a stale leftover beside the new daemon's own file)."""
+    directory = health_dir(state)
+    return sorted(directory.glob("health-*.json")) or sorted(directory.glob("health.json"))
 
 
 @dataclass(frozen=True)
@@ -62,6 +94,11 @@ class Settings:
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
+
+    @property
+    def daemon(self) -> str:
+        """This daemon as `check` and the health file name it (config.daemon_id)."""
+        return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue) or "sqs (no queue)"
 
 
 _REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")

@@ -108,6 +108,30 @@ def _say_unwritable(name: str | None) -> None:
         pass
 
 
+_STACK_NAME = "_stack_name"  # where the console renderer finds a line's `stack` field (see _console_renderer)
+_STACK_DUMP = "Stack (most recent call last)"  # how structlog's and logging's stack_info dumps begin
+
+
+def _console_renderer(colors: bool) -> Any:
+    """structlog's ConsoleRenderer, showing a line's `stack` field (the request's stack name) as
+    `stack=NAME` among the other fields: the renderer itself takes `stack` for a stack_info dump,
+    printed as a bare line (and a `=====` rule before a traceback)."""
+    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+    as_field = renderer.columns[0].formatter  # the renderer's own key=value formatter
+
+    def stack_field(key: str, value: object) -> str:  # noqa: ARG001 - the ColumnFormatter signature
+        return as_field("stack", value)
+
+    renderer.columns = [*renderer.columns, structlog.dev.Column(_STACK_NAME, stack_field)]
+
+    def render(logger: Any, name: str, event_dict: Any) -> str:
+        stack = event_dict.get("stack")
+        if stack is not None and not str(stack).startswith(_STACK_DUMP):
+            event_dict[_STACK_NAME] = event_dict.pop("stack")
+        return renderer(logger, name, event_dict)
+    return render
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     if fmt == "auto":
@@ -123,7 +147,7 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
         renderer = structlog.processors.JSONRenderer()
         shared.append(structlog.processors.format_exc_info)
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        renderer = _console_renderer(colors=stream.isatty())
     redactor = _Redactor()
     handler = _QuietStreamHandler(stream)
     lock = handler.lock or threading.RLock()  # one lock per stream: stdlib and structlog lines never interleave

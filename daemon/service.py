@@ -51,7 +51,7 @@ class Service:
         self.poller: Poller | None = None
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None
-        self.health_file = health_path(settings.state, settings.health_file)
+        self.health_file = health_path(settings.state, settings.health_file, settings.daemon)
         self.metrics = Metrics(resource_label=self._resource_label)
         self._stop_requests = 0
         self._early_stop = False
@@ -131,7 +131,7 @@ class Service:
                 finally:
                     housekeeping.cancel()
                     await self._stop_watching(watching)
-                    await self.polls.drain(self.settings.grace_period if self._stop_requests <= 1 else 0)
+                    await self.polls.drain(self._grace_left())
                     polling.cancel()
         finally:
             await store.close()
@@ -147,11 +147,16 @@ class Service:
             return
         assert self.dead_letters is not None
         self.dead_letters.stop()
-        grace = self.settings.grace_period if self._stop_requests <= 1 else 0
         if not watching.done():
-            await asyncio.wait({watching}, timeout=grace)
+            await asyncio.wait({watching}, timeout=self._grace_left())
         watching.cancel()
         await asyncio.wait({watching})
+
+    def _grace_left(self) -> float:
+        """What is left of the grace period, counted from the first stop request (none after a second)."""
+        if self._stop_requests > 1:
+            return 0.0
+        return self.poller.grace_left() if self.poller is not None else self.settings.grace_period
 
     def _ready(self) -> None:
         """First successful receive: the daemon is serving."""
@@ -168,7 +173,7 @@ class Service:
             health.write(self.health_file, health.Health(
                 pid=os.getpid(), updated_at=time.time(), last_receive_ok=p.last_receive_ok,
                 last_receive_at=p.last_receive_at, last_error=p.last_error, in_flight=len(p.tasks),
-                handled=p.handled))
+                handled=p.handled, daemon=self.settings.daemon))
         except OSError as exc:
             log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
 
@@ -207,6 +212,7 @@ class Service:
         s = self.settings
         log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
                  concurrency=s.concurrency, state=s.state.split("?")[0], event_loop=loops.running(),
+                 health_file=str(self.health_file),
                  handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
                  not_served=[r.pattern for r in self.router.available])
         if not self.router.routes():

@@ -104,6 +104,28 @@ def test_console_format():
     assert "\x1b[" not in stream.getvalue()  # no colours on a non-terminal
 
 
+def test_console_shows_the_stack_name_as_a_field_not_as_a_stack_dump():
+    """structlog's ConsoleRenderer takes a `stack` key for a stack_info dump: the request's stack
+    name came out as a bare line of its own, and before a traceback as a `=====` rule."""
+    stream = configured("console")
+    structlog.contextvars.bind_contextvars(stack="shop", logical_id="Web")
+    try:
+        structlog.get_logger("t").info("request", status="SUCCESS")
+        logging.getLogger("x").warning("from stdlib")
+        try:
+            raise KeyError("Size")
+        except KeyError:
+            structlog.get_logger("t").warning("handler.raised", exc_info=True)
+    finally:
+        structlog.contextvars.unbind_contextvars("stack", "logical_id")
+    text = stream.getvalue()
+    first, second, third = (line for line in text.splitlines() if line[:2] == "20")
+    assert "request" in first and "stack=shop" in first and "logical_id=Web" in first
+    assert "from stdlib" in second and "stack=shop" in second
+    assert "handler.raised" in third and "stack=shop" in third and "KeyError: 'Size'" in text
+    assert "\nshop\n" not in text and "=====" not in text
+
+
 def test_stdlib_loggers_come_out_through_the_same_renderer():
     stream = configured("json")
     logging.getLogger("botocore").warning("endpoint %s is slow", "sqs")

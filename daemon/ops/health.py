@@ -2,7 +2,9 @@
 
 The running daemon rewrites a small JSON file from its event loop (so a wedged loop stops
 refreshing it) and, under systemd, sends READY/WATCHDOG/STOPPING notifications.
-`cfn-provider check` reads the file: exit 0 when it is fresh and the last receive worked.
+`cfn-provider check` reads the file: exit 0 when it is fresh and the last receive worked. There
+is one file per daemon (cfn_provider.config.health_path, named after the daemon's queue), and each
+says which daemon wrote it, so `check` reports on the daemon it was asked about and says which.
 """
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import json
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from ..config import health_files, health_path
 
 
 @dataclass
@@ -23,6 +27,7 @@ class Health:
     last_error: str | None
     in_flight: int
     handled: int
+    daemon: str | None = None  # config.daemon_id of the daemon writing it (None in earlier builds' files)
 
 
 def write(path: Path, health: Health) -> None:
@@ -33,25 +38,55 @@ def write(path: Path, health: Health) -> None:
     os.replace(tmp, path)
 
 
-def check(path: Path, max_age: float, now: float | None = None) -> tuple[bool, str]:
-    """(healthy, why) for the health file at `path`."""
+def locate(state: str, explicit: str | None = None, daemon: str | None = None) -> tuple[Path | None, str]:
+    """The health file `check` should read, or None and why not: the named daemon's (or the given
+    file); with neither, the only health file in the state directory, if there is exactly one."""
+    if explicit or daemon:
+        return health_path(state, explicit, daemon), ""
+    found = health_files(state)
+    if len(found) == 1:
+        return found[0], ""
+    if not found:
+        return None, (f"no health file in {health_path(state).parent}: no daemon has run with this state "
+                      "directory (give check the daemon's --config, --queue-url or --state)")
+    listing = "".join(f"\n  {_daemon_of(f)}  ({f})" for f in found)
+    return None, (f"{len(found)} daemons keep health files in {found[0].parent}; name one with --config or "
+                  f"--queue-url (as given to run):{listing}")
+
+
+def _daemon_of(path: Path) -> str:
+    try:
+        return str(json.loads(path.read_text()).get("daemon") or "a daemon of an earlier build")
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+
+
+def check(path: Path, max_age: float, now: float | None = None, expect: str | None = None) -> tuple[bool, str]:
+    """(healthy, why) for the health file at `path`; `expect`: the daemon (config.daemon_id) asked
+    about, which must be the one that wrote the file. `why` ends with the daemon read, and where."""
     now = time.time() if now is None else now
     try:
         doc = json.loads(path.read_text())
-        health = Health(**doc)
+        known = {f.name for f in fields(Health)}
+        health = Health(**{k: v for k, v in doc.items() if k in known})
     except FileNotFoundError:
-        return False, f"no health file at {path}: is the daemon running with this state directory?"
-    except (ValueError, TypeError) as exc:
+        who = f" of {expect}" if expect else ""
+        return False, f"no health file{who} at {path}: is the daemon running, with this state directory?"
+    except (ValueError, TypeError, AttributeError) as exc:
         return False, f"health file {path} is unreadable: {exc}"
+    daemon = health.daemon or "a daemon of an earlier build"
+    where = f"\ndaemon: {daemon} (health file {path})"
+    if expect and health.daemon and health.daemon != expect:
+        return False, f"health file {path} is written by {health.daemon}, not by {expect}: two daemons share it"
     age = now - health.updated_at
     if age > max_age:
-        return False, f"health file is {age:.0f} s old (limit {max_age:.0f} s): the daemon (pid {health.pid}) is stuck or gone"
+        return False, f"health file is {age:.0f} s old (limit {max_age:.0f} s): the daemon (pid {health.pid}) is stuck or gone" + where
     if health.last_receive_ok is False:
-        return False, f"the last receive failed: {health.last_error}"
+        return False, f"the last receive failed (pid {health.pid}): {health.last_error}" + where
     if health.last_receive_ok is None:
-        return True, f"starting (pid {health.pid}): no receive has completed yet"
-    return True, f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, " \
-                 f"{health.in_flight} in flight, {health.handled} handled"
+        return True, f"starting (pid {health.pid}): no receive has completed yet" + where
+    return True, (f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "
+                  f"{health.in_flight} in flight, {health.handled} handled" + where)
 
 
 def sd_notify(state: str) -> bool:

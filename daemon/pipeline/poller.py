@@ -12,7 +12,9 @@ cost CPU here and money at AWS; a request arriving in that pause waits for it).
 
 Stopping has two phases (arq's pattern): stop receiving and let in-flight work finish
 within the grace period; then cancel what is left, which the worker turns into a FAILED
-answer (deadline too close to hand off) or a release back to the queue.
+answer (deadline too close to hand off) or a release back to the queue. The grace period
+counts from the stop (the signal); the long poll open at that moment is let finish meanwhile,
+side by side (what it brings is handed straight back), never before the grace period starts.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class Poller:
         self.last_receive_at: float | None = None
         self.last_error: str | None = None
         self._stop = asyncio.Event()
+        self._stopped_at: float | None = None  # monotonic time of the first stop(): the grace period starts there
         self._ready = False
         self._busy = False  # the last receive came back full
         self._receive_after = 0.0  # monotonic time before which no new receive starts
@@ -64,6 +67,8 @@ class Poller:
 
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
         self._stop.set()
         drain = getattr(self.worker, "drain", None)
         if drain is not None:
@@ -73,6 +78,12 @@ class Poller:
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
+
+    def grace_left(self) -> float:
+        """Seconds left of the grace period, which starts at the stop (all of it before then)."""
+        if self._stopped_at is None:
+            return self.grace_period
+        return max(0.0, self._stopped_at + self.grace_period - time.monotonic())
 
     async def run(self) -> None:
         self.has_dlq = await self.queue.has_dead_letter_queue()
@@ -91,8 +102,8 @@ class Poller:
                     receiving.add_done_callback(self._received)
                 else:
                     await self._changes()
-            await self._release_late()
-            await self._drain()
+            # side by side: the grace period is not kept waiting for the long poll open at the stop
+            await asyncio.gather(self._release_late(), self._drain())
         finally:
             await self.deletes.close()
 
@@ -168,7 +179,8 @@ class Poller:
         # handed to nobody, so outlast it (a second signal cancels it at once via abort())
         if not self._receiving:
             return
-        _, late = await asyncio.wait(set(self._receiving), timeout=max(self.grace_period, self.wait_seconds + 5))
+        poll_ends = (self._stopped_at or time.monotonic()) + self.wait_seconds + 5 - time.monotonic()
+        _, late = await asyncio.wait(set(self._receiving), timeout=max(self.grace_left(), poll_ends))
         for receiving in late:
             receiving.cancel()
         if late:
@@ -261,8 +273,9 @@ class Poller:
     async def _drain(self) -> None:
         if not self.tasks:
             return
-        log.info("draining", in_flight=len(self.tasks), grace_period=self.grace_period)
-        _, pending = await asyncio.wait(set(self.tasks), timeout=self.grace_period)
+        log.info("draining", in_flight=len(self.tasks), grace_period=self.grace_period,
+                 seconds_left=round(self.grace_left(), 1))
+        _, pending = await asyncio.wait(set(self.tasks), timeout=self.grace_left())
         if not pending:
             return
         log.warning("grace_period_over", cancelling=len(pending))

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 import structlog
 
 from . import response as responses
-from .disposition import Disposition
+from .disposition import STEP_HANDED_BACK, Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from .request import NotARequest, Request, parse
 from .router import HandlerError
@@ -196,7 +196,8 @@ class Polls:
         context = Context(request, time.monotonic() + budget, w.session)
         started = time.monotonic()
         try:
-            result = await call(_Step(fn, state.progress, request.request_type), request, context, w.executor)
+            result = await call(_Step(fn, state.progress, request.request_type), request, context, w.executor,
+                                on_cancel=lambda: STEP_HANDED_BACK)
         except HandlerTimeout as exc:
             return _failed(request, str(exc), state.physical_id)
         except Exception as exc:  # noqa: BLE001 - a raising poll function is a FAILED answer

@@ -6,9 +6,10 @@ caller's contextvars so their log lines carry the request's ids. At the deadline
 given a moment (CANCEL_GRACE) to unwind, a sync one cannot be killed; either way the caller
 is not kept waiting for it. What is left running (an action that swallows CancelledError,
 awaits a slow cleanup, or a thread still busy) is an orphan: logged when abandoned
-(`handler.orphaned`) and again when it finally ends (`handler.orphan_ended`), and handed to the
-caller (HandlerTimeout.orphan) so a rollback Delete can wait for it. The same holds when the
-caller itself is cancelled (shutdown).
+(`handler.orphaned`, saying what becomes of its request) and again when it finally ends
+(`handler.orphan_ended`), and handed to the caller (HandlerTimeout.orphan) so a rollback Delete
+can wait for it. The same holds when the caller itself is cancelled (shutdown): then the caller
+says what becomes of the request (`on_cancel`), since it decides that.
 """
 from __future__ import annotations
 
@@ -69,8 +70,10 @@ def _wants_context(fn: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-async def call(handler: Any, request: Request, context: Context, executor: Executor) -> Any:
-    """Run the action for request.request_type; raise HandlerTimeout at context.deadline."""
+async def call(handler: Any, request: Request, context: Context, executor: Executor,
+               on_cancel: Callable[[], str] | None = None) -> Any:
+    """Run the action for request.request_type; raise HandlerTimeout at context.deadline.
+    `on_cancel`: what becomes of the request when the caller is cancelled meanwhile (for the log)."""
     fn = getattr(handler, request.request_type.lower())
     args = (request.wire, context) if _wants_context(fn) else (request.wire,)
     budget = context.remaining()
@@ -81,7 +84,8 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
         try:
             done, _ = await asyncio.wait({run}, timeout=context.remaining())
         except asyncio.CancelledError:
-            _abandon(run, _ended(run, job), "cancelled")
+            _abandon(run, _ended(run, job), "cancelled",
+                     on_cancel() if on_cancel is not None else "the daemon stopped waiting for it")
             raise
         if run not in done:
             break
@@ -92,7 +96,7 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     run.cancel()
     ended = _ended(run, job)
     await asyncio.wait({ended}, timeout=CANCEL_GRACE)  # a well-behaved action unwinds at once
-    _abandon(run, ended, "timed out")
+    _abandon(run, ended, "timed out", "the request is answered now (timed out)")
     raise HandlerTimeout(budget, None if ended.done() else ended)
 
 
@@ -117,15 +121,16 @@ def _ended(run: asyncio.Future[Any], job: Future[Any] | None) -> asyncio.Future[
     return asyncio.ensure_future(both())
 
 
-def _abandon(run: asyncio.Future[Any], ended: asyncio.Future[Any], why: str) -> None:
-    """Stop waiting for the action: cancel it, keep it referenced, and log it if it is still running."""
+def _abandon(run: asyncio.Future[Any], ended: asyncio.Future[Any], why: str, fate: str) -> None:
+    """Stop waiting for the action: cancel it, keep it referenced, and log it if it is still running,
+    saying what becomes of its request (`fate`)."""
     run.cancel()
     run.add_done_callback(_quiet)
     if ended.done():
         return
     started = time.monotonic()
     log.warning("handler.orphaned", why=why,
-                detail="the answer goes out now; the handler is still running and was left to finish")
+                detail=f"{fate}; the handler is still running and was left to finish")
     _orphans.add(ended)
 
     def finished(future: asyncio.Future[Any]) -> None:

@@ -22,7 +22,7 @@ import structlog
 
 from . import response as responses
 from .cleanup import TimedOutCreates
-from .disposition import Disposition
+from .disposition import Disposition, when_cut_short
 from .dlqanswer import DEAD_LETTER, dead_letter_answer
 from .storecalls import STORE_RETRY_MAX, StoreCalls
 from .pollstep import Polls, accepted
@@ -342,7 +342,8 @@ class Worker:
         context = Context(request, time.monotonic() + budget, self.session)
         started = time.monotonic()
         try:
-            result = await call(handler, request, context, self.executor)
+            result = await call(handler, request, context, self.executor,
+                                on_cancel=lambda: when_cut_short(self.stopping, deadline - time.time(), HANDOFF_MARGIN))
         except HandlerTimeout as exc:
             answer = responses.cut_short(request, str(exc))
             if exc.orphan is not None and responses.is_timed_out_marker(answer.physical_id):

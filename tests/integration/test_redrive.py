@@ -52,3 +52,19 @@ def test_max_limits_the_move(emulator: Emulator) -> None:
 def test_queue_without_dlq_is_a_clear_error(emulator: Emulator, provider: Provider) -> None:
     result = CliRunner().invoke(main, ["redrive", "--queue-url", provider.queue_url])
     assert result.exit_code == 1 and "no RedrivePolicy" in result.output
+
+
+def test_redrive_reads_the_daemons_own_config_file(emulator: Emulator, tmp_path) -> None:
+    """`--config` as run takes it: the queue (and region) come from the daemon's file; settings
+    redrive has no use for (handlers, concurrency, topics) are skipped, not refused."""
+    provider, req = dead_letters(emulator)
+    config = tmp_path / "config.toml"
+    config.write_text(f'queue-url = "{provider.queue_url}"\nregion = "us-east-1"\ntopic-arn = ["{provider.topic_arn}"]\n'
+                      'concurrency = 4\n\n[handlers]\n"Custom::Echo" = true\n')
+    result = CliRunner().invoke(main, ["redrive", "--config", str(config), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"Create Custom::Test Stuck RequestId={req['RequestId']}" in result.output
+    assert f"2 message(s) would move from {provider.dlq_url} to {provider.queue_url}" in result.output
+    result = CliRunner().invoke(main, ["redrive"], env={"CFN_PROVIDER_CONFIG": str(config)})
+    assert result.exit_code == 0 and "2 message(s) moved" in result.output, result.output
+    assert queue_counts(emulator.client("sqs"), provider.dlq_url) == (0, 0)

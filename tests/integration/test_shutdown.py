@@ -93,6 +93,9 @@ def test_grace_period_over_hands_request_back_and_exits_promptly(
     # the 30 s handler thread must not hold the process: grace 1 s + settling, far below 30 s
     assert exit_code(daemon, 15, "after its grace period (1 s) with a 30 s sync handler still running") == 0
     assert stack.response(request, timeout=0) is None
+    # the thread left running is logged with what really became of its request
+    orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+    assert "handed back to the queue" in orphaned["detail"] and "answer" not in orphaned["detail"]
 
 
 def test_released_request_is_answered_by_the_next_daemon(
@@ -117,12 +120,13 @@ def test_released_request_is_answered_by_the_next_daemon(
     assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
 
+@pytest.mark.parametrize("resource_type", ["Custom::AsyncTest", "Custom::Test"])
 def test_grace_period_over_near_deadline_answers_failed(
-        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path, resource_type: str) -> None:
     """With under HANDOFF_MARGIN (60 s) left before the deadline, no other worker could finish
     in time: answer FAILED now rather than let the stack hang until ServiceTimeout."""
     daemon = spawn("d", "--grace-period", "1")
-    request = stack.request("Create", "Tight", resource_type="Custom::AsyncTest",
+    request = stack.request("Create", "Tight", resource_type=resource_type,
                             properties={"SleepSeconds": "30", "ServiceTimeout": "50"})
     publish_and_let_run(stack, sqs, provider, request)
     daemon.signal(signal.SIGTERM)
@@ -136,6 +140,9 @@ def test_grace_period_over_near_deadline_answers_failed(
     assert answer["PhysicalResourceId"].startswith("cfn-provider-timed-out-")
     assert recorded_calls(calls_file) == []
     assert queue_counts(sqs, provider.queue_url) == (0, 0)  # answered, so deleted
+    if resource_type == "Custom::Test":  # a thread cannot be stopped: it is left running, and says so truly
+        orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+        assert "answered FAILED (provider shutting down)" in orphaned["detail"]
 
 
 @pytest.mark.parametrize("resource_type", ["Custom::Test", "Custom::AsyncTest"])
@@ -153,3 +160,26 @@ def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, s
     assert code != 0
     assert stack.response(request, timeout=0) is None
     assert wait_for_event(daemon, event="stopping_now", timeout=1)
+    if resource_type == "Custom::Test":  # a thread cannot be stopped: it is left running, and says so truly
+        orphaned = wait_for_event(daemon, event="handler.orphaned", timeout=1)
+        assert "neither answered nor handed back" in orphaned["detail"]
+
+
+def test_grace_period_starts_at_the_signal_not_after_the_open_long_poll(
+        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    """With SQS's full 20 s long poll (the default), the poll opened after the message was taken is
+    still open at SIGTERM: the grace period is not kept waiting for it to return."""
+    daemon = spawn("d", "--grace-period", "2", "--wait-seconds", "20")
+    request = stack.request("Create", "Long", resource_type="Custom::Test", properties={"SleepSeconds": "40"})
+    publish_and_let_run(stack, sqs, provider, request)
+    signalled = time.monotonic()
+    daemon.signal(signal.SIGTERM)
+
+    wait_until(lambda: queue_counts(sqs, provider.queue_url) == (1, 0), 15, "the message to be handed back")
+    handed_back_after = time.monotonic() - signalled
+    assert handed_back_after < 12, f"handed back {handed_back_after:.1f} s after SIGTERM, grace period 2 s"
+    events = {e["event"]: e for e in daemon.events()}
+    assert "grace_period_over" in events and events["draining"]["seconds_left"] <= 2
+    # the open poll still ends before the process does (what it brings is handed back), within its 20 s
+    assert exit_code(daemon, 40, "after the long poll open at SIGTERM ended") == 0
+    assert wait_for_event(daemon, event="request", outcome="released", timeout=1)

@@ -1,6 +1,7 @@
 """The daemon as systemd and a container health check see it, on a real subprocess."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -57,6 +58,7 @@ def test_notifies_systemd_and_passes_check_while_serving(emulator: Emulator, pro
         result = run_check(tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("ok")
+        assert f"daemon: sqs {provider.queue_url}" in result.stdout  # the only daemon there: check says it read it
         daemon.signal(signal.SIGTERM)
         assert daemon.wait(30) == 0
         assert "STOPPING=1" in drain()
@@ -85,3 +87,54 @@ def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provid
         assert daemon.proc.poll() is None, "the daemon must keep retrying, not exit"
     finally:
         daemon.stop()
+
+
+def _config(path: Path, provider: Provider, state_dir: Path) -> Path:
+    path.write_text(f'queue-url = "{provider.queue_url}"\ntopic-arn = ["{provider.topic_arn}"]\n'
+                    f'state = "sqlite://{state_dir}/state.db"\n')
+    return path
+
+
+def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cfn_provider", "check", *args], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, **(env or {})})
+
+
+def test_check_reports_on_the_daemon_its_config_names_among_several(emulator: Emulator, tmp_path: Path) -> None:
+    """Two daemons (two providers' queues) keep their state in one directory, one of them unable to
+    reach its queue: `check --config` reads each one's own health, and says which daemon it read."""
+    good, bad = Provider.create(emulator), Provider.create(emulator)
+    configs = {p.name: _config(tmp_path / f"{p.name}.toml", p, tmp_path) for p in (good, bad)}
+    with socket.socket() as closed:  # a port with nothing listening
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    base = [sys.executable, "-m", "cfn_provider", "run", "--no-verify-signatures", "--wait-seconds", "1",
+            "--max-backoff", "1", "--log-format", "json", "--handler", "Custom::Echo"]
+    env = {**os.environ, **emulator.env()}
+    daemons = [SubprocessDaemon([*base, "--config", str(configs[good.name])], env, tmp_path / "good.log"),
+               SubprocessDaemon([*base, "--config", str(configs[bad.name])], {**env, "AWS_ENDPOINT_URL_SQS": dead},
+                                tmp_path / "bad.log")]
+    try:
+        for daemon in daemons:
+            daemon.start()
+        # (a daemon whose first receive has not returned yet is "starting", also exit 0)
+        ok = wait_for(lambda: (r := _check("--config", str(configs[good.name]))).stdout.startswith("ok ") and r, 30,
+                      "the good daemon's first receive")
+        assert ok.stdout.startswith(f"ok (pid {daemons[0].proc.pid}): last receive ")
+        assert f"daemon: sqs {good.queue_url} (health file {tmp_path}/health-{good.name}-" in ok.stdout
+        failed = wait_for(lambda: (r := _check("--config", str(configs[bad.name]))).returncode == 1
+                          and "the last receive failed" in r.stderr and r, 40, "the bad daemon's failure")
+        assert f"the last receive failed (pid {daemons[1].proc.pid})" in failed.stderr
+        assert f"daemon: sqs {bad.queue_url} (health file {tmp_path}/health-{bad.name}-" in failed.stderr
+        # the same through the variables a container or systemd unit gives the daemon
+        by_env = _check(env={"CFN_PROVIDER_CONFIG": str(configs[good.name])})
+        assert by_env.returncode == 0 and good.queue_url in by_env.stdout
+        by_url = _check("--queue-url", good.queue_url, "--state", f"sqlite://{tmp_path}/state.db")
+        assert by_url.returncode == 0 and good.queue_url in by_url.stdout
+        # named by nothing: check will not guess between two daemons
+        guess = _check("--state", f"sqlite://{tmp_path}/state.db")
+        assert guess.returncode == 1 and "2 daemons keep health files" in guess.stderr
+        assert good.queue_url in guess.stderr and bad.queue_url in guess.stderr
+    finally:
+        for daemon in daemons:
+            daemon.stop()

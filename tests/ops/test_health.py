@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cfn_provider.config import daemon_id, health_path
 from cfn_provider.ops import health
 
 
@@ -50,6 +51,63 @@ def test_starting_daemon_is_healthy_before_its_first_receive(tmp_path: Path) -> 
     path = tmp_path / "health.json"
     health.write(path, _health(last_receive_ok=None, last_receive_at=None))
     assert health.check(path, max_age=60)[0]
+
+
+QUEUE_A = "https://sqs.eu-west-1.amazonaws.com/123456789012/shop-provider"
+QUEUE_B = "https://sqs.eu-west-1.amazonaws.com/123456789012/billing-provider"
+
+
+def test_each_daemon_has_its_own_health_file_named_after_its_queue(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    state = f"sqlite://{tmp_path}/state.db"
+    a, b = health_path(state, daemon=daemon_id("sqs", QUEUE_A)), health_path(state, daemon=daemon_id("sqs", QUEUE_B))
+    assert a != b and a.parent == b.parent == tmp_path
+    assert a.name.startswith("health-shop-provider-") and a.suffix == ".json"
+    # the same queue in another account or region is another daemon
+    other = daemon_id("sqs", QUEUE_A.replace("123456789012", "210987654321"))
+    assert health_path(state, daemon=other) != a
+    mns = daemon_id("mns", mns_endpoint="https://1.mns.cn-hangzhou.aliyuncs.com/", mns_queue="ros")
+    assert mns == "mns https://1.mns.cn-hangzhou.aliyuncs.com/queues/ros"
+    assert health_path(state, daemon=mns).name.startswith("health-ros-")
+    assert health_path(state, str(tmp_path / "mine.json"), daemon_id("sqs", QUEUE_A)) == tmp_path / "mine.json"
+    # not sqlite: the state directory, still one file per daemon
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    fleet = health_path("dynamodb://table", daemon=daemon_id("sqs", QUEUE_A))
+    assert fleet.parent == tmp_path / "xdg" / "cfn-provider" and fleet.name == a.name
+
+
+def test_check_says_which_daemon_it_read_and_refuses_another_daemons_file(tmp_path: Path) -> None:
+    path = tmp_path / "health.json"
+    health.write(path, _health(daemon=f"sqs {QUEUE_A}"))
+    ok, why = health.check(path, max_age=60, expect=f"sqs {QUEUE_A}")
+    assert ok and why.startswith("ok (pid 42)") and f"\ndaemon: sqs {QUEUE_A} (health file {path})" in why
+    ok, why = health.check(path, max_age=60, expect=f"sqs {QUEUE_B}")
+    assert not ok and f"written by sqs {QUEUE_A}, not by sqs {QUEUE_B}" in why
+
+
+def test_locate_reads_the_named_daemon_else_the_only_file_and_never_guesses(tmp_path: Path) -> None:
+    state = f"sqlite://{tmp_path}/state.db"
+    assert health.locate(state)[0] is None and "no health file in" in health.locate(state)[1]
+    a = health_path(state, daemon=f"sqs {QUEUE_A}")
+    health.write(a, _health(daemon=f"sqs {QUEUE_A}"))
+    assert health.locate(state) == (a, "")
+    b = health_path(state, daemon=f"sqs {QUEUE_B}")
+    health.write(b, _health(daemon=f"sqs {QUEUE_B}"))
+    path, why = health.locate(state)
+    assert path is None and "2 daemons keep health files" in why and QUEUE_A in why and QUEUE_B in why
+    assert health.locate(state, daemon=f"sqs {QUEUE_B}") == (b, "")
+
+
+def test_a_shared_health_file_left_by_an_earlier_build_is_read_only_when_it_is_the_only_one(tmp_path: Path) -> None:
+    state = f"sqlite://{tmp_path}/state.db"
+    legacy = tmp_path / "health.json"
+    health.write(legacy, _health())  # no daemon field: an earlier build's
+    path, _ = health.locate(state)
+    assert path == legacy and "daemon: a daemon of an earlier build" in health.check(path, max_age=60)[1]
+    a = health_path(state, daemon=f"sqs {QUEUE_A}")
+    health.write(a, _health(daemon=f"sqs {QUEUE_A}"))  # the upgraded daemon, in the same directory
+    assert health.locate(state) == (a, "")
 
 
 @pytest.fixture

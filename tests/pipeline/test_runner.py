@@ -365,3 +365,26 @@ async def test_a_cancelled_caller_is_not_held_by_a_handler_that_swallows_cancel(
     with pytest.raises(asyncio.CancelledError):
         await running
     assert time.monotonic() - started < 1.0
+
+
+async def test_handler_orphaned_says_what_becomes_of_the_request(executor):
+    """At the deadline the answer goes out now; when the caller is cancelled (a stop), the caller
+    says what becomes of the request: handed back, or answered FAILED, or neither."""
+    release = threading.Event()
+    req = make_request()
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(HandlerTimeout):
+            await call(handler_of(create=lambda event: release.wait(30)), req, context_for(req, budget=0.3), executor)
+        running = asyncio.ensure_future(call(handler_of(create=lambda event: release.wait(30)), req,
+                                             context_for(req, budget=30), executor,
+                                             on_cancel=lambda: "the request is handed back to the queue"))
+        await asyncio.sleep(0.2)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        release.set()
+    timed_out, cancelled = [e for e in logs if e["event"] == "handler.orphaned"]
+    assert timed_out["why"] == "timed out" and timed_out["detail"].startswith("the request is answered now (timed out)")
+    assert cancelled["why"] == "cancelled"
+    assert cancelled["detail"].startswith("the request is handed back to the queue;")
+    assert "answer" not in cancelled["detail"]
