@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--platform", action="append", default=[],
                         help="pip download --platform (e.g. manylinux2014_aarch64): wheels for another machine")
     parser.add_argument("--no-smoke-test", action="store_true", help="skip the fresh-virtualenv demo")
+    parser.add_argument("--smoke-venv", type=Path, help="make the smoke test's virtualenv here and keep it "
+                        "(default: a temporary folder, removed)")
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     python = Path(sys.executable)
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_smoke_test or platform:
             return 0
         step("installing the wheel into a fresh virtualenv outside the repository (--require-hashes, no index)")
-        venv = work / "venv"
+        venv = args.smoke_venv.resolve() if args.smoke_venv else work / "venv"
         run(python, "-m", "venv", venv)
         pip = venv / "bin" / "pip"
         run(pip, "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", wheelhouse,
