@@ -304,14 +304,16 @@ def _calls(path: Path) -> set[str]:
     return found - {"close", "exceptions"}
 
 
+def iam(prefix: str, op: str) -> str:
+    """The IAM action a botocore operation needs. SQS's batch actions have no permission of their
+    own: the single action's grants them (DeleteMessageBatch needs sqs:DeleteMessage;
+    docs.aws.amazon.com .../sqs-batch-api.html)."""
+    action = "".join(part.capitalize() for part in op.split("_"))
+    return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
+
+
 def test_role_covers_every_call_the_daemon_makes() -> None:
     """The granted actions, read against the code: a new AWS call needs a new grant here."""
-    def iam(prefix: str, op: str) -> str:
-        # SQS's batch actions have no permission of their own: the single action's grants them
-        # (DeleteMessageBatch needs sqs:DeleteMessage; docs.aws.amazon.com .../sqs-batch-api.html)
-        action = "".join(part.capitalize() for part in op.split("_"))
-        return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
-
     sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
     dynamodb = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= sqs and "dynamodb:GetItem" in dynamodb, (sqs, dynamodb)

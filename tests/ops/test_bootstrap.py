@@ -390,7 +390,7 @@ def _printed_policy(output: str) -> dict[str, Any]:
 def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulator, name):
     """Ready to attach: exact ARNs of the queue, its DLQ, the table and its index; each action one the
     daemon's code calls (daemon/transports/queue.py, daemon/stores/dynamodb.py), and every such call granted."""
-    from tests.deploy.test_templates import REPO, _calls
+    from tests.deploy.test_templates import REPO, _calls, iam
 
     table = f"{name}-state"
     result = bootstrap("--name", name, "--dynamodb-table", table)
@@ -404,10 +404,6 @@ def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulat
         assert s["Effect"] == "Allow" and "*" not in json.dumps(s), s
         for action in s["Action"]:
             grants.setdefault(action, set()).add(s["Resource"])
-
-    def iam(prefix: str, op: str) -> str:
-        action = "".join(part.capitalize() for part in op.split("_"))
-        return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
 
     sqs_calls = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
     dynamodb_calls = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
