@@ -35,7 +35,7 @@ $(DYNALITE): $(STAMP)
 # The demo needs the package and moto's emulator only (the [demo] extra), not the test tools.
 DEMO_STAMP := $(VENV)/.demo-installed
 $(DEMO_STAMP): setup.cfg pyproject.toml constraints.txt $(SOURCES)
-	@echo "make demo: installing the package and the AWS emulator (moto) into $(VENV); about a minute the first time"
+	@echo "make demo: installing the package and the AWS emulator (moto) into $(VENV) (a few minutes the first time)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check --progress-bar on -c constraints.txt -e '.[demo]' $(EDITABLE)
 	touch $@
