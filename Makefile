@@ -13,7 +13,7 @@ DYNALITE := $(VENV)/.dynalite-$(DYNALITE_VERSION)
 SOURCES := $(VENV)/.sources
 EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: demo test chaos bench venv clean FORCE
+.PHONY: demo test chaos bench dist faketime venv clean FORCE
 
 venv: $(STAMP)
 
@@ -32,22 +32,53 @@ $(DYNALITE): $(STAMP)
 	npm install --no-save --no-audit --no-fund --loglevel=error --prefix $(VENV)/node dynalite@$(DYNALITE_VERSION)
 	touch $@
 
-demo: $(STAMP)
+# The demo needs the package and moto's emulator only (the [demo] extra), not the test tools.
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): setup.cfg pyproject.toml constraints.txt $(SOURCES)
+	@echo "make demo: installing the package and the AWS emulator (moto) into $(VENV) (a few minutes the first time)"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check --progress-bar on -c constraints.txt -e '.[demo]' $(EDITABLE)
+	touch $@
+
+demo: $(DEMO_STAMP)
 	$(BIN)/cfn-provider demo
 
 test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then the tests
 	$(BIN)/mypy -p cfn_provider
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-chaos: $(STAMP) $(DYNALITE)   # the chaos suites at full size, with their table of figures
+chaos: $(STAMP) $(DYNALITE) faketime   # the chaos suites at full size, with their table of figures
 	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)
 
-bench: $(VENV)/.bench-installed   # the benchmarks: one table of figures beside their targets (~6 min; BENCH_ARGS=--help)
+bench: $(VENV)/.bench-installed $(DYNALITE)   # the benchmarks: one table of figures beside their targets (about 10 min on 2 vCPUs; BENCH_ARGS=--help)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]' $(EDITABLE)
 	touch $@
 
+# faketime (Debian's package; tests/chaos/test_network_lies.py sets a fleet member's clock ahead):
+# installed as .ci/run does when this is root with apt-get, otherwise the one line that does it.
+faketime:
+	@command -v faketime >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "make chaos: installing faketime (apt-get install faketime)"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+	    else \
+	        echo "make chaos needs faketime: run 'sudo apt-get install faketime' (Debian/Ubuntu) and try again" >&2; exit 1; \
+	    fi; }
+
+# A release: the wheel and sdist in dist/ (twine-checked), a wheelhouse of the wheel and its pinned runtime
+# dependencies with a hashed requirements file (dist/wheelhouse/requirements.txt, for pip --require-hashes),
+# and a smoke test: the wheel installed into a fresh virtualenv outside the repository runs `cfn-provider demo`.
+DIST ?= dist
+dist: $(VENV)/.dist-installed
+	$(BIN)/python tools/dist.py --out $(DIST) $(DIST_ARGS)
+
+$(VENV)/.dist-installed: setup.cfg pyproject.toml constraints.txt $(SOURCES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dist]' $(EDITABLE)
+	touch $@
+
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis *.egg-info

@@ -214,12 +214,15 @@ def demo(logs: bool) -> None:
 def bootstrap(name: str, topic_arn: str | None, region: str | None, dynamodb_table: str | None,
               max_receive_count: int, visibility_timeout: int, retention_days: int, dry_run: bool,
               write_config: str | None) -> None:
-    """Create (or adopt) the AWS side of a provider, idempotently: the SNS topic, the SQS queue
-    with a dead-letter queue and redrive policy, a queue policy that admits only that topic,
-    the subscription (envelope delivery, so signatures can be checked) and, with
-    --dynamodb-table, the fleet-mode table. Running it again changes nothing.
+    """Create (or adopt) the AWS side of a provider, idempotently: the SNS topic and its policy
+    (this account publishes, only the queue subscribes, TLS only), the SQS queue with a
+    dead-letter queue and redrive policy (both SSE-SQS), a queue policy that admits only that
+    topic (TLS only), the subscription (envelope delivery, so signatures can be checked) and,
+    with --dynamodb-table, the fleet-mode table. Policies are merged by Sid: statements you
+    added stay. Running it again changes nothing.
 
-    Prints the ServiceToken for templates and the `cfn-provider run` command line.
+    Prints the ServiceToken for templates, the `cfn-provider run` command line and the
+    least-privilege IAM policy for the daemon's role (exact ARNs).
     """
     import os
     from pathlib import Path

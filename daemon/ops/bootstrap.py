@@ -1,9 +1,14 @@
 """`cfn-provider bootstrap`: create or adopt the AWS side of a provider, idempotently.
 
     SNS topic (the ServiceToken) ──subscription (envelope delivery)──> SQS queue ──redrive──> DLQ
-                                         queue policy: sns.amazonaws.com may SendMessage only with
-                                         aws:SourceArn = the topic
+    topic policy: this account publishes, only the queue subscribes, TLS only
+    queue policy: sns.amazonaws.com may SendMessage only with aws:SourceArn = the topic; TLS only
+    both queues encrypted (SSE-SQS), set explicitly
     optionally, a DynamoDB table for fleet mode (pk: S hash key, on-demand, TTL on `ttl`)
+
+The policies are deploy/provider.yaml's (daemon/ops/policies.py), merged into an adopted topic's
+or queue's policy by Sid: statements an organisation added stay. The summary ends with the
+least-privilege IAM policy for the daemon's role, on exact ARNs.
 
 Every step reads first and reports what it did: "created", "updated" (an attribute differed
 and was set) or "exists" (nothing to do); a second run reports no changes. With `dry_run`
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..pipeline.budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/pipeline/budget.py
+from .policies import daemon_policy, dlq_statements, merged, queue_statements, same_policy, topic_statements
 
 CREATED, UPDATED, EXISTS = "created", "updated", "exists"
 DAY = 24 * 3600
@@ -67,6 +73,12 @@ class Outcome:
     def state(self) -> str | None:
         return f"dynamodb://{self.table}" if self.table else None
 
+    def iam_policy(self) -> dict[str, Any]:
+        """What the daemon's role needs here: the queue, its DLQ and, in fleet mode, the table and its index."""
+        _, partition, _, region, account, _ = self.queue_arn.split(":", 5)
+        table_arn = f"arn:{partition}:dynamodb:{region}:{account}:table/{self.table}" if self.table else None
+        return daemon_policy(self.queue_arn, self.dlq_arn, table_arn, POLL_INDEX)
+
     def run_args(self, visibility_timeout: int, config_file: str | None = None) -> list[str]:
         if config_file:
             return ["cfn-provider", "run", "--config", config_file]
@@ -96,22 +108,6 @@ class Outcome:
 
 def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a TOML basic string
-
-
-def queue_policy(queue_arn: str, topic_arn: str) -> dict[str, Any]:
-    """Only SNS, only for this topic, only SendMessage."""
-    return {
-        "Version": "2012-10-17",
-        "Id": "cfn-provider",
-        "Statement": [{
-            "Sid": "AllowServiceTokenTopicOnly",
-            "Effect": "Allow",
-            "Principal": {"Service": "sns.amazonaws.com"},
-            "Action": "sqs:SendMessage",
-            "Resource": queue_arn,
-            "Condition": {"ArnEquals": {"aws:SourceArn": topic_arn}},
-        }],
-    }
 
 
 class Bootstrap:
@@ -157,12 +153,12 @@ class Bootstrap:
         identity = self._client("sts").get_caller_identity()
         self.account, self.partition = identity["Account"], identity["Arn"].split(":")[1]
         topic_arn = self.topic()
-        dlq_url, dlq_arn, _ = self.queue(f"{self.name}-dlq", "sqs dead-letter", self._dlq_attributes())
-        queue_arn = f"arn:{self.partition}:sqs:{self.region}:{self.account}:{self.name}"
-        policy = json.dumps(queue_policy(queue_arn, topic_arn))
-        queue_url, queue_arn, before = self.queue(self.name, "sqs queue", self._queue_attributes(dlq_arn),
-                                                  keep={"Policy": policy})
-        self.policy(queue_url, queue_arn, topic_arn, before.get("Policy"))
+        dlq_url, dlq_arn, dlq_before = self.queue(f"{self.name}-dlq", "sqs dead-letter", self._dlq_attributes())
+        self.policy(dlq_url, dlq_arn, "sqs dead-letter policy", dlq_statements(dlq_arn), dlq_before, "TLS only")
+        queue_url, queue_arn, before = self.queue(self.name, "sqs queue", self._queue_attributes(dlq_arn))
+        self.policy(queue_url, queue_arn, "sqs queue policy", queue_statements(queue_arn, topic_arn), before,
+                    f"aws:SourceArn = {topic_arn}; TLS only")
+        self.topic_policy(topic_arn, queue_arn)
         self.subscription(topic_arn, queue_arn)
         if self.table:
             self._note(ensure_table(self._client("dynamodb"), self.table, dry_run=self.dry_run))
@@ -197,17 +193,17 @@ class Bootstrap:
 
     # ------------------------------------------------------------------ queues
     def _dlq_attributes(self) -> dict[str, str]:
-        return {"MessageRetentionPeriod": str(self.retention)}
+        return {"MessageRetentionPeriod": str(self.retention), "SqsManagedSseEnabled": "true"}
 
     def _queue_attributes(self, dlq_arn: str) -> dict[str, str]:
         return {
+            "SqsManagedSseEnabled": "true",  # explicitly: a queue made before SSE-SQS was the default has none
             "VisibilityTimeout": str(self.visibility_timeout),
             "MessageRetentionPeriod": str(self.retention),
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.max_receive_count}),
         }
 
-    def queue(self, name: str, kind: str, wanted: dict[str, str],
-              keep: dict[str, str] | None = None) -> tuple[str, str, dict[str, str]]:
+    def queue(self, name: str, kind: str, wanted: dict[str, str]) -> tuple[str, str, dict[str, str]]:
         """Create or adopt queue `name`; (url, arn, its attributes before this run)."""
         sqs = self._client("sqs")
         arn = f"arn:{self.partition}:sqs:{self.region}:{self.account}:{name}"
@@ -225,25 +221,42 @@ class Bootstrap:
         differ = {k: v for k, v in wanted.items() if not _same_attribute(k, current.get(k), v)}
         if differ:
             if not self.dry_run:
-                # `keep` (the policy this run enforces anyway) is named too: SQS leaves attributes a call
-                # does not name alone, but some emulators (moto) drop an unnamed Policy.
-                sqs.set_queue_attributes(QueueUrl=url, Attributes={**differ, **(keep or {})})
+                # the current Policy is named too: SQS leaves attributes a call does not name alone, but
+                # some emulators (moto) drop an unnamed Policy (the policy step merges into it next)
+                keep = {"Policy": current["Policy"]} if current.get("Policy") else {}
+                sqs.set_queue_attributes(QueueUrl=url, Attributes={**differ, **keep})
             self._note(Change(kind, url, UPDATED, "set " + ", ".join(sorted(differ))))
         else:
             self._note(Change(kind, url, EXISTS))
         return url, arn, current
 
-    def policy(self, queue_url: str, queue_arn: str, topic_arn: str, current: str | None) -> None:
-        """`current`: the queue's policy before this run (None for a queue created just now)."""
-        sqs = self._client("sqs")
-        wanted = json.dumps(queue_policy(queue_arn, topic_arn))
-        if current and _same_attribute("Policy", current, wanted):
-            self._note(Change("sqs queue policy", queue_arn, EXISTS, f"aws:SourceArn = {topic_arn}"))
+    def policy(self, queue_url: str, queue_arn: str, kind: str, ours: list[dict[str, Any]],
+               before: dict[str, str], detail: str) -> None:
+        """Merge `ours` into the queue's policy by Sid (`before`: its attributes before this run)."""
+        current = before.get("Policy")
+        wanted = merged(current, ours)
+        if same_policy(current, wanted):
+            self._note(Change(kind, queue_arn, EXISTS, detail))
             return
         if not self.dry_run:
-            sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"Policy": wanted})
-        self._note(Change("sqs queue policy", queue_arn, UPDATED if current else CREATED,
-                          f"aws:SourceArn = {topic_arn}" + ("; replaces the previous policy" if current else "")))
+            self._client("sqs").set_queue_attributes(QueueUrl=queue_url, Attributes={"Policy": json.dumps(wanted)})
+        self._note(Change(kind, queue_arn, UPDATED if current else CREATED, detail))
+
+    def topic_policy(self, topic_arn: str, queue_arn: str) -> None:
+        """Who may publish and subscribe (deploy/provider.yaml's TopicPolicy), merged by Sid."""
+        sns = self._client("sns", region=topic_arn.split(":")[3])
+        ours = topic_statements(topic_arn, queue_arn, self.account, self.partition)
+        created = any(c.kind == "sns topic" and c.action == CREATED for c in self.changes)
+        current = None if self.dry_run and created else \
+            sns.get_topic_attributes(TopicArn=topic_arn)["Attributes"].get("Policy")
+        wanted = merged(current, ours)
+        detail = "this account publishes, only the queue subscribes, TLS only"
+        if same_policy(current, wanted):
+            self._note(Change("sns topic policy", topic_arn, EXISTS, detail))
+            return
+        if not self.dry_run:
+            sns.set_topic_attributes(TopicArn=topic_arn, AttributeName="Policy", AttributeValue=json.dumps(wanted))
+        self._note(Change("sns topic policy", topic_arn, CREATED if created else UPDATED, detail))
 
     # ------------------------------------------------------------------ subscription
     def subscription(self, topic_arn: str, queue_arn: str) -> None:
@@ -280,26 +293,14 @@ class Bootstrap:
 def _same_attribute(name: str, current: str | None, wanted: str) -> bool:
     if current is None:
         return False
-    if name in ("Policy", "RedrivePolicy"):
+    if name == "RedrivePolicy":  # maxReceiveCount comes back as a string or a number
         try:
             a, b = json.loads(current), json.loads(wanted)
         except ValueError:
             return False
-        if name == "RedrivePolicy":  # maxReceiveCount comes back as a string or a number
-            return (a.get("deadLetterTargetArn") == b.get("deadLetterTargetArn")
-                    and str(a.get("maxReceiveCount")) == str(b.get("maxReceiveCount")))
-        return _normalise_policy(a) == _normalise_policy(b)
-    return str(current) == str(wanted)
-
-
-def _normalise_policy(doc: Any) -> Any:
-    """IAM returns single-element lists as scalars and vice versa; compare without caring."""
-    if isinstance(doc, dict):
-        return {k: _normalise_policy(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        items = [_normalise_policy(v) for v in doc]
-        return items[0] if len(items) == 1 else items
-    return doc
+        return (a.get("deadLetterTargetArn") == b.get("deadLetterTargetArn")
+                and str(a.get("maxReceiveCount")) == str(b.get("maxReceiveCount")))
+    return str(current).lower() == str(wanted).lower() if name == "SqsManagedSseEnabled" else str(current) == str(wanted)
 
 
 # ---------------------------------------------------------------------- DynamoDB (fleet mode)
@@ -397,7 +398,6 @@ def summary(outcome: Outcome, visibility_timeout: int, config_file: str | None) 
         "  " + shlex.join(outcome.run_args(visibility_timeout, config_file)) + " \\",
         "    --handler 'Custom::Thing=mypkg.thing'",
     ]
-    if outcome.table:
-        lines += ["", f"Fleet mode: the daemons' role needs dynamodb:GetItem, UpdateItem and DeleteItem on "
-                      f"table {outcome.table}, and dynamodb:Query on its index {POLL_INDEX}."]
+    lines += ["", "IAM policy for the daemon's role (least privilege, exact ARNs; add what your handlers need):",
+              json.dumps(outcome.iam_policy(), indent=2)]
     return lines

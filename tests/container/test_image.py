@@ -1,15 +1,17 @@
 """The Dockerfile, built and run for real with podman: no Docker engine needed.
 
 The base image is Debian bookworm made on this machine by debootstrap (python3 3.11, venv,
-pip), imported with `podman import` and kept by tag, so later runs skip that step. The
-Dockerfile is built on it (`--build-arg BASE=...`) by podman's buildah, daemonless
+pip), imported with `podman import` and kept by tag, so later runs skip that step. `make dist`
+(tools/dist.py) writes the wheelhouse the Dockerfile installs (hash-checked, no index); the
+Dockerfile is built on the base (`--build-arg BASE=...`) by podman's buildah, daemonless
 (`--isolation chroot`), twice: the runtime image and `--target demo`. Then
 
 - the runtime image is non-root, has no compiler, no test or emulator packages, and the
   HEALTHCHECK, STOPSIGNAL, ENTRYPOINT and state settings the Dockerfile promises;
 - `cfn-provider demo` runs its whole scripted lifecycle inside the demo image;
-- `cfn-provider run` in the runtime image serves a Custom::Echo Create published to a moto
-  server on the host (`--network host`) and a Custom::Command whose command leaves a child
+- `cfn-provider run` in the runtime image, as docs/operating.md runs it (read-only root
+  filesystem, `--cap-drop ALL`, `--security-opt no-new-privileges`, the state on a volume),
+  serves a Custom::Echo Create published to a moto server on the host (`--network host`) and a Custom::Command whose command leaves a child
   behind (killed and reaped by tini, PID 1: no zombie), refuses Custom::RandomSecret (not
   named), passes `cfn-provider check` and the image's own HEALTHCHECK, and stops on
   `podman stop` (SIGTERM) with exit code 0.
@@ -37,6 +39,7 @@ from typing import Any, Iterator
 import pytest
 
 from cfn_provider.local.emulator import Emulator, Provider, Stack
+from tests.support.release import make_dist
 
 pytestmark = pytest.mark.slow
 
@@ -145,12 +148,25 @@ def _can_build(podman: Podman, workdir: Path) -> None:
         pytest.skip(f"podman cannot build even a one-line Containerfile here (--isolation chroot): {_last_line(result)}")
 
 
-def _build(podman: Podman, tag: str, *extra: str) -> None:
+def _context(workdir: Path, podman: Podman) -> Path:
+    """The build context the Dockerfile expects: `make dist`'s wheelhouse and constraints.txt."""
+    started = time.monotonic()
+    context = workdir / "context"
+    dist, result = make_dist(context, "--no-smoke-test")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    shutil.rmtree(context / "dist-tools")
+    for name in ("Dockerfile", ".dockerignore", "constraints.txt"):
+        shutil.copy2(REPO / name, context / name)
+    podman.timings["make dist"] = time.monotonic() - started
+    return context
+
+
+def _build(podman: Podman, context: Path, tag: str, *extra: str) -> None:
     old = podman.image_id(tag)
     mounts = ["--volume", f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro"] if HOST_CA_BUNDLE.is_file() else []
     started = time.monotonic()
     result = podman("build", "--isolation", "chroot", "--network", "host", "--format", "docker",
-                    "--build-arg", f"BASE={BASE_IMAGE}", *mounts, *extra, "--tag", tag, str(REPO), timeout=600)
+                    "--build-arg", f"BASE={BASE_IMAGE}", *mounts, *extra, "--tag", tag, str(context), timeout=600)
     podman.timings[f"build {tag}"] = time.monotonic() - started
     if result.returncode != 0:
         pytest.fail(f"podman build of the Dockerfile ({tag}) failed:\n{_tail(result.stdout + result.stderr, 40)}")
@@ -173,8 +189,9 @@ def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         _make_base_image(podman, workdir)
     _can_run_containers(podman)
     _can_build(podman, workdir)
-    _build(podman, IMAGE)
-    _build(podman, DEMO_IMAGE, "--target", "demo")
+    context = _context(workdir, podman)
+    _build(podman, context, IMAGE)
+    _build(podman, context, DEMO_IMAGE, "--target", "demo")
     yield podman
     shutil.rmtree(workdir, ignore_errors=True)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -201,6 +218,7 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
         st = os.stat("/var/lib/cfn-provider")
         print(json.dumps({
             "uid": os.getuid(), "state_dir": [st.st_uid, stat.S_IMODE(st.st_mode)],
+            "python": list(__import__("sys").version_info[:2]),
             "compilers": [c for c in ("gcc", "cc", "clang") if shutil.which(c)],
             "extras": [m for m in ("moto", "pytest", "hypothesis") if importlib.util.find_spec(m)],
             "runtime": [m for m in ("aiobotocore", "cryptography", "structlog", "cfn_provider", "cfn_provider.handlers.echo")
@@ -209,6 +227,7 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
     assert probe.returncode == 0, probe.stderr
     facts = json.loads(probe.stdout)
     assert facts["uid"] == 10001
+    assert facts["python"] == [3, 11]  # the Python constraints.txt was resolved on
     assert facts["state_dir"] == [10001, 0o700]
     assert facts["compilers"] == []
     assert facts["extras"] == []
@@ -269,7 +288,10 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
            "CFN_PROVIDER_HANDLER": "Custom::Echo Custom::Command",  # only what is named is served
            "CFN_PROVIDER_COMMAND_CONFIG": "/etc/cfn-provider/commands.toml"}
     env_args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
-    started = podman.run("--detach", "--name", name, "--network", "host", *env_args,
+    # as docs/operating.md runs it: nothing writable but the state volume, no capabilities
+    locked_down = ["--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                   "--volume", f"{name}-state:/var/lib/cfn-provider"]
+    started = podman.run("--detach", "--name", name, "--network", "host", *env_args, *locked_down,
                          "--volume", f"{commands}:/etc/cfn-provider:ro", IMAGE,
                          "run", "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/")
     try:
@@ -292,6 +314,13 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
         stack.publish(unnamed)
         response = stack.response(unnamed, timeout=60)
         assert response is not None and response["Reason"] == "no handler for Custom::RandomSecret", response
+        inspected = json.loads(podman("inspect", "--format", "{{json .HostConfig}}", name).stdout)
+        assert inspected["ReadonlyRootfs"] is True and inspected["CapDrop"], inspected
+        assert "no-new-privileges" in json.dumps(inspected["SecurityOpt"]), inspected["SecurityOpt"]
+        writable = podman("exec", name, "python", "-c", "open('/opt/cfn-provider/x', 'w')")
+        assert writable.returncode != 0 and "Read-only file system" in writable.stderr, writable.stderr
+        capabilities = podman("exec", name, "grep", "^CapEff", "/proc/self/status")
+        assert capabilities.stdout.split() == ["CapEff:", "0000000000000000"], capabilities.stdout
         processes = {}
         for _ in range(50):  # the killed background child: gone, and not left a zombie
             processes = _processes(podman, name)
@@ -325,3 +354,4 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
              ("answered", "FAILED", "Custom::RandomSecret")]
     finally:
         podman("rm", "--force", "--time", "0", name)
+        podman("volume", "rm", "--force", f"{name}-state")

@@ -3,16 +3,22 @@
 provider.yaml stands the provider up (topic, queue + DLQ, table, role, launch template, Auto
 Scaling group, alarms); example-consumer.yaml uses its ServiceToken with Custom::Echo. Besides
 cfn-lint, these tests pin what the templates promise about security (least-privilege role,
-queue policy bound to the topic, enveloped delivery, IMDSv2) and that the unit the user data
-writes is systemd/cfn-provider.service.
+queue policy bound to the topic, enveloped delivery, IMDSv2, Session Manager without
+AmazonSSMManagedInstanceCore), about launching and watching a fleet (a CreationPolicy that only
+instances whose daemon serves can satisfy, with the user data's signal path run for real under
+bash; pinned and hashed installs; the log group, its metric filters and alarms that reach a
+required topic), and that the unit the user data writes is systemd/cfn-provider.service with its
+RandomSecret-key drop-in.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +31,17 @@ DEPLOY = REPO / "deploy"
 PROVIDER = DEPLOY / "provider.yaml"
 CONSUMER = DEPLOY / "example-consumer.yaml"
 UNIT = REPO / "systemd" / "cfn-provider.service"
+DROP_IN = REPO / "systemd" / "random-secret-key.conf"
 TEMPLATES = sorted(p for pattern in ("*.yaml", "*.yml", "*.json", "*.template") for p in DEPLOY.glob(pattern))
 
 SQS_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
+DLQ_ACTIONS = SQS_ACTIONS - {"sqs:GetQueueAttributes"}  # the watcher never reads the DLQ's attributes
+# What the instance's set-up and agents use (cfn-provider-instance), never the daemon itself
+INSTANCE_ACTIONS = {"s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "logs:CreateLogStream",
+                    "logs:PutLogEvents", "logs:DescribeLogStreams", "autoscaling:SetInstanceHealth"}
+SESSION_MANAGER_ACTIONS = {"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
+                           "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+                           "ssmmessages:OpenDataChannel"}
 DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}
 PSEUDO = {"AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
           "AWS::StackId", "AWS::StackName", "AWS::URLSuffix"}
@@ -214,43 +228,72 @@ def test_state_table_is_what_fleet_mode_expects(provider: dict[str, Any]) -> Non
 
 
 # ---------------------------------------------------------------------------------------- provider: IAM
+def _grants(role: dict[str, Any], policy_name: str) -> dict[str, list[Any]]:
+    """action -> the resources it is granted on, in the role's inline policy `policy_name`."""
+    [policy] = [p for p in role["Properties"]["Policies"] if p["PolicyName"] == policy_name]
+    granted: dict[str, list[Any]] = {}
+    for s in statements(policy["PolicyDocument"]):
+        assert s["Effect"] == "Allow" and "NotAction" not in s and "NotResource" not in s, s
+        for action in as_list(s["Action"]):
+            assert "*" not in action, action
+            granted.setdefault(action, []).append(s["Resource"])
+    return granted
+
+
 def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider: dict[str, Any]) -> None:
     role_name, role = only(provider, "AWS::IAM::Role")
     props = role["Properties"]
     trust = statements(props["AssumeRolePolicyDocument"])
     assert trust == [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]
+    assert sorted(p["PolicyName"] for p in props["Policies"]) == ["cfn-provider", "cfn-provider-instance"]
 
-    granted: dict[str, Any] = {}
-    for policy in props["Policies"]:
-        for s in statements(policy["PolicyDocument"]):
-            assert s["Effect"] == "Allow" and "NotAction" not in s and "NotResource" not in s, s
-            for action in as_list(s["Action"]):
-                assert "*" not in action, action
-                assert action not in granted, f"{action} granted twice"
-                granted[action] = s["Resource"]
+    granted = _grants(role, "cfn-provider")
     assert set(granted) == SQS_ACTIONS | DYNAMODB_ACTIONS
-    for action, resource in granted.items():
-        assert resource != "*" and "*" not in json.dumps(resource), (action, resource)
-        if action.startswith("sqs:"):  # the queue, and its dead-letter queue (the daemon answers what is left there)
-            assert resource == [{"Fn::GetAtt": ["Queue", "Arn"]}, {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}], resource
+    queue, dlq = {"Fn::GetAtt": ["Queue", "Arn"]}, {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+    for action, resources_ in granted.items():
+        assert "*" not in json.dumps(resources_), (action, resources_)
+        if action.startswith("sqs:"):  # the queue; the dead-letter queue without GetQueueAttributes
+            assert resources_ == ([queue, dlq] if action in DLQ_ACTIONS else [queue]), (action, resources_)
         elif action == "dynamodb:Query":  # only the sparse index of waiting polls, never the table itself
-            assert resource == {"Fn::Sub": "${StateTable.Arn}/index/polls"}, resource
+            assert resources_ == [{"Fn::Sub": "${StateTable.Arn}/index/polls"}], resources_
         else:
-            assert resource == {"Fn::GetAtt": ["StateTable", "Arn"]}, (action, resource)
+            assert resources_ == [{"Fn::GetAtt": ["StateTable", "Arn"]}], (action, resources_)
 
-    # No other way to add permissions: no managed policies unless the SSM switch (default off) is on.
-    assert not resources(provider, "AWS::IAM::Policy") and not resources(provider, "AWS::IAM::ManagedPolicy")
-    managed = props.get("ManagedPolicyArns")
-    if managed is not None:
-        condition, when_on, when_off = managed["Fn::If"]
-        assert when_off == {"Ref": "AWS::NoValue"}
-        assert when_on == [{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"}]
-        switch = provider["Conditions"][condition]["Fn::Equals"]
-        parameter = next(x["Ref"] for x in switch if isinstance(x, dict))
-        assert provider["Parameters"][parameter]["Default"] == "false"
-        assert "true" in switch
+    # The instance's own needs, each on exactly its resource
+    instance = _grants(role, "cfn-provider-instance")
+    assert set(instance) == INSTANCE_ACTIONS
+    assert instance["s3:GetObject"] == [{"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}/${WheelhousePrefix}*"}]
+    assert instance["s3:ListBucket"] == [{"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}"}]
+    assert instance["secretsmanager:GetSecretValue"] == [{"Ref": "RandomSecretKey"}]
+    for action in ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"):
+        assert instance[action] == [{"Fn::GetAtt": ["LogGroup", "Arn"]}], action
+    [asg_arn] = instance["autoscaling:SetInstanceHealth"]
+    assert asg_arn["Fn::Sub"].endswith(":autoScalingGroup:*:autoScalingGroupName/${AWS::StackName}-AutoScalingGroup-*")
+
+    # Handlers' permissions come only from HandlerPolicyArns (empty by default), not by editing the role
+    assert props["ManagedPolicyArns"] == {"Fn::If": ["HasHandlerPolicies", {"Ref": "HandlerPolicyArns"},
+                                                     {"Ref": "AWS::NoValue"}]}
+    assert provider["Parameters"]["HandlerPolicyArns"] == {**provider["Parameters"]["HandlerPolicyArns"],
+                                                          "Type": "CommaDelimitedList", "Default": ""}
+    assert provider["Conditions"]["HasHandlerPolicies"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "HandlerPolicyArns"}]}, ""]}]}
+    assert not resources(provider, "AWS::IAM::ManagedPolicy")
     _, profile = only(provider, "AWS::IAM::InstanceProfile")
     assert profile["Properties"]["Roles"] == [{"Ref": role_name}]
+
+
+def test_session_manager_gets_only_its_channels_and_only_when_asked(provider: dict[str, Any]) -> None:
+    """Not AmazonSSMManagedInstanceCore: its ssm:GetParameter(s) on * would let every handler read
+    every parameter, SecureStrings included."""
+    assert "AmazonSSMManagedInstanceCore" not in json.dumps(provider)
+    name, policy = only(provider, "AWS::IAM::Policy")
+    assert policy["Condition"] == "SsmAccess"
+    assert provider["Conditions"]["SsmAccess"] == {"Fn::Equals": [{"Ref": "EnableSsmAccess"}, "true"]}
+    assert provider["Parameters"]["EnableSsmAccess"]["Default"] == "false"
+    assert policy["Properties"]["Roles"] == [{"Ref": "InstanceRole"}]
+    [statement] = statements(policy["Properties"]["PolicyDocument"])
+    assert statement["Effect"] == "Allow" and set(statement["Action"]) == SESSION_MANAGER_ACTIONS
+    assert statement["Resource"] == "*"  # these actions take no resource ARN
 
 
 def _calls(path: Path) -> set[str]:
@@ -261,14 +304,16 @@ def _calls(path: Path) -> set[str]:
     return found - {"close", "exceptions"}
 
 
+def iam(prefix: str, op: str) -> str:
+    """The IAM action a botocore operation needs. SQS's batch actions have no permission of their
+    own: the single action's grants them (DeleteMessageBatch needs sqs:DeleteMessage;
+    docs.aws.amazon.com .../sqs-batch-api.html)."""
+    action = "".join(part.capitalize() for part in op.split("_"))
+    return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
+
+
 def test_role_covers_every_call_the_daemon_makes() -> None:
     """The granted actions, read against the code: a new AWS call needs a new grant here."""
-    def iam(prefix: str, op: str) -> str:
-        # SQS's batch actions have no permission of their own: the single action's grants them
-        # (DeleteMessageBatch needs sqs:DeleteMessage; docs.aws.amazon.com .../sqs-batch-api.html)
-        action = "".join(part.capitalize() for part in op.split("_"))
-        return prefix + (action.removesuffix("Batch") if prefix == "sqs:" else action)
-
     sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
     dynamodb = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= sqs and "dynamodb:GetItem" in dynamodb, (sqs, dynamodb)
@@ -279,6 +324,24 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     assert sqs == SQS_ACTIONS, f"granted but never called: {sorted(SQS_ACTIONS - sqs)}"
     assert dynamodb == DYNAMODB_ACTIONS, f"granted but never called: {sorted(DYNAMODB_ACTIONS - dynamodb)}"
     assert "put_item" not in (REPO / "daemon" / "stores" / "dynamodb.py").read_text()
+    # The dead-letter watcher receives, deletes and hides on the DLQ; it never reads the DLQ's
+    # attributes (the RedrivePolicy is read on the main queue), so the DLQ is not granted that.
+    from cfn_provider.pipeline.deadletters import DeadLetterWatcher
+
+    source = inspect.getsource(DeadLetterWatcher)
+    on_the_dlq = set(re.findall(r"self\.queue\.([a-z_]+)", source))
+    assert on_the_dlq == {"receive", "delete", "set_visibility", "max_batch"}, on_the_dlq
+
+
+def test_template_role_and_bootstrap_policy_grant_the_same_daemon_actions(provider: dict[str, Any]) -> None:
+    """`bootstrap` prints a policy for the daemon's role; it must be the template's, action for action."""
+    from cfn_provider.ops.policies import daemon_policy
+
+    printed = daemon_policy(queue_arn="arn:aws:sqs:eu-west-1:1:q", dlq_arn="arn:aws:sqs:eu-west-1:1:q-dlq",
+                            table_arn="arn:aws:dynamodb:eu-west-1:1:table/t")
+    actions = {a for s in printed["Statement"] for a in as_list(s["Action"])}
+    _, role = only(provider, "AWS::IAM::Role")
+    assert actions == set(_grants(role, "cfn-provider"))
 
 
 def test_the_daemons_role_cannot_scan_or_query_the_table(provider: dict[str, Any]) -> None:
@@ -358,53 +421,102 @@ def test_auto_scaling_group_spans_the_subnets_at_the_desired_capacity(provider: 
 def test_user_data_is_valid_bash_naming_only_template_values(provider: dict[str, Any]) -> None:
     names = set(provider["Parameters"]) | set(provider["Resources"]) | PSEUDO
     script = render(user_data(provider), {n: f"<{n}>" for n in names})
-    assert script.startswith("#!/bin/bash\n") and "set -euo pipefail" in script
+    assert script.startswith("#!/bin/bash\n") and "set -Eeuo pipefail" in script
     bash = shutil.which("bash")
     assert bash
     result = subprocess.run([bash, "-n"], input=script, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
 
 
-def test_user_data_installs_the_package_and_enables_the_unit(provider: dict[str, Any]) -> None:
+def sections(script: str) -> dict[str, str]:
+    """The user data's parts: "" before the first `# --- NAME` line, then each part by its first word."""
+    parts = re.split(r"^# --- ", script, flags=re.M)
+    found = {"": parts[0]}
+    for part in parts[1:]:
+        found[re.split(r"[\s:]", part, maxsplit=1)[0]] = "# --- " + part
+    return found
+
+
+def rendered(provider: dict[str, Any], **values: str) -> str:
+    names = set(provider["Parameters"]) | set(provider["Resources"]) | PSEUDO
+    return render(user_data(provider), {**{n: f"<{n}>" for n in names}, **values})
+
+
+def test_user_data_installs_pinned_hashed_packages_and_enables_the_unit(provider: dict[str, Any]) -> None:
     script = user_data(provider)
     assert "python3.11 -m venv /opt/cfn-provider" in script
     docs = heredocs(script)
-    assert docs["/opt/cfn-provider/requirements.in"] == "${PackageSpec}"
-    assert "/opt/cfn-provider/bin/pip install" in script and "-r /opt/cfn-provider/requirements.txt" in script
-    assert provider["Parameters"]["PackageSpec"]["Default"] == "cfn-sns-provider"
-    assert script.rstrip().endswith("systemctl daemon-reload\nsystemctl enable --now cfn-provider")
+    assert docs["/opt/cfn-provider/package-spec.txt"] == "${PackageSpec}"
+    # pip only ever installs the wheelhouse's hashed requirements file, with --require-hashes
+    installs = [line.strip() for line in script.splitlines() if "/opt/cfn-provider/bin/pip install" in line]
+    assert installs and all("--require-hashes" in line for line in installs), installs
+    assert "-r /opt/cfn-provider/wheelhouse/requirements.txt" in script
+    assert "/opt/cfn-provider/bin/pip check" in script
     # the unit runs what pip installed
     unit = section(directives(docs["/etc/systemd/system/cfn-provider.service"]), "Service")
     assert unit["ExecStart"].split()[0] == "/opt/cfn-provider/bin/cfn-provider"
+    last = [line for line in script.rstrip().splitlines()[-5:]]
+    assert last == ["systemctl enable --now cfn-provider",
+                    "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check --config /etc/cfn-provider/config.toml",
+                    "systemctl enable --now cfn-provider-health.timer",
+                    "trap - ERR EXIT",
+                    'signal 0 "cfn-provider serves its queue"'], last
 
 
-def test_user_data_environment_file_points_the_daemon_at_this_stack(provider: dict[str, Any]) -> None:
+def test_package_spec_is_required_and_pinned(provider: dict[str, Any]) -> None:
+    spec = provider["Parameters"]["PackageSpec"]
+    assert "Default" not in spec, "no unpinned default: each scale-out would resolve fresh versions"
+    pattern = re.compile(spec["AllowedPattern"])
+    for good in ("cfn-sns-provider==0.2.0", "cfn-sns-provider==0.2.0 my_handlers==2.3.post1"):
+        assert pattern.match(good), good
+    for bad in ("cfn-sns-provider", "cfn-sns-provider>=0.2", "cfn-sns-provider==0.2.0  x==1", "x==1; rm -rf /",
+                "cfn-sns-provider @ https://example.com/x.whl", "x==1\nrm", "x==$(id)", ""):
+        assert not pattern.match(bad), bad
+    for name in ("WheelhouseBucket", "AlarmTopicArn"):
+        assert "Default" not in provider["Parameters"][name], name
+    index = re.compile(provider["Parameters"]["PackageIndexUrl"]["AllowedPattern"])
+    assert index.match("") and index.match("https://pypi.internal.example/simple/")
+    for bad in ("http://pypi.internal.example/simple/", "https://x/' ; id", "https://x/$(id)", "https://x/`id`"):
+        assert not index.match(bad), bad
+    prefix = re.compile(provider["Parameters"]["WheelhousePrefix"]["AllowedPattern"])
+    assert prefix.match("") and prefix.match("cfn-provider/0.2.0/") and not prefix.match("x' y/")
+
+
+def test_user_data_environment_and_config_point_the_daemon_at_this_stack(provider: dict[str, Any]) -> None:
     from cfn_provider.cli import run
+    from cfn_provider.config import load_config_file
     from cfn_provider.pipeline.router import parse_handler_option
 
-    env_text = heredocs(user_data(provider))["/etc/cfn-provider/cfn-provider.env"]
-    env = dict(line.split("=", 1) for line in env_text.splitlines() if line and not line.startswith("#"))
-    assert env["CFN_PROVIDER_QUEUE_URL"] == "${Queue}"          # Ref of a queue is its URL
-    assert env["CFN_PROVIDER_TOPIC_ARN"] == "${Topic}"          # Ref of a topic is its ARN: the allowlist
-    assert env["CFN_PROVIDER_REGION"] == "${AWS::Region}"
-    assert env["CFN_PROVIDER_STATE"] == "dynamodb://${StateTable}"
-    assert env["CFN_PROVIDER_HANDLER"] == "${HandlerSpec}"
-    assert env["AWS_REGION"] == "${AWS::Region}"                # the DynamoDB store's region
+    docs = heredocs(user_data(provider))
+    env = dict(line.split("=", 1) for line in docs["/etc/cfn-provider/cfn-provider.env"].splitlines()
+               if line and not line.startswith("#"))
+    assert env == {"CFN_PROVIDER_CONFIG": "/etc/cfn-provider/config.toml", "CFN_PROVIDER_HANDLER": "${HandlerSpec}",
+                   "AWS_REGION": "${AWS::Region}", "AWS_DEFAULT_REGION": "${AWS::Region}"}
     known = {p.envvar for p in run.params if getattr(p, "envvar", None)}
-    unknown = [k for k in env if k.startswith("CFN_PROVIDER_") and k not in known]
-    assert not unknown, f"not options of `cfn-provider run`: {unknown}"
-    assert "CFN_PROVIDER_VERIFY_SIGNATURES" not in env and "CFN_PROVIDER_ALLOW_RESPONSE_URL" not in env
+    assert {k for k in env if k.startswith("CFN_PROVIDER_")} <= known
     default = provider["Parameters"]["HandlerSpec"]["Default"]
     assert [parse_handler_option(v) for v in default.split()] == [("Custom::Echo", None)]
-    # the systemd env file the unit reads: same path in the unit and in the user data
-    unit = section(directives(heredocs(user_data(provider))["/etc/systemd/system/cfn-provider.service"]), "Service")
+
+    # the config file, rendered as CloudFormation would, is one `run` (and `check --config`) reads
+    config = render(docs["/etc/cfn-provider/config.toml"], {
+        "Queue": "https://sqs.eu-west-1.amazonaws.com/123456789012/q", "AWS::Region": "eu-west-1",
+        "Topic": "arn:aws:sns:eu-west-1:123456789012:t", "StateTable": "tbl", "AWS::StackName": "s"})
+    path = Path(tempfile.mkdtemp()) / "config.toml"
+    path.write_text(config)
+    values = load_config_file(path)
+    assert values == {"queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q", "region": "eu-west-1",
+                      "topic_arn": ["arn:aws:sns:eu-west-1:123456789012:t"], "state": "dynamodb://tbl"}
+    assert set(values) <= {p.name for p in run.params}
+    assert "verify_signatures" not in values and "allow_response_url" not in values
+    unit = section(directives(docs["/etc/systemd/system/cfn-provider.service"]), "Service")
     assert unit["EnvironmentFile"] == "/etc/cfn-provider/cfn-provider.env"
 
 
 def test_user_data_unit_is_systemd_cfn_provider_service(provider: dict[str, Any]) -> None:
-    """The unit is written inline (the instance downloads nothing but the package); it must stay
-    systemd/cfn-provider.service in substance. Change both together."""
-    inline_text = heredocs(user_data(provider))["/etc/systemd/system/cfn-provider.service"]
+    """The unit and its drop-in are written inline (the instance downloads nothing but packages);
+    they must stay systemd/cfn-provider.service and systemd/random-secret-key.conf. Change both together."""
+    docs = heredocs(user_data(provider))
+    inline_text = docs["/etc/systemd/system/cfn-provider.service"]
     assert "${" not in inline_text, "Fn::Sub would change the unit"
     inline, repo = directives(inline_text), directives(UNIT.read_text())
     for name in ("Unit", "Service", "Install"):
@@ -413,31 +525,226 @@ def test_user_data_unit_is_systemd_cfn_provider_service(provider: dict[str, Any]
     key_lines = ["Type", "NotifyAccess", "WatchdogSec", "ExecStart", "EnvironmentFile", "StateDirectory",
                  "StateDirectoryMode", "DynamicUser", "KillMode", "TimeoutStopSec", "NoNewPrivileges",
                  "CapabilityBoundingSet", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
-                 "RestrictAddressFamilies", "SystemCallFilter"]
+                 "RestrictAddressFamilies", "MemoryDenyWriteExecute", "PrivateUsers"]
     for key in key_lines:
         assert service.get(key) == expected[key], f"{key}: {service.get(key)!r} in deploy/provider.yaml, {expected[key]!r} in {UNIT.name}"
     assert service["Type"] == "notify" and int(service["WatchdogSec"]) > 0
     assert inline == repo, "deploy/provider.yaml's unit differs from systemd/cfn-provider.service"
+    drop_in = docs["/etc/systemd/system/cfn-provider.service.d/random-secret-key.conf"]
+    assert directives(drop_in) == directives(DROP_IN.read_text())
+    assert section(directives(drop_in), "Service")["LoadCredential"] == \
+        "random-secret-key:/etc/cfn-provider/random-secret-key"
+
+
+def test_random_secret_key_comes_from_one_secret(provider: dict[str, Any]) -> None:
+    _, secret = only(provider, "AWS::SecretsManager::Secret")
+    assert secret["DeletionPolicy"] == "Retain", "losing the key loses every RandomSecret's re-derivation"
+    generated = secret["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= 32 and "SecretStringTemplate" not in generated
+    script = user_data(provider)
+    fetch = script[script.index("aws secretsmanager get-secret-value"):]
+    fetch = fetch[:fetch.index(")")]
+    assert "--secret-id '${RandomSecretKey}'" in fetch and "> /etc/cfn-provider/random-secret-key" in fetch
+    assert "(umask 077 && aws secretsmanager" in script  # never readable by others, not even for a moment
+
+
+def test_launch_template_encrypts_the_root_volume(provider: dict[str, Any]) -> None:
+    _, lt = only(provider, "AWS::EC2::LaunchTemplate")
+    [root] = lt["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
+    assert root["DeviceName"] == "/dev/xvda"  # Amazon Linux 2023's root device
+    assert root["Ebs"]["Encrypted"] is True
+
+
+# ---------------------------------------------------------------------------------------- provider: launching
+def test_the_group_waits_for_one_signal_per_instance(provider: dict[str, Any]) -> None:
+    name, asg = only(provider, "AWS::AutoScaling::AutoScalingGroup")
+    signal = asg["CreationPolicy"]["ResourceSignal"]
+    assert signal["Count"] == {"Ref": "DesiredCapacity"}
+    assert re.fullmatch(r"PT(\d+)M", signal["Timeout"]) and 5 <= int(signal["Timeout"][2:-1]) <= 30
+    assert asg["UpdatePolicy"] == {"AutoScalingReplacingUpdate": {"WillReplace": True}}  # uses the CreationPolicy
+    script = user_data(provider)
+    assert f"--resource {name}" in script and "--stack '${AWS::StackName}'" in script
+
+
+def _signal_run(provider: dict[str, Any], body: str, tmp_path: Path, **stub_rc: int) -> tuple[int, list[str]]:
+    """The user data's first lines and its `signal` part, then `body`, under bash with stubs for
+    cfn-signal (records its arguments), systemctl and cfn-provider (exit codes from stub_rc)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    record = tmp_path / "signals"
+    (bin_dir / "cfn-signal").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {record}\necho >> {record}\n')
+    for stub, rc in {"systemctl": stub_rc.get("systemctl", 0), "cfn-provider": stub_rc.get("check", 0)}.items():
+        (bin_dir / stub).write_text(f"#!/bin/sh\nexit {rc}\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    parts = sections(rendered(provider, **{"AWS::StackName": "prov", "AWS::Region": "eu-west-1"}))
+    body = body.replace("/opt/cfn-provider/bin/cfn-provider", str(bin_dir / "cfn-provider"))
+    script = parts[""] + parts["signal"] + body
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                            env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    signals = record.read_text().splitlines() if record.exists() else []
+    return result.returncode, signals
+
+
+def test_a_failing_step_signals_failure_once(provider: dict[str, Any], tmp_path: Path) -> None:
+    rc, signals = _signal_run(provider, "true\nfalse\necho never\nsignal 0 ok\n", tmp_path)
+    assert rc == 1
+    [sent] = signals
+    args = sent.split("|")
+    assert args[:2] == ["--exit-code", "1"], args
+    assert "line" in args[3] and "set-up failed" in args[3], args
+    assert args[4:10] == ["--stack", "prov", "--resource", "AutoScalingGroup", "--region", "eu-west-1"], args
+
+
+def test_an_exit_without_an_error_still_signals_failure(provider: dict[str, Any], tmp_path: Path) -> None:
+    rc, signals = _signal_run(provider, "exit 0\n", tmp_path)
+    assert [s.split("|")[:2] for s in signals] == [["--exit-code", "1"]]
+    rc, signals = _signal_run(provider, "echo $UNSET_VARIABLE\n", tmp_path / "unset")  # set -u
+    assert rc != 0 and [s.split("|")[:2] for s in signals] == [["--exit-code", str(rc)]]
+
+
+def test_success_is_signalled_only_after_the_unit_started_and_check_passed(provider: dict[str, Any], tmp_path: Path) -> None:
+    start = sections(rendered(provider))["start"]
+    rc, signals = _signal_run(provider, start, tmp_path / "ok")
+    assert rc == 0 and [s.split("|")[:2] for s in signals] == [["--exit-code", "0"]]
+    # `systemctl enable --now` fails when the notify unit never gets READY (no successful receive)
+    rc, signals = _signal_run(provider, start, tmp_path / "unit", systemctl=1)
+    assert rc == 1 and [s.split("|")[:2] for s in signals] == [["--exit-code", "1"]]
+    rc, signals = _signal_run(provider, start, tmp_path / "check", check=1)
+    assert rc == 1 and [s.split("|")[:2] for s in signals] == [["--exit-code", "1"]]
+
+
+def test_user_data_is_small_enough_for_ec2(provider: dict[str, Any]) -> None:
+    assert len(rendered(provider).encode()) < 16384, "EC2 takes at most 16 KB of user data"
+
+
+def test_health_beyond_ec2s_runs_cfn_provider_check(provider: dict[str, Any]) -> None:
+    docs = heredocs(user_data(provider))
+    health = docs["/usr/local/sbin/cfn-provider-health"]
+    assert "cfn-provider check --config /etc/cfn-provider/config.toml" in health
+    assert "set-instance-health" in health and "--health-status Unhealthy" in health
+    timer = section(directives(docs["/etc/systemd/system/cfn-provider-health.timer"]), "Timer")
+    assert timer["OnUnitInactiveSec"] == "2min"
+    assert "systemctl enable --now cfn-provider-health.timer" in user_data(provider)
+
+
+# ---------------------------------------------------------------------------------------- provider: logs
+def test_logs_are_shipped_to_a_log_group_with_retention(provider: dict[str, Any]) -> None:
+    name, group = only(provider, "AWS::Logs::LogGroup")
+    props = group["Properties"]
+    assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert props["KmsKeyId"] == {"Fn::If": ["HasLogKmsKey", {"Ref": "LogKmsKeyArn"}, {"Ref": "AWS::NoValue"}]}
+    assert provider["Parameters"]["LogKmsKeyArn"]["Default"] == ""
+    docs = heredocs(user_data(provider))
+    journal = section(directives(docs["/etc/systemd/system/cfn-provider-journal.service"]), "Service")
+    assert "--unit=cfn-provider.service" in journal["ExecStart"] and "--output=cat" in journal["ExecStart"]
+    log_file = journal["StandardOutput"].removeprefix("append:")
+    agent = json.loads(render(docs["/opt/aws/amazon-cloudwatch-agent/etc/cfn-provider.json"],
+                              {"AWS::Region": "eu-west-1", name: "the-group"}))
+    collected = agent["logs"]["logs_collected"]["files"]["collect_list"]
+    assert {(c["file_path"], c["log_group_name"]) for c in collected} == {
+        (log_file, "the-group"), ("/var/log/cloud-init-output.log", "the-group")}
+    assert "amazon-cloudwatch-agent-ctl -a fetch-config" in user_data(provider)
+    assert log_file in docs["/etc/logrotate.d/cfn-provider"] and "copytruncate" in docs["/etc/logrotate.d/cfn-provider"]
+
+
+def test_journal_unit_is_valid_for_systemd(provider: dict[str, Any], tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: .ci/run installs Debian's systemd package"
+    docs = heredocs(user_data(provider))
+    for target in ("/etc/systemd/system/cfn-provider-journal.service", "/etc/systemd/system/cfn-provider-health.timer"):
+        path = tmp_path / Path(target).name
+        path.write_text(docs[target])
+    (tmp_path / "cfn-provider-health.service").write_text(
+        docs["/etc/systemd/system/cfn-provider-health.service"].replace("/usr/local/sbin/cfn-provider-health", "/bin/true"))
+    for unit in ("cfn-provider-journal.service", "cfn-provider-health.service", "cfn-provider-health.timer"):
+        result = subprocess.run([analyze, "verify", str(tmp_path / unit)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and unit not in result.stderr, result.stdout + result.stderr
+
+
+def test_metric_filters_count_the_events_the_runbook_acts_on(provider: dict[str, Any]) -> None:
+    from cfn_provider import logs  # noqa: F401  (the events are the daemon's own names)
+
+    filters = resources(provider, "AWS::Logs::MetricFilter")
+    patterns = {}
+    for f in filters.values():
+        props = f["Properties"]
+        assert props["LogGroupName"] == {"Ref": "LogGroup"}
+        [metric] = props["MetricTransformations"]
+        assert metric["MetricValue"] == "1" and metric["MetricNamespace"] == {"Fn::Sub": "cfn-provider/${AWS::StackName}"}
+        event = re.fullmatch(r'\{ \$\.event = "([a-z.]+)" \}', props["FilterPattern"])
+        assert event, props["FilterPattern"]
+        patterns[event[1]] = metric["MetricName"]
+    assert set(patterns) == {"deadletter.answered", "security", "store.unreachable"}
+    code = "\n".join(p.read_text() for p in (REPO / "daemon").rglob("*.py"))
+    for event in patterns:  # each is an event the daemon logs
+        assert f'"{event}"' in code, event
+    alarms = {a["Properties"].get("MetricName"): (n, a) for n, a in resources(provider, "AWS::CloudWatch::Alarm").items()}
+    for metric in patterns.values():
+        name, alarm = alarms[metric]
+        props = alarm["Properties"]
+        assert props["Namespace"] == {"Fn::Sub": "cfn-provider/${AWS::StackName}"}
+        assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == ("Sum", "GreaterThanThreshold", 0)
+        assert props["TreatMissingData"] == "notBreaching"
 
 
 # ---------------------------------------------------------------------------------------- provider: alarms, outputs
-def test_alarms_on_dead_letters_and_on_the_oldest_message(provider: dict[str, Any]) -> None:
-    alarms = {(a["Properties"]["MetricName"], json.dumps(a["Properties"]["Dimensions"])): a["Properties"]
-              for a in resources(provider, "AWS::CloudWatch::Alarm").values()}
-    dlq = alarms[("ApproximateNumberOfMessagesVisible",
-                  json.dumps([{"Name": "QueueName", "Value": {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}}]))]
-    assert (dlq["ComparisonOperator"], dlq["Threshold"]) == ("GreaterThanThreshold", 0)
-    age = alarms[("ApproximateAgeOfOldestMessage",
-                  json.dumps([{"Name": "QueueName", "Value": {"Fn::GetAtt": ["Queue", "QueueName"]}}]))]
+def _math(alarm: dict[str, Any]) -> tuple[str, dict[str, tuple[str, str, str]]]:
+    """(expression, {id: (metric, queue logical id, stat)}) of a metric-math alarm."""
+    expression = [m["Expression"] for m in alarm["Metrics"] if m.get("ReturnData")]
+    assert len(expression) == 1, alarm["Metrics"]
+    inputs = {}
+    for m in alarm["Metrics"]:
+        if "MetricStat" in m:
+            assert m["ReturnData"] is False
+            metric = m["MetricStat"]["Metric"]
+            assert metric["Namespace"] == "AWS/SQS"
+            [dimension] = metric["Dimensions"]
+            inputs[m["Id"]] = (metric["MetricName"], dimension["Value"]["Fn::GetAtt"][0], m["MetricStat"]["Stat"])
+    return expression[0], inputs
+
+
+def test_every_alarm_tells_the_required_topic(provider: dict[str, Any]) -> None:
+    alarms = resources(provider, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == 6
+    for name, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopicArn"}], name
+        assert alarm["Properties"]["OKActions"] == [{"Ref": "AlarmTopicArn"}], name
+    parameter = provider["Parameters"]["AlarmTopicArn"]
+    assert "Default" not in parameter and not re.match(parameter["AllowedPattern"], "")
+    assert "HasAlarmTopic" not in provider.get("Conditions", {})
+
+
+def test_dead_letter_alarm_counts_what_the_watcher_receives(provider: dict[str, Any]) -> None:
+    """The watcher answers and deletes a dead-lettered request within a minute, so the queue's
+    visible count alone never sees it: the alarm sums the DLQ's received messages (plus visible)."""
+    alarm = resources(provider, "AWS::CloudWatch::Alarm")["DeadLetterQueueAlarm"]["Properties"]
+    expression, inputs = _math(alarm)
+    assert inputs == {"received": ("NumberOfMessagesReceived", "DeadLetterQueue", "Sum"),
+                      "visible": ("ApproximateNumberOfMessagesVisible", "DeadLetterQueue", "Maximum")}
+    assert expression == "FILL(received, 0) + FILL(visible, 0)"
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+
+
+def test_liveness_alarm_fires_when_nobody_polls(provider: dict[str, Any]) -> None:
+    alarm = resources(provider, "AWS::CloudWatch::Alarm")["NoConsumerAlarm"]["Properties"]
+    expression, inputs = _math(alarm)
+    assert inputs == {"empty": ("NumberOfEmptyReceives", "Queue", "Sum"),
+                      "received": ("NumberOfMessagesReceived", "Queue", "Sum")}
+    assert expression == "FILL(empty, 0) + FILL(received, 0)"
+    periods = {m["MetricStat"]["Period"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert periods == {300} and alarm["EvaluationPeriods"] == 1
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    assert alarm["TreatMissingData"] == "breaching"  # no metrics at all: nobody is polling
+
+
+def test_oldest_message_alarm(provider: dict[str, Any]) -> None:
+    age = resources(provider, "AWS::CloudWatch::Alarm")["OldestMessageAlarm"]["Properties"]
+    assert (age["MetricName"], age["Namespace"]) == ("ApproximateAgeOfOldestMessage", "AWS/SQS")
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["Queue", "QueueName"]}}]
     assert age["ComparisonOperator"] == "GreaterThanThreshold"
     assert age["Threshold"] == {"Ref": "OldestMessageAgeThreshold"}
     assert provider["Parameters"]["OldestMessageAgeThreshold"]["Default"] == 300
-    notify = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
-    for alarm in (dlq, age):
-        assert alarm["Namespace"] == "AWS/SQS"
-        assert alarm["AlarmActions"] == notify
-    assert provider["Conditions"]["HasAlarmTopic"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}
-    assert provider["Parameters"]["AlarmTopicArn"]["Default"] == ""
 
 
 def test_outputs_export_the_service_token(provider: dict[str, Any]) -> None:
@@ -447,6 +754,7 @@ def test_outputs_export_the_service_token(provider: dict[str, Any]) -> None:
     assert outputs["QueueUrl"]["Value"] == {"Ref": "Queue"}
     assert outputs["DeadLetterQueueUrl"]["Value"] == {"Ref": "DeadLetterQueue"}
     assert outputs["TableName"]["Value"] == {"Ref": "StateTable"}
+    assert outputs["LogGroupName"]["Value"] == {"Ref": "LogGroup"}
 
 
 # ---------------------------------------------------------------------------------------- consumer

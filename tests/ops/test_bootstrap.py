@@ -18,8 +18,8 @@ from cfn_provider.pipeline.budget import MAX_RECEIVE_COUNT, max_receive_count
 from cfn_provider.config import Settings
 from cfn_provider.local.emulator import REGION, Emulator
 
-KINDS = ("sns topic", "sqs dead-letter", "sqs queue policy", "sqs queue", "sns subscription", "dynamodb table",
-         "config file")
+KINDS = ("sns topic policy", "sns topic", "sqs dead-letter policy", "sqs dead-letter", "sqs queue policy", "sqs queue",
+         "sns subscription", "dynamodb table", "config file")
 ACTIONS = ("would create", "would update", "created", "updated", "exists")
 
 
@@ -100,8 +100,12 @@ def test_first_run_creates_everything(emulator, name):
     redrive = json.loads(queue["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == dlq["QueueArn"] and int(redrive["maxReceiveCount"]) == MAX_RECEIVE_COUNT
 
+    assert queue["SqsManagedSseEnabled"] == dlq["SqsManagedSseEnabled"] == "true"
     policy = json.loads(queue["Policy"])
-    [statement] = policy["Statement"]
+    statement, tls = policy["Statement"]
+    assert tls == {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": queue["QueueArn"],
+                   "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    assert [s["Sid"] for s in json.loads(dlq["Policy"])["Statement"]] == ["TlsOnly"]
     assert statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "sns.amazonaws.com"}
     assert statement["Action"] == "sqs:SendMessage"
@@ -178,17 +182,22 @@ def test_drift_is_put_back_and_then_left_alone(emulator, name):
     assert planned.exit_code == 0, planned.output
     assert actions(planned.output) == {"sns topic": "exists", "sqs dead-letter": "exists",
                                        "sqs queue": "would update", "sqs queue policy": "would update",
-                                       "sns subscription": "would update"}
+                                       "sns subscription": "would update", "sns topic policy": "exists",
+                                       "sqs dead-letter policy": "exists"}
     assert queue_attributes(emulator, name)["VisibilityTimeout"] == "30"  # the dry run changed nothing
 
     fixed = bootstrap("--name", name)
     assert fixed.exit_code == 0, fixed.output
     assert actions(fixed.output) == {"sns topic": "exists", "sqs dead-letter": "exists", "sqs queue": "updated",
-                                     "sqs queue policy": "updated", "sns subscription": "updated"}
+                                     "sqs queue policy": "updated", "sns subscription": "updated",
+                                     "sns topic policy": "exists", "sqs dead-letter policy": "exists"}
     queue = queue_attributes(emulator, name)
     assert queue["VisibilityTimeout"] == "60"
-    assert json.loads(queue["Policy"])["Statement"][0]["Condition"] == {
-        "ArnEquals": {"aws:SourceArn": topic_arn_of(name)}}
+    statements = json.loads(queue["Policy"])["Statement"]
+    # the drifted statement has no Sid, so it is not ours to remove: merging by Sid keeps it
+    assert statements[0] == {"Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"}
+    assert [s.get("Sid") for s in statements[1:]] == ["TopicMayDeliver", "TlsOnly"]
+    assert statements[1]["Condition"] == {"ArnEquals": {"aws:SourceArn": topic_arn_of(name)}}
     attrs = sns.get_subscription_attributes(SubscriptionArn=sub["SubscriptionArn"])["Attributes"]
     assert attrs["RawMessageDelivery"] == "false"
 
@@ -235,6 +244,8 @@ def test_an_existing_topic_is_adopted(emulator, name):
     policy = json.loads(queue_attributes(emulator, name)["Policy"])
     assert policy["Statement"][0]["Condition"] == {"ArnEquals": {"aws:SourceArn": topic}}
     assert [s["Endpoint"].rsplit(":", 1)[-1] for s in subscriptions(emulator, topic)] == [name]
+    topic_policy = json.loads(emulator.client("sns").get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"])
+    assert "DeliverOnlyToTheQueue" in [s.get("Sid") for s in topic_policy["Statement"]]
     assert f"ServiceToken (put this in your templates):\n  {topic}\n" in result.output
 
     again = bootstrap("--name", name, "--topic-arn", topic)
@@ -326,3 +337,84 @@ def test_the_default_max_receive_count_is_the_receive_budget():
     assert MAX_RECEIVE_COUNT == max_receive_count() == 10
     assert max_receive_count(stops=5) == 13  # e.g. a fleet rolled one member at a time, more often
     assert cli.bootstrap.params[[p.name for p in cli.bootstrap.params].index("max_receive_count")].default == 10
+
+
+# ---------------------------------------------------------------------------------- the template's standard
+def test_topic_policy_is_the_templates(emulator, name):
+    """Only this account publishes, only the provider's queue subscribes, TLS only: the statements
+    of deploy/provider.yaml's TopicPolicy; SNS's own default statement stays."""
+    assert bootstrap("--name", name).exit_code == 0
+    topic = topic_arn_of(name)
+    policy = json.loads(emulator.client("sns").get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"])
+    by_sid = {s.get("Sid"): s for s in policy["Statement"]}
+    queue_arn = queue_attributes(emulator, name)["QueueArn"]
+    assert by_sid["ThisAccountMayPublish"]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
+    assert by_sid["NoPublishersFromOtherAccounts"]["Condition"] == {
+        "StringNotEquals": {"aws:PrincipalAccount": "123456789012"}}
+    assert by_sid["DeliverOnlyToTheQueue"] == {
+        "Sid": "DeliverOnlyToTheQueue", "Effect": "Deny", "Principal": "*", "Action": "sns:Subscribe",
+        "Resource": topic, "Condition": {"StringNotEquals": {"sns:Endpoint": queue_arn}}}
+    assert by_sid["TlsOnly"]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    for s in by_sid.values():
+        assert s["Effect"] == "Deny" or s["Sid"] in ("ThisAccountMayPublish", "__default_statement_ID"), s
+
+
+def test_an_adopted_queues_own_statements_are_kept(emulator, name):
+    """An organisation's statement on the queue (by Sid) survives bootstrap, which only puts its own in."""
+    sqs = emulator.client("sqs")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    theirs = {"Sid": "OrgAuditRead", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/audit"},
+              "Action": "sqs:GetQueueAttributes", "Resource": arn}
+    old = {"Sid": "AllowServiceTokenTopicOnly", "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
+           "Action": "sqs:SendMessage", "Resource": arn}  # what bootstrap wrote before: replaced
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17",
+                                                                             "Statement": [theirs, old]})})
+    result = bootstrap("--name", name)
+    assert result.exit_code == 0, result.output
+    assert actions(result.output)["sqs queue policy"] == "updated"
+    statements = json.loads(queue_attributes(emulator, name)["Policy"])["Statement"]
+    assert [s.get("Sid") for s in statements] == ["OrgAuditRead", "TopicMayDeliver", "TlsOnly"]
+    assert statements[0] == theirs
+    assert queue_attributes(emulator, name)["SqsManagedSseEnabled"] == "true"
+    again = bootstrap("--name", name)
+    assert actions(again.output)["sqs queue policy"] == "exists"
+
+
+def _printed_policy(output: str) -> dict[str, Any]:
+    marker = "IAM policy for the daemon's role"
+    assert marker in output, output
+    return json.loads(output.split(marker, 1)[1].split("\n", 1)[1])
+
+
+def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulator, name):
+    """Ready to attach: exact ARNs of the queue, its DLQ, the table and its index; each action one the
+    daemon's code calls (daemon/transports/queue.py, daemon/stores/dynamodb.py), and every such call granted."""
+    from tests.deploy.test_templates import REPO, _calls, iam
+
+    table = f"{name}-state"
+    result = bootstrap("--name", name, "--dynamodb-table", table)
+    assert result.exit_code == 0, result.output
+    policy = _printed_policy(result.output)
+    queue_arn = queue_attributes(emulator, name)["QueueArn"]
+    dlq_arn = queue_attributes(emulator, f"{name}-dlq")["QueueArn"]
+    table_arn = emulator.client("dynamodb").describe_table(TableName=table)["Table"]["TableArn"]
+    grants: dict[str, set[str]] = {}
+    for s in policy["Statement"]:
+        assert s["Effect"] == "Allow" and "*" not in json.dumps(s), s
+        for action in s["Action"]:
+            grants.setdefault(action, set()).add(s["Resource"])
+
+    sqs_calls = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
+    dynamodb_calls = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
+    assert {a for a in grants if a.startswith("sqs:")} == sqs_calls
+    assert {a for a in grants if a.startswith("dynamodb:")} == dynamodb_calls
+    assert set(grants) == sqs_calls | dynamodb_calls
+    for action in sqs_calls:
+        assert grants[action] == ({queue_arn} if action == "sqs:GetQueueAttributes" else {queue_arn, dlq_arn}), action
+    assert grants["dynamodb:Query"] == {f"{table_arn}/index/polls"}
+    for action in dynamodb_calls - {"dynamodb:Query"}:
+        assert grants[action] == {table_arn}, action
+
+    without_table = _printed_policy(bootstrap("--name", f"{name}-solo").output)
+    assert not [a for s in without_table["Statement"] for a in s["Action"] if a.startswith("dynamodb:")]

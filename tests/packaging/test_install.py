@@ -1,21 +1,29 @@
-"""The distribution as a user installs it: `pip install .` into a fresh virtualenv.
+"""The distribution as a user installs it: `make dist`, then the wheel in a fresh virtualenv.
 
-One import name (`cfn_provider`) and nothing else at the top of site-packages, so the product
-installs beside `python-daemon` (whose import name is `daemon`) and beside a user's own
-`handlers` package. The virtualenv is built once for the module from a wheel of this checkout,
-with the pinned dependencies (pip's cache makes that quick after the first time).
+`make dist` (tools/dist.py) builds the sdist and the wheel, checks them with twine, writes the
+wheelhouse (the wheel and its pinned runtime dependencies, every one with its sha256), installs
+the wheel from it into a fresh virtualenv outside the repository and runs `cfn-provider demo`
+there. That virtualenv is the one these tests use: one import name (`cfn_provider`) and nothing
+else at the top of site-packages, so the product installs beside `python-daemon` (whose import
+name is `daemon`) and beside a user's own `handlers` package. deploy/provider.yaml's install
+step is run here too, against that wheelhouse: pinned, hash-checked, and refusing a tampered wheel.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.release import make_dist
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -30,21 +38,139 @@ def _run(*args: str | Path, timeout: float = 600, **kwargs) -> subprocess.Comple
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv holding the wheel of this checkout, `python-daemon` and moto (for `demo`)."""
-    root = tmp_path_factory.mktemp("install")
-    source, wheels = root / "source", root / "wheels"  # built from a copy: the checkout gets no build/
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", ".cfn-simulate"))
-    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, source)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = wheels.glob("cfn_sns_provider-*.whl")
-    env = root / "venv"
-    assert _run(sys.executable, "-m", "venv", env).returncode == 0
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """`make dist` into a temporary folder, keeping its smoke test's virtualenv: (dist, venv, the run)."""
+    root = tmp_path_factory.mktemp("release")
+    venv = root / "venv"
+    dist, run = make_dist(root, "--smoke-venv", venv)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return dist, venv, run
+
+
+@pytest.fixture(scope="module")
+def venv(release: tuple[Path, Path, subprocess.CompletedProcess]) -> Path:
+    """The fresh virtualenv `make dist` installed the wheel into (from the wheelhouse, hash-checked, plus
+    the [demo] extra), with `python-daemon` added."""
+    _, env, _ = release
     pip = _run(env / "bin" / "pip", "install", "-q", "--disable-pip-version-check",
-               "-c", REPO / "constraints.txt", f"{wheel}[demo]", "python-daemon==3.1.2")
+               "-c", REPO / "constraints.txt", "python-daemon==3.1.2")
     assert pip.returncode == 0, pip.stderr[-3000:]
     return env
+
+
+def _version() -> str:
+    import cfn_provider
+
+    return cfn_provider.__version__
+
+
+def test_make_dist_builds_checks_and_runs_the_demo_from_the_wheel(release):
+    dist, venv, run = release
+    version = _version()
+    assert sorted(p.name for p in dist.iterdir() if p.is_file()) == [
+        f"cfn_sns_provider-{version}-py3-none-any.whl", f"cfn_sns_provider-{version}.tar.gz"]
+    assert run.stdout.count("PASSED") == 2, run.stdout  # twine check --strict, wheel and sdist
+    assert "Every request got the answer expected." in run.stdout  # cfn-provider demo from the fresh venv
+    assert not str(venv).startswith(str(REPO))
+
+
+def test_one_source_for_the_version(release):
+    """setup.cfg reads cfn_provider.__version__; the wheel, the sdist and `--version` all say it."""
+    dist, venv, _ = release
+    version = _version()
+    assert "version = attr: cfn_provider.__version__" in (REPO / "setup.cfg").read_text()
+    assert not re.search(r"^version\s*=\s*\d", (REPO / "setup.cfg").read_text(), re.M)
+    with zipfile.ZipFile(dist / f"cfn_sns_provider-{version}-py3-none-any.whl") as wheel:
+        metadata = wheel.read(f"cfn_sns_provider-{version}.dist-info/METADATA").decode()
+    assert f"\nVersion: {version}\n" in metadata
+    shown = _run(venv / "bin" / "cfn-provider", "--version")
+    assert shown.returncode == 0 and version in shown.stdout, shown.stdout
+
+
+def test_the_wheelhouse_pins_and_hashes_every_wheel(release):
+    dist, _, _ = release
+    wheelhouse = dist / "wheelhouse"
+    lines = {line.split("==")[0]: line for line in (wheelhouse / "requirements.txt").read_text().splitlines()
+             if line and not line.startswith("#")}
+    wheels = sorted(wheelhouse.glob("*.whl"))
+    assert len(lines) == len(wheels) > 10
+    for wheel in wheels:
+        name = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert f"--hash=sha256:{digest}" in lines[name], (wheel.name, lines[name])
+    assert lines["cfn-sns-provider"].startswith(f"cfn-sns-provider=={_version()} --hash=sha256:")
+    for test_only in ("pytest", "moto", "hypothesis", "cfn-lint", "mypy"):
+        assert test_only not in lines, test_only
+
+
+def test_the_templates_package_spec_example_names_the_wheel_make_dist_makes(release):
+    from tests.deploy.test_templates import PROVIDER, load
+
+    dist, _, _ = release
+    description = load(PROVIDER)["Parameters"]["PackageSpec"]["Description"]
+    pins = dict(re.findall(r"\b(cfn-sns-provider)==([0-9][^ \"]*)", description))
+    assert pins == {"cfn-sns-provider": _version()}, description
+    wheel = f"cfn_sns_provider-{_version()}-py3-none-any.whl"
+    assert wheel in description and (dist / "wheelhouse" / wheel).is_file()
+
+
+# ------------------------------------------------------------------ deploy/provider.yaml's install step
+def _user_data_install(release, tmp_path: Path, package_spec: str, wheelhouse: Path | None = None) -> subprocess.CompletedProcess:
+    """The template's user data, its first lines, `signal` and `install` parts, rendered as
+    CloudFormation would and run under bash: /opt/cfn-provider is a folder of the test's, `aws s3
+    cp` a stub copying from a local "bucket" (the wheelhouse as `aws s3 sync` would upload it),
+    cfn-signal a stub recording its arguments in tmp_path/signals."""
+    from tests.deploy.test_templates import PROVIDER, load, rendered, sections
+
+    dist, _, _ = release
+    bucket = wheelhouse or dist / "wheelhouse"
+    stubs, opt = tmp_path / "bin", tmp_path / "opt"
+    stubs.mkdir()
+    (stubs / "aws").write_text(f"""#!/bin/bash
+set -eu
+[ "$1 $2" = "s3 cp" ] || {{ echo "unexpected: aws $*" >&2; exit 2; }}
+args=("$@"); src=${{args[-2]}}; dest=${{args[-1]}}; key=${{src#s3://the-bucket/releases/}}
+if [[ " $* " == *" --recursive "* ]]; then mkdir -p "$dest"; cp -r {bucket}/. "$dest"; else cp "{bucket}/$key" "$dest"; fi
+""")
+    (stubs / "cfn-signal").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {tmp_path / "signals"}\n')
+    (stubs / "python3.11").symlink_to(Path(sys.base_prefix) / "bin" / "python3.11")
+    for stub in ("aws", "cfn-signal"):
+        (stubs / stub).chmod(0o755)
+    parts = sections(rendered(load(PROVIDER), PackageSpec=package_spec, WheelhouseBucket="the-bucket",
+                              WheelhousePrefix="releases/", PackageIndexUrl=""))
+    script = (parts[""] + parts["signal"] + parts["install"]).replace("/opt/cfn-provider", str(opt / "cfn-provider"))
+    script += "\ntrap - ERR EXIT  # the rest of the user data would go on from here\n"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=600,
+                          env={"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+
+
+def test_the_templates_install_step_installs_the_pinned_hashed_wheelhouse(release, tmp_path: Path):
+    result = _user_data_install(release, tmp_path, f"cfn-sns-provider=={_version()}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert not (tmp_path / "signals").exists()  # nothing failed (success is signalled at the very end)
+    assert _version() in result.stdout  # `cfn-provider --version` from what was installed
+    installed = tmp_path / "opt" / "cfn-provider" / "bin" / "cfn-provider"
+    assert installed.is_file()
+
+
+def test_the_templates_install_step_refuses_a_pin_the_wheelhouse_lacks(release, tmp_path: Path):
+    result = _user_data_install(release, tmp_path, "cfn-sns-provider==9.9.9")
+    assert result.returncode == 1
+    assert "PackageSpec cfn-sns-provider==9.9.9 is not in the wheelhouse's requirements.txt" in result.stderr
+    assert (tmp_path / "signals").read_text().startswith("--exit-code|1|")
+    assert not (tmp_path / "opt" / "cfn-provider" / "bin" / "cfn-provider").exists()
+
+
+def test_the_templates_install_step_refuses_a_tampered_wheel(release, tmp_path: Path):
+    dist, _, _ = release
+    tampered = tmp_path / "tampered"
+    shutil.copytree(dist / "wheelhouse", tampered)
+    [wheel] = tampered.glob("structlog-*.whl")
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # still a zip file; no longer the hashed one
+    result = _user_data_install(release, tmp_path, f"cfn-sns-provider=={_version()}", wheelhouse=tampered)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert "DO NOT MATCH THE HASHES" in result.stderr, result.stderr[-3000:]
+    assert (tmp_path / "signals").read_text().startswith("--exit-code|1|")
 
 
 def _site_packages(venv: Path) -> Path:

@@ -1,0 +1,157 @@
+"""`make dist`: build the release, check it, make a hashed wheelhouse, and smoke-test the wheel.
+
+    dist/cfn_sns_provider-VERSION-py3-none-any.whl    the wheel (built from the sdist: the sdist is complete)
+    dist/cfn_sns_provider-VERSION.tar.gz              the sdist
+    dist/wheelhouse/*.whl                             the wheel and its runtime dependencies, at the
+                                                      versions in constraints.txt, for this machine's
+                                                      platform (--platform for another, e.g. aarch64)
+    dist/wheelhouse/requirements.txt                  every wheel there as NAME==VERSION --hash=sha256:...
+
+The wheelhouse is what deploy/provider.yaml installs from (upload it: `aws s3 sync dist/wheelhouse
+s3://BUCKET/PREFIX/`), with `pip install --no-index --find-links DIR --require-hashes -r
+DIR/requirements.txt`, and what the Dockerfile installs. Handler packages go in with `--with`
+(a wheel file or a pinned requirement), so their hashes are in the same file.
+
+Steps, each stopping the build on failure: build (python -m build, from a copy of the tracked
+files), `twine check --strict`, the wheelhouse (pip download, only binary wheels), then a fresh
+virtualenv outside the repository gets the wheel from the wheelhouse (--require-hashes, no
+index) plus the [demo] extra, and runs `cfn-provider --version` and `cfn-provider demo` there.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = "cfn-sns-provider"
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def canonical(name: str) -> str:
+    """PEP 503's normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def step(what: str) -> None:
+    print(f"make dist: {what}", flush=True)
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> None:
+    result = subprocess.run([str(a) for a in args], cwd=cwd, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        sys.exit(f"make dist: failed (exit {result.returncode}): {' '.join(str(a) for a in args)}")
+
+
+def source_copy(into: Path) -> Path:
+    """The files git tracks (everything, when this is not a git checkout), copied: the build
+    writes nothing into the checkout and packs nothing that is not part of the project."""
+    target = into / "source"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        for name in listed.stdout.decode().split("\0"):
+            if name and (REPO / name).is_file():
+                (target / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / name, target / name)
+    else:
+        shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+    return target
+
+
+def version() -> str:
+    """cfn_provider.__version__, read as setup.cfg's `version = attr:` reads it (no import)."""
+    text = (REPO / "daemon" / "__init__.py").read_text()
+    found = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
+    if not found:
+        sys.exit("make dist: no __version__ = \"...\" line in daemon/__init__.py")
+    return found[1]
+
+
+def hashed_requirements(wheelhouse: Path) -> str:
+    """One line per project: NAME==VERSION and the sha256 of each of its wheels there."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        match = _WHEEL.match(wheel.name)
+        if not match:
+            sys.exit(f"make dist: not a wheel file name: {wheel.name}")
+        key = (canonical(match["name"]), match["version"])
+        found.setdefault(key, []).append(hashlib.sha256(wheel.read_bytes()).hexdigest())
+    versions: dict[str, list[str]] = {}
+    for name, ver in found:
+        versions.setdefault(name, []).append(ver)
+    twice = {name: vs for name, vs in versions.items() if len(vs) > 1}
+    if twice:
+        sys.exit(f"make dist: the wheelhouse has several versions of {twice}: one per project")
+    lines = ["# Written by `make dist` (tools/dist.py): every wheel in this folder, pinned, with its sha256.",
+             "# pip install --no-index --find-links THIS_FOLDER --require-hashes -r THIS_FILE"]
+    for (name, ver), digests in sorted(found.items()):
+        lines.append(f"{name}=={ver} " + " ".join(f"--hash=sha256:{d}" for d in sorted(digests)))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/dist.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "dist", help="output folder (default: dist)")
+    parser.add_argument("--with", dest="extra", action="append", default=[], metavar="REQ",
+                        help="also put this (a wheel file, or NAME==VERSION) and its dependencies in the wheelhouse")
+    parser.add_argument("--platform", action="append", default=[],
+                        help="pip download --platform (e.g. manylinux2014_aarch64): wheels for another machine")
+    parser.add_argument("--no-smoke-test", action="store_true", help="skip the fresh-virtualenv demo")
+    parser.add_argument("--smoke-venv", type=Path, help="make the smoke test's virtualenv here and keep it "
+                        "(default: a temporary folder, removed)")
+    args = parser.parse_args(argv)
+    out: Path = args.out.resolve()
+    python = Path(sys.executable)
+    ver = version()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+
+    with tempfile.TemporaryDirectory(prefix="cfn-provider-dist-") as tmp:
+        work = Path(tmp)
+        step(f"building {PROJECT} {ver} (sdist, then the wheel from it)")
+        run(python, "-m", "build", "--sdist", "--wheel", "--outdir", out, source_copy(work))
+        wheel = out / f"cfn_sns_provider-{ver}-py3-none-any.whl"
+        sdist = out / f"cfn_sns_provider-{ver}.tar.gz"
+        if not wheel.is_file() or not sdist.is_file():
+            sys.exit(f"make dist: expected {wheel.name} and {sdist.name} in {out}, found {sorted(p.name for p in out.iterdir())}")
+
+        step("twine check --strict")
+        run(python, "-m", "twine", "check", "--strict", wheel, sdist)
+
+        step("the wheelhouse: the wheel and its runtime dependencies, pinned by constraints.txt, binary wheels only")
+        wheelhouse = out / "wheelhouse"
+        platform = [a for p in args.platform for a in ("--platform", p)]
+        if platform:
+            platform += ["--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                         "--implementation", "cp"]
+        run(python, "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--only-binary", ":all:",
+            *platform, "--dest", wheelhouse, "-c", REPO / "constraints.txt", wheel, *args.extra)
+        (wheelhouse / "requirements.txt").write_text(hashed_requirements(wheelhouse))
+        count = len(list(wheelhouse.glob("*.whl")))
+        print(f"  {count} wheels; {wheelhouse / 'requirements.txt'} pins and hashes each", flush=True)
+
+        if args.no_smoke_test or platform:
+            return 0
+        step("installing the wheel into a fresh virtualenv outside the repository (--require-hashes, no index)")
+        venv = args.smoke_venv.resolve() if args.smoke_venv else work / "venv"
+        run(python, "-m", "venv", venv)
+        pip = venv / "bin" / "pip"
+        run(pip, "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", wheelhouse,
+            "--require-hashes", "-r", wheelhouse / "requirements.txt", cwd=work)
+        run(pip, "install", "--quiet", "--disable-pip-version-check", "-c", REPO / "constraints.txt",
+            f"{PROJECT}[demo]=={ver}", "--find-links", wheelhouse, cwd=work)
+        step("cfn-provider demo, from that virtualenv")
+        run(venv / "bin" / "cfn-provider", "--version", cwd=work)
+        run(venv / "bin" / "cfn-provider", "demo", cwd=work)
+    step(f"done: {wheel.relative_to(out.parent) if out.parent in wheel.parents else wheel}, {sdist.name}, wheelhouse/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
