@@ -31,6 +31,36 @@ def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
         raise click.BadParameter(str(exc)) from None
 
 
+def _functions(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    from .functions.settings import parse_options
+
+    try:
+        return parse_options(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_FUNCTION_HELP = (
+    "A setting of the Lambda function serving TYPE (a `lambda:` handler), repeatable: code=FOLDER (the "
+    "function's folder, first on its path; default: where its module is on the daemon's path), env.NAME=VALUE "
+    "(an environment variable of its own), memory_mb=N (its process's data limit), concurrency=N (its "
+    "processes at once, default 1), name=NAME (context.function_name), log_group=NAME and log_stream=NAME "
+    "(context.log_group_name / log_stream_name). The config file's [functions.\"TYPE\"] tables hold the "
+    "same. See docs/porting-lambda.md.")
+
+
+def _check_functions(handlers: Sequence[tuple[str, Any]], functions: dict[str, Any]) -> None:
+    """Every configured function must be a `lambda:` handler's: a typo would otherwise go unnoticed."""
+    from .functions.settings import unmatched
+
+    served = [rtype for rtype, spec in handlers if isinstance(spec, str) and spec.startswith("lambda:")]
+    stray = unmatched(functions, served)
+    if stray:
+        raise click.BadParameter(f"function settings for {', '.join(stray)}, which no lambda: handler serves "
+                                 "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')",
+                                 param_hint="'--function'")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="cfn-provider")
 def main() -> None:
@@ -59,6 +89,8 @@ def main() -> None:
                    "installed entry point (group cfn_provider.handlers) registered as TYPE, e.g. "
                    "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
                    "only available to name (see `cfn-provider handlers`).")
+@click.option("--function", "function", multiple=True, callback=_functions, envvar=ENV + "FUNCTION",
+              metavar="TYPE=SETTING=VALUE", help=_FUNCTION_HELP)
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
@@ -118,7 +150,9 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         --handler 'Custom::Thing=mypkg.thing' --handler Custom::RandomSecret
 
     A Lambda custom-resource function (cfnresponse or crhelper) runs unchanged with
-    --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:).
+    --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:),
+    in processes of its own; --function 'Custom::Thing=code=/opt/fn/thing' and
+    --function 'Custom::Thing=env.TABLE=things' set its folder and environment.
 
     Every option can also come from a CFN_PROVIDER_<OPTION> environment variable (e.g.
     CFN_PROVIDER_QUEUE_URL) or the --config file. AWS endpoints follow botocore's own
@@ -127,6 +161,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     from . import logs
 
     transport = transport_settings(options)
+    _check_functions(options["handler"], options["function"])
     logs.configure(log_format, log_level)
     settings = Settings(
         **transport, region=options["region"], topic_arns=options["topic_arn"],
@@ -137,7 +172,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         max_backoff=options["max_backoff"], health_file=options["health_file"],
         metrics_port=options["metrics_port"], metrics_address=options["metrics_address"],
         dead_letter_interval=options["dead_letter_interval"], poll_interval=options["poll_interval"],
-        event_loop=options["event_loop"],
+        event_loop=options["event_loop"], functions=options["function"],
     )
     sys.exit(_serve(settings))
 
@@ -300,8 +335,9 @@ def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | Non
             values = load_config_file(path)
         except ConfigError as exc:
             raise click.BadParameter(str(exc)) from None
-        if values.get("handler"):
-            ctx.default_map = {**(ctx.default_map or {}), "handler": values["handler"]}
+        chosen = {key: values[key] for key in ("handler", "function") if values.get(key)}
+        if chosen:
+            ctx.default_map = {**(ctx.default_map or {}), **chosen}
     return path
 
 
@@ -318,12 +354,15 @@ _WHY = {
               help="The TOML file given to `run` (its [handlers] table and handler setting are used).")
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
+@click.option("--function", "function", multiple=True, callback=_functions, envvar=ENV + "FUNCTION",
+              metavar="TYPE=SETTING=VALUE", help="As for `run` (repeatable): where a lambda: function's code is.")
 @click.option("--check", is_flag=True,
               help="Also load every available handler (built-ins and entry points not served); "
                    "exit 1 if any fails to load.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
-def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], check: bool, as_json: bool) -> None:
+def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], function: dict[str, Any], check: bool,
+                     as_json: bool) -> None:
     """List what `run` would serve with these options, and why: each ResourceType (or glob
     pattern), the handler serving it, where it comes from (a module, a built-in, or the entry
     point of an installed distribution in the group cfn_provider.handlers) and where it was
@@ -341,8 +380,9 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
 
     from .pipeline.router import Router
 
+    _check_functions(handler, function)
     try:
-        router = Router(handler)
+        router = Router(handler, functions=function)
     except HandlerError as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         sys.exit(2)
