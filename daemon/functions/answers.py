@@ -78,9 +78,9 @@ class Answers:
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=self.tls.context, shutdown_timeout=0.5)
+        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=self.tls.context)
         await site.start()
         server = getattr(site, "_server", None)
         self.port = server.sockets[0].getsockname()[1] if server is not None and server.sockets else 0

@@ -149,7 +149,7 @@ class LambdaFunction:
         try:
             await asyncio.wait({call}, timeout=max(0.0, deadline - time.monotonic()))
             if not call.done():
-                log.warning("lambda.killed", function=self.name, **capture.ids,
+                log.warning("lambda.killed", **capture.ids,
                             detail="the function answered but was still running at the request's deadline")
                 process.kill()
                 await asyncio.wait({call}, timeout=5)
