@@ -12,6 +12,7 @@ from .trust.atrest import StateExposed
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings
+from .functions.options import check_served, function_option
 from .pipeline.router import HandlerError, parse_handler_option
 from .stores.base import StoreConfigError
 
@@ -29,36 +30,6 @@ def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
         return tuple(parse_handler_option(v) for v in values)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-
-
-def _functions(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
-    from .functions.settings import parse_options
-
-    try:
-        return parse_options(values)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-_FUNCTION_HELP = (
-    "A setting of the Lambda function serving TYPE (a `lambda:` handler), repeatable: code=FOLDER (the "
-    "function's folder, first on its path; default: where its module is on the daemon's path), env.NAME=VALUE "
-    "(an environment variable of its own), memory_mb=N (its process's data limit), concurrency=N (its "
-    "processes at once, default 1), name=NAME (context.function_name), log_group=NAME and log_stream=NAME "
-    "(context.log_group_name / log_stream_name). The config file's [functions.\"TYPE\"] tables hold the "
-    "same. See docs/porting-lambda.md.")
-
-
-def _check_functions(handlers: Sequence[tuple[str, Any]], functions: dict[str, Any]) -> None:
-    """Every configured function must be a `lambda:` handler's: a typo would otherwise go unnoticed."""
-    from .functions.settings import unmatched
-
-    served = [rtype for rtype, spec in handlers if isinstance(spec, str) and spec.startswith("lambda:")]
-    stray = unmatched(functions, served)
-    if stray:
-        raise click.BadParameter(f"function settings for {', '.join(stray)}, which no lambda: handler serves "
-                                 "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')",
-                                 param_hint="'--function'")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -89,8 +60,7 @@ def main() -> None:
                    "installed entry point (group cfn_provider.handlers) registered as TYPE, e.g. "
                    "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
                    "only available to name (see `cfn-provider handlers`).")
-@click.option("--function", "function", multiple=True, callback=_functions, envvar=ENV + "FUNCTION",
-              metavar="TYPE=SETTING=VALUE", help=_FUNCTION_HELP)
+@function_option()
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
@@ -161,7 +131,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     from . import logs
 
     transport = transport_settings(options)
-    _check_functions(options["handler"], options["function"])
+    check_served(options["handler"], options["function"])
     logs.configure(log_format, log_level)
     settings = Settings(
         **transport, region=options["region"], topic_arns=options["topic_arn"],
@@ -354,8 +324,7 @@ _WHY = {
               help="The TOML file given to `run` (its [handlers] table and handler setting are used).")
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
-@click.option("--function", "function", multiple=True, callback=_functions, envvar=ENV + "FUNCTION",
-              metavar="TYPE=SETTING=VALUE", help="As for `run` (repeatable): where a lambda: function's code is.")
+@function_option("As for `run` (repeatable): where a lambda: function's code is, and its environment.")
 @click.option("--check", is_flag=True,
               help="Also load every available handler (built-ins and entry points not served); "
                    "exit 1 if any fails to load.")
@@ -380,7 +349,7 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], f
 
     from .pipeline.router import Router
 
-    _check_functions(handler, function)
+    check_served(handler, function)
     try:
         router = Router(handler, functions=function)
     except HandlerError as exc:

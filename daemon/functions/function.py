@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
 
 import structlog
 
@@ -32,11 +36,8 @@ from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from .process import Exited, FunctionProcess, log_stream_name
+from .process import CRHELPER, STOCK, Exited, FunctionProcess, log_stream_name
 from .settings import FunctionSettings
-
-if TYPE_CHECKING:
-    from .target import FunctionTarget
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
 START_TIMEOUT = 60.0  # seconds a process gets to import the function
@@ -57,8 +58,40 @@ def log_hint(request_id: str) -> str:
             f"lines with request_id={request_id}")
 
 
+@dataclass(frozen=True)
+class FunctionTarget:
+    """A registered function, as cfn_provider.functions.target found it."""
+
+    spec: str  # "lambda:index.handler", as configured
+    module: str
+    attr: str
+    code: str  # the function's folder: first on its path, its working directory
+    name: str  # context.function_name, AWS_LAMBDA_FUNCTION_NAME
+    settings: FunctionSettings
+
+    @property
+    def handler(self) -> str:
+        """Lambda's Handler setting (the _HANDLER variable)."""
+        return f"{self.module}.{self.attr}"
+
+    def init(self, check: bool = False) -> dict[str, Any]:
+        """The runtime's set-up line (cfn_provider.functions.runtime)."""
+        return {"code": self.code, "module": self.module, "attr": self.attr, "stock": STOCK, "crhelper": CRHELPER,
+                "memory_mb": self.settings.memory_mb, "check": check, "prepend": not _interpreters_own(self.code)}
+
+
+def _interpreters_own(folder: str) -> bool:
+    """Whether `folder` is on every interpreter's path already (the standard library, site-packages):
+    a function installed there as a package is not given it first on its path."""
+    prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    resolved = str(Path(folder).resolve())
+    return any(resolved == p or resolved.startswith(p + os.sep) for p in prefixes)
+
+
 class LambdaFunction:
-    def __init__(self, target: "FunctionTarget"):
+    """The handler object the router serves for a `lambda:` target."""
+
+    def __init__(self, target: FunctionTarget):
         self.target, self.spec, self.name = target, target.spec, target.name
         self.settings: FunctionSettings = target.settings
 

@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import structlog
 
@@ -19,13 +19,20 @@ from . import tls
 from .answers import Answers
 from .pool import Pool
 from .process import FunctionProcess
-
-if TYPE_CHECKING:
-    from .function import LambdaFunction
+from .settings import FunctionSettings
 
 log = structlog.get_logger("lambda")
 _hosts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[FunctionHost]]" = (
     weakref.WeakKeyDictionary())
+
+
+class Hosted(Protocol):
+    """What the host needs of a function (cfn_provider.functions.function.LambdaFunction)."""
+
+    name: str
+    settings: FunctionSettings
+
+    def spawn(self, host: "FunctionHost") -> Awaitable[FunctionProcess]: ...
 
 
 class FunctionHost:
@@ -50,14 +57,14 @@ class FunctionHost:
                         tb: TracebackType | None) -> None:
         await self.close()
 
-    def pool(self, function: "LambdaFunction") -> Pool:
+    def pool(self, function: Hosted) -> Pool:
         pool = self.pools.get(id(function))
         if pool is None:
             spawn: Callable[[], Awaitable[FunctionProcess]] = lambda: function.spawn(self)  # noqa: E731
             pool = self.pools[id(function)] = Pool(function.name, function.settings.concurrency, spawn)
         return pool
 
-    async def warm(self, functions: Iterable["LambdaFunction"], timeout: float = 120.0) -> None:
+    async def warm(self, functions: Iterable[Hosted], timeout: float = 120.0) -> None:
         """One warm process per function (in parallel), so the first request pays no cold start."""
         jobs = [self.pool(f).warm() for f in functions]
         if jobs:

@@ -32,7 +32,7 @@ MAX_CONCURRENCY = 64
 RESERVED = ("_HANDLER", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR", "AWS_EXECUTION_ENV")
 RESERVED_PREFIX = "AWS_LAMBDA_"
 _KEYS = ("code", "memory_mb", "concurrency", "name", "log_group", "log_stream")
-_ENV_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 

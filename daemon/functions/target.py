@@ -17,38 +17,16 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from pathlib import Path
-from typing import Any
 
 from .environ import function_environment
-from .function import LambdaFunction
-from .process import CRHELPER, RUNTIME, STOCK, describe_exit, log_stream_name
+from .function import FunctionTarget, LambdaFunction
+from .process import RUNTIME, describe_exit, log_stream_name
 from .settings import FunctionSettings, default_name
 
 PREFIX = "lambda:"
 CHECK_TIMEOUT = 120.0  # seconds the check may take to import the function
-
-
-@dataclass(frozen=True)
-class FunctionTarget:
-    spec: str  # "lambda:index.handler", as configured
-    module: str
-    attr: str
-    code: str  # the function's folder: first on its path, its working directory
-    name: str  # context.function_name, AWS_LAMBDA_FUNCTION_NAME
-    settings: FunctionSettings
-
-    @property
-    def handler(self) -> str:
-        """Lambda's Handler setting (the _HANDLER variable)."""
-        return f"{self.module}.{self.attr}"
-
-    def init(self, check: bool = False) -> dict[str, Any]:
-        """The runtime's set-up line (cfn_provider.functions.runtime)."""
-        return {"code": self.code, "module": self.module, "attr": self.attr, "stock": STOCK, "crhelper": CRHELPER,
-                "memory_mb": self.settings.memory_mb, "check": check, "prepend": not _interpreters_own(self.code)}
 
 
 def parse_target(spec: str) -> tuple[str, str]:
@@ -80,14 +58,6 @@ def find_code(module: str, settings: FunctionSettings) -> str:
     raise ModuleNotFoundError(f"No module named {top!r} on the daemon's path (set the function's folder with "
                               f"[functions.\"TYPE\"] code = \"/path\" or --function 'TYPE=code=/path', or add it "
                               "to PYTHONPATH)")
-
-
-def _interpreters_own(folder: str) -> bool:
-    """Whether `folder` is on every interpreter's path already (the standard library, site-packages):
-    a function installed there as a package is not given it first on its path."""
-    prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    resolved = str(Path(folder).resolve())
-    return any(resolved == p or resolved.startswith(p + os.sep) for p in prefixes)
 
 
 def load(spec: str, resource_type: str, settings: FunctionSettings | None = None) -> LambdaFunction:
