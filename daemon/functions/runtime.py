@@ -214,10 +214,10 @@ def load(init, channel):
                         f"the standard module{'s' if len(clash) > 1 else ''} {', '.join(clash)}, which the "
                         "function's interpreter has loaded before the function: rename "
                         f"{'it' if len(clash) == 1 else 'them'} (and the imports of {'it' if len(clash) == 1 else 'them'})")
+    limit_memory(init.get("memory_mb"))  # before the function's folder is on the path: its resource.py is not ours
     if init.get("prepend", True):
         sys.path[:0] = [code]
     sys.path.append(init["stock"])
-    limit_memory(init.get("memory_mb"))
     crhelper = {}
     with open(init["crhelper"], encoding="utf-8") as fh:
         exec(compile(fh.read(), init["crhelper"], "exec"), crhelper)  # noqa: S102 - the daemon's own file

@@ -71,7 +71,7 @@ async def test_a_function_module_named_resource_works(tmp_path, executor):
 def handler(event, context):
     put(event, "SUCCESS", {"Module": __name__}, "objects-1")
 """, module="resource")
-    body = await answer(load_folder(folder, "resource.handler"), event_for(), executor)
+    body = await answer(load_folder(folder, "resource.handler", "Custom::Thing", "memory_mb=256"), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["Data"] == {"Module": "resource"}
 
 
