@@ -66,9 +66,11 @@ class FunctionHost:
 
     async def warm(self, functions: Iterable[Hosted], timeout: float = 120.0) -> None:
         """One warm process per function (in parallel), so the first request pays no cold start."""
-        jobs = [self.pool(f).warm() for f in functions]
+        jobs = {asyncio.ensure_future(self.pool(f).warm()) for f in functions}
         if jobs:
-            await asyncio.wait_for(asyncio.gather(*jobs), timeout)
+            _, late = await asyncio.wait(jobs, timeout=timeout)
+            if late:  # still importing: they go on, and the first call waits for them
+                log.warning("lambda.slow_start", functions=len(late), after_seconds=timeout)
 
     def track(self, job: Awaitable[Any]) -> None:
         """Keep a call that goes on after its answer (it is killed at its deadline) until it ends."""

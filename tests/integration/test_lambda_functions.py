@@ -297,3 +297,41 @@ async def test_a_hung_function_cannot_starve_another(serve, stack: Stack, provid
     assert resp is not None and resp["Data"]["Greeting"] == "hello eve"
     assert time.monotonic() - started < 10
     assert stack.response(hung[0], 0.1) is None  # still hung, not answered
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                found.append(int(entry.name))
+    return found
+
+
+async def test_sigterm_hands_a_running_call_back_and_ends_the_functions_processes(
+        spawn, stack: Stack, provider: Provider) -> None:
+    from tests.support.daemons import stop_gracefully, wait_for_event
+
+    daemon = spawn("stop", "--handler", "Custom::Hang=lambda:index.handler",
+                   "--function", f"Custom::Hang=code={FOLDER / 'hang'}", "--grace-period", "1")
+    wait_for_event(daemon, event="functions_started")
+    assert daemon.proc is not None
+    workers = _children(daemon.proc.pid)
+    assert workers, "no function process"
+    request = stack.request("Create", "Hung", resource_type="Custom::Hang", properties={"Hang": "yes"})
+    stack.publish(request)
+    sqs = provider.emulator.client("sqs")
+    deadline = time.monotonic() + 20
+    while queue_counts(sqs, provider.queue_url) != (0, 1):  # received: the call is running
+        assert time.monotonic() < deadline, "never received"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    assert await asyncio.to_thread(stop_gracefully, daemon, 30) == 0
+    released = [e for e in daemon.events() if e.get("event") == "request" and e.get("request_id") == request["RequestId"]]
+    assert [e["outcome"] for e in released] == ["released"]  # an hour left: another worker takes it
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
