@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from cfn_provider.functions.function import FunctionFailed
-from cfn_provider.functions.host import FunctionHost
 from cfn_provider.pipeline.progress import InProgress, poll_function
 from cfn_provider.pipeline.router import HandlerError
 from tests.support.functions import answer, event_for, load_folder, raw_call, write_function
@@ -50,18 +48,9 @@ CRHELPER = """
 """
 
 
-@pytest.fixture
-def executor():
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="handler-test")
-    yield pool
-    pool.shutdown(wait=True)
-
-
 @pytest.fixture(autouse=True)
-async def host(monkeypatch):
-    monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    async with FunctionHost() as started:
-        yield started
+def _started(host):
+    """Every test here calls functions through a started host."""
 
 
 def crhelper_function(tmp_path, extra: str = "", json_logging: bool = False):

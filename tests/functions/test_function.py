@@ -15,13 +15,11 @@ import sys
 import textwrap
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from structlog.testing import capture_logs
 
 from cfn_provider.functions.function import FunctionFailed, LambdaFunction
-from cfn_provider.functions.host import FunctionHost
 from cfn_provider.pipeline import response as responses
 from cfn_provider.pipeline.router import HandlerError, parse_handler_option
 from tests.support.functions import REPO, SIGNED_URL, answer, event_for, load, load_folder, write_function
@@ -29,19 +27,9 @@ from tests.support.functions import REPO, SIGNED_URL, answer, event_for, load, l
 FUNCTIONS = "tests.support.lambda_functions"
 
 
-@pytest.fixture
-def executor():
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="handler-test")
-    yield pool
-    pool.shutdown(wait=True)
-
-
 @pytest.fixture(autouse=True)
-async def host(monkeypatch):
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    async with FunctionHost() as started:
-        yield started
+def _started(host):
+    """Every test here calls functions through a started host."""
 
 
 # --- registration ------------------------------------------------------------------------

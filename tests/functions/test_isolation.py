@@ -15,12 +15,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from structlog.testing import capture_logs
 
-from cfn_provider.functions.host import FunctionHost
 from cfn_provider.pipeline.progress import InProgress
 from cfn_provider.pipeline.router import HandlerError
 from tests.support.functions import REPO, answer, event_for, load_folder, raw_call, write_function
@@ -35,18 +33,9 @@ def put(event, status, data=None, physical_id=None, reason=None):
 """
 
 
-@pytest.fixture
-def executor():
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="handler-test")
-    yield pool
-    pool.shutdown(wait=True)
-
-
 @pytest.fixture(autouse=True)
-async def host(monkeypatch):
-    monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    async with FunctionHost() as started:
-        yield started
+def _started(host):
+    """Every test here calls functions through a started host."""
 
 
 # --- module namespaces -----------------------------------------------------------------------
