@@ -141,7 +141,7 @@ class LambdaFunction:
         pool = host.pool(self)
         process = await pool.acquire(wait=progress is None)
         if process is None:
-            tries = int(progress.get(QUEUED, 0)) + 1 if queued and isinstance(progress, Mapping) else 1
+            tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
             log.info("lambda.queued", function=self.name, concurrency=self.settings.concurrency,
                      detail="every process of the function is busy: the poll scheduler tries again shortly")
             return InProgress(progress=progress if progress is not None and not queued else {QUEUED: tries},
@@ -157,8 +157,8 @@ class LambdaFunction:
             "function_name": self.name, "invoked_function_arn": _function_arn(self.name, str(event.get("StackId") or "")),
             "memory_limit_in_mb": str(self.settings.memory_mb or machine_memory_mb()), "aws_request_id": aws_request_id,
             "log_group_name": self.log_group, "log_stream_name": process.log_stream, "deadline": deadline}
-        call = asyncio.ensure_future(process.invoke(_event(event, capture.url, None if queued else progress),
-                                                    lambda_context, ids))
+        crhelper_progress = None if queued else progress  # a queued first call runs as a first call
+        call = asyncio.ensure_future(process.invoke(_event(event, capture.url, crhelper_progress), lambda_context, ids))
         call.add_done_callback(_retrieved)
         arrived = asyncio.ensure_future(capture.arrived.wait())
         try:
@@ -173,7 +173,7 @@ class LambdaFunction:
             host.track(self._finish(call, capture, process, pool, deadline, host.answers))
             return _result(capture.answer, request_id, process.log_stream)
         await self._finish(call, capture, process, pool, deadline, host.answers)
-        return self._ended(call, capture, process, event, progress, request_id)
+        return self._ended(call, capture, process, event, crhelper_progress, request_id)
 
     async def _finish(self, call: "asyncio.Future[dict[str, Any]]", capture: Capture, process: FunctionProcess,
                       pool: Pool, deadline: float, answers: Answers) -> None:

@@ -184,3 +184,19 @@ def test_an_old_bundled_crhelper_py_that_cannot_send_gets_the_pin_message(tmp_pa
     """})
     with pytest.raises(HandlerError, match=r"old, pre-PyPI copy of crhelper .* pin crhelper==2\.0\.12"):
         load_folder(folder)
+
+
+async def test_a_queued_first_call_of_a_polling_crhelper_function_runs_create_then_polls(tmp_path, executor):
+    """A request queued while the function was busy ({"Queued": n}) runs as a first call when its
+    poll comes; crhelper's own polling then takes over, never `create` again."""
+    handler = crhelper_function(tmp_path, extra="""
+        @helper.poll_create
+        def poll_create(event, context):
+            return event["CrHelperData"]["PhysicalResourceId"] + "-done"
+    """)
+    event = event_for(Name="q")
+    pending = await raw_call(handler, event, executor, progress={"Queued": 3})
+    assert isinstance(pending, InProgress) and pending.physical_id == "crh-q"
+    assert pending.progress == {"CrHelperData": {"Out": "q", "Calls": 1, "PhysicalResourceId": "crh-q"}}
+    assert await raw_call(handler, event, executor, progress=pending.progress) == {
+        "PhysicalResourceId": "crh-q-done", "Data": {"Out": "q", "Calls": 1}}

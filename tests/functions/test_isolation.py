@@ -330,3 +330,35 @@ def test_the_functions_processes_end_when_the_daemon_is_killed(tmp_path):
     finally:
         daemon.kill()
         daemon.wait(10)
+
+
+def test_functions_work_under_memory_deny_write_execute(tmp_path):
+    """The systemd unit's MemoryDenyWriteExecute=yes: the daemon (its TLS listener, uvloop) and the
+    function's process (inheriting it) serve a call with no writable-and-executable memory. The
+    kernel's PR_SET_MDWE is the same rule, kept across fork and exec."""
+    folder = write_function(tmp_path / "fn", """
+        import cfnresponse
+        def handler(event, context):
+            cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Under": "mdwe"}, "mdwe-1")
+    """)
+    code = textwrap.dedent(f"""
+        import ctypes, json, sys
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(65, 1, 0, 0, 0) != 0:   # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN
+            sys.exit("no PR_SET_MDWE on this kernel")
+        from concurrent.futures import ThreadPoolExecutor
+        from cfn_provider import loops
+        from cfn_provider.functions.host import FunctionHost
+        from tests.support.functions import answer, event_for, load_folder
+        from pathlib import Path
+        async def main():
+            async with FunctionHost():
+                handler = load_folder(Path({str(folder)!r}))
+                return await answer(handler, event_for(), ThreadPoolExecutor(2))
+        body = loops.run(main, "auto")
+        print(json.dumps([body["Status"], body["Data"], libc.prctl(66, 0, 0, 0, 0)]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "AWS_REGION": "eu-west-1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == ["SUCCESS", {"Under": "mdwe"}, 1]
