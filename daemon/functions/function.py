@@ -36,7 +36,7 @@ from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from .process import CRHELPER, STOCK, Exited, FunctionProcess, log_stream_name
+from .process import CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, log_stream_name
 from .settings import FunctionSettings
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
@@ -139,7 +139,10 @@ class LambdaFunction:
         assert host.answers is not None
         queued = isinstance(progress, Mapping) and QUEUED in progress
         pool = host.pool(self)
-        process = await pool.acquire(wait=progress is None)
+        try:
+            process = await pool.acquire(wait=progress is None)
+        except (FunctionLoadError, Exited, OSError) as exc:  # a replacement that no longer starts
+            raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
         if process is None:
             tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
             log.info("lambda.queued", function=self.name, concurrency=self.settings.concurrency,

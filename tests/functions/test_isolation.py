@@ -362,3 +362,13 @@ def test_functions_work_under_memory_deny_write_execute(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(REPO), "AWS_REGION": "eu-west-1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.splitlines()[-1]) == ["SUCCESS", {"Under": "mdwe"}, 1]
+
+
+async def test_a_function_that_no_longer_starts_fails_its_request_saying_so(tmp_path, executor):
+    folder = write_function(tmp_path / "fn", CRASHES)
+    handler = load_folder(folder)
+    (folder / "index.py").write_text("raise RuntimeError('the new release is broken')\n")  # after the check
+    body = await answer(handler, event_for(), executor)
+    assert body["Status"] == "FAILED"
+    assert body["Reason"] == ("the Lambda function Custom-Thing could not be started: "
+                              "RuntimeError: the new release is broken")
