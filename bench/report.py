@@ -153,7 +153,27 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "daemon RSS while they wait (max)", f"{_f(po['rss_mb'])} MB", "<= 200 MB",
                            po["rss_mb"] <= 200))
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
+    out += _lambda_rows(results.get("lambda"))
     return out
+
+
+def _lambda_rows(fn: dict[str, Any] | None) -> list[Row]:
+    """Scenario 9 (bench.functions): what a function's own process costs."""
+    if not fn:
+        return []
+    s = f"9 lambda: isolation, {fn['calls_n']} calls"
+    q = lambda key: f"{_f(fn[key]['p50_ms'], 2)} / {_f(fn[key]['p95_ms'], 2)} ms"  # noqa: E731
+    return [
+        Row(s, "cold start p50 (trivial / boto3 client)",
+            f"{_f(fn['cold_trivial']['p50_ms'], 0)} / {_f(fn['cold_boto3']['p50_ms'], 0)} ms"),
+        Row(s, "warm process RSS (trivial / boto3 client)",
+            f"{_f(fn['rss_trivial_mb'])} / {_f(fn['rss_boto3_mb'])} MB"),
+        Row(s, "per call p50 / p95: in process (plain sync handler)", q("in_process")),
+        Row(s, "per call p50 / p95: isolated, cfnresponse over HTTPS", q("isolated_trivial")),
+        Row(s, "per call p50 / p95: isolated, kept-open connection", q("isolated_kept_open")),
+        Row(s, "isolation overhead per call, p50 (cfnresponse / kept open)",
+            f"+{_f(fn['overhead_ms'], 2)} / +{_f(fn['overhead_kept_open_ms'], 2)} ms"),
+    ]
 
 
 def _scale_rows(sc: dict[str, Any]) -> list[Row]:

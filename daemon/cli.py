@@ -12,6 +12,7 @@ from .trust.atrest import StateExposed
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings
+from .functions.options import check_served, function_option
 from .pipeline.router import HandlerError, parse_handler_option
 from .stores.base import StoreConfigError
 
@@ -59,6 +60,7 @@ def main() -> None:
                    "installed entry point (group cfn_provider.handlers) registered as TYPE, e.g. "
                    "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
                    "only available to name (see `cfn-provider handlers`).")
+@function_option()
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
@@ -120,7 +122,9 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         --handler 'Custom::Thing=mypkg.thing' --handler Custom::RandomSecret
 
     A Lambda custom-resource function (cfnresponse or crhelper) runs unchanged with
-    --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:).
+    --handler 'Custom::Thing=lambda:index.handler' (Lambda's Handler setting after lambda:),
+    in processes of its own; --function 'Custom::Thing=code=/opt/fn/thing' and
+    --function 'Custom::Thing=env.TABLE=things' set its folder and environment.
 
     Every option can also come from a CFN_PROVIDER_<OPTION> environment variable (e.g.
     CFN_PROVIDER_QUEUE_URL) or the --config file. AWS endpoints follow botocore's own
@@ -129,6 +133,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     from . import logs
 
     transport = transport_settings(options)
+    check_served(options["handler"], options["function"])
     logs.configure(log_format, log_level)
     settings = Settings(
         **transport, region=options["region"], topic_arns=options["topic_arn"],
@@ -139,7 +144,7 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
         max_backoff=options["max_backoff"], health_file=options["health_file"],
         metrics_port=options["metrics_port"], metrics_address=options["metrics_address"],
         dead_letter_interval=options["dead_letter_interval"], poll_interval=options["poll_interval"],
-        event_loop=options["event_loop"],
+        event_loop=options["event_loop"], functions=options["function"],
     )
     sys.exit(_serve(settings))
 
@@ -262,8 +267,9 @@ def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | Non
             values = load_config_file(path)
         except ConfigError as exc:
             raise click.BadParameter(str(exc)) from None
-        if values.get("handler"):
-            ctx.default_map = {**(ctx.default_map or {}), "handler": values["handler"]}
+        chosen = {key: values[key] for key in ("handler", "function") if values.get(key)}
+        if chosen:
+            ctx.default_map = {**(ctx.default_map or {}), **chosen}
     return path
 
 
@@ -280,12 +286,14 @@ _WHY = {
               help="The TOML file given to `run` (its [handlers] table and handler setting are used).")
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
+@function_option("As for `run` (repeatable): where a lambda: function's code is, and its environment.")
 @click.option("--check", is_flag=True,
               help="Also load every available handler (built-ins and entry points not served); "
                    "exit 1 if any fails to load.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
-def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], check: bool, as_json: bool) -> None:
+def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], function: dict[str, Any], check: bool,
+                     as_json: bool) -> None:
     """List what `run` would serve with these options, and why: each ResourceType (or glob
     pattern), the handler serving it, where it comes from (a module, a built-in, or the entry
     point of an installed distribution in the group cfn_provider.handlers) and where it was
@@ -303,8 +311,9 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], c
 
     from .pipeline.router import Router
 
+    check_served(handler, function)
     try:
-        router = Router(handler)
+        router = Router(handler, functions=function)
     except HandlerError as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         sys.exit(2)

@@ -94,6 +94,7 @@ class Settings:
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
+    functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
 
     @property
     def daemon(self) -> str:
@@ -101,7 +102,7 @@ class Settings:
         return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue) or "sqs (no queue)"
 
 
-_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
+_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function")
 
 
 class ConfigError(ValueError):
@@ -128,6 +129,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
     A `[handlers]` table maps ResourceType to MODULE[:ATTR], or to `true` to serve the built-in
     or entry point registered under that name (`false`: not served), and is merged into `handler`.
+    A `[functions]` table (settings of `lambda:` targets, cfn_provider.functions.settings) is merged
+    into `function` as TYPE=SETTING=VALUE strings.
     """
     doc = read_toml(path, "config file")
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
@@ -148,6 +151,13 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
                               "(the built-in or entry point of that name) or false")
     if handlers:
         doc["handler"] = handlers
+    if "functions" in doc:
+        from .functions.settings import FunctionSettingError, config_strings
+
+        try:
+            doc["function"] = [*doc.get("function", []), *config_strings(doc.pop("functions"), path)]
+        except FunctionSettingError as exc:
+            raise ConfigError(str(exc)) from None
     return doc
 
 

@@ -19,6 +19,8 @@ from . import loops
 from .ops import health
 from .trust.atrest import secure_key_files
 from .config import Settings, health_path
+from .functions.function import LambdaFunction
+from .functions.host import FunctionHost
 from .pipeline.deadletters import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .ops.metrics import Metrics
@@ -47,7 +49,7 @@ class Service:
         self.settings = settings
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points)
+        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points, functions=settings.functions)
         self.poller: Poller | None = None
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None
@@ -91,6 +93,7 @@ class Service:
             async with AsyncExitStack() as stack:
                 session = aiobotocore.session.get_session()
                 http = await stack.enter_async_context(aiohttp.ClientSession())
+                await self._start_functions(stack)
                 queue = await self._open_queue(session, stack)
                 sns = s.transport == "sqs"  # SNS signatures and topics exist only on that path
                 verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
@@ -139,6 +142,18 @@ class Service:
         aborted = self._stop_requests > 1
         log.info("stopped", handled=self.poller.handled if self.poller else 0, aborted=aborted)
         return 1 if aborted else 0
+
+    async def _start_functions(self, stack: AsyncExitStack) -> None:
+        """`lambda:` functions: the answer listener, and a warm process each (closed after the last
+        request is settled: their processes end with the daemon's run)."""
+        functions = [h for h in (r.handler() for r in self.router.routes()) if isinstance(h, LambdaFunction)]
+        if not functions:
+            return
+        host = await stack.enter_async_context(FunctionHost())
+        started = time.monotonic()
+        await host.warm(functions)
+        log.info("functions_started", functions=[f.name for f in functions],
+                 seconds=round(time.monotonic() - started, 2))
 
     async def _stop_watching(self, watching: asyncio.Task | None) -> None:
         """Let the dead-letter pass in progress finish its messages within the grace period (none

@@ -11,7 +11,7 @@ handler with AWS powers just because the package that ships it is installed.
 Exact types win over glob patterns (`Custom::Acme*`); among patterns the longest wins, ties
 broken by name, so routing is deterministic. Every named handler loads at start-up (a typo
 fails fast). A target `lambda:MODULE.FUNCTION` is a Lambda custom-resource function run
-unchanged (cfn_provider.sdk.lambda_adapter).
+unchanged, in processes of its own (cfn_provider.functions), with its `functions` settings.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 ENTRY_POINT_GROUP = "cfn_provider.handlers"
 ACTIONS = ("create", "update", "delete")
@@ -64,12 +64,13 @@ def import_spec(spec: str) -> Any:
 LAMBDA_PREFIX = "lambda:"
 
 
-def load_spec(spec: str) -> Any:
-    """A configured target: 'module[:attr]', or 'lambda:module.function' (a Lambda function)."""
+def load_spec(spec: str, resource_type: str = "", function: Any = None) -> Any:
+    """A configured target: 'module[:attr]', or 'lambda:module.function' (a Lambda function, with
+    its settings `function`, cfn_provider.functions.settings.FunctionSettings)."""
     if spec.startswith(LAMBDA_PREFIX):
-        from ..sdk.lambda_adapter import load
+        from ..functions.target import load
 
-        return load(spec)
+        return load(spec, resource_type, function)
     return import_spec(spec)
 
 
@@ -83,7 +84,7 @@ def parse_handler_option(value: str) -> tuple[str, str | None]:
     if not rtype.strip() or (sep and not spec.strip()) or (not sep and not _BARE_TYPE.match(rtype.strip())):
         raise ValueError(f"{value!r} is not TYPE=MODULE[:ATTR] or TYPE (a built-in or entry point)")
     if spec.strip().startswith(LAMBDA_PREFIX):
-        from ..sdk.lambda_adapter import parse_target
+        from ..functions.target import parse_target
 
         parse_target(spec.strip())  # ValueError naming the expected form
     return rtype.strip(), (spec.strip() if sep else None)
@@ -104,9 +105,11 @@ def _given(handler: Any) -> Callable[[], Any]:
 
 class Router:
     """`configured`: (TYPE, "MODULE[:ATTR]" | object | None) pairs, None naming the entry point
-    registered as TYPE. `use_entry_points=False`: none are available to name (tests)."""
+    registered as TYPE. `use_entry_points=False`: none are available to name (tests). `functions`:
+    the settings of `lambda:` targets, by the TYPE they serve."""
 
-    def __init__(self, configured: Iterable[tuple[str, str | Any]] = (), use_entry_points: bool = True):
+    def __init__(self, configured: Iterable[tuple[str, str | Any]] = (), use_entry_points: bool = True,
+                 functions: Mapping[str, Any] | None = None):
         routes: dict[str, Route] = {}
         available: dict[str, Route] = {}
         if use_entry_points:
@@ -121,7 +124,8 @@ class Router:
                                        "(or give a module: --handler TYPE=MODULE[:ATTR])")
                 route = available[rtype]
             elif isinstance(target, str):
-                route = Route(rtype, target, "config", functools.partial(load_spec, target))
+                route = Route(rtype, target, "config",
+                              functools.partial(load_spec, target, rtype, (functions or {}).get(rtype)))
             else:
                 route = Route(rtype, repr(target), "config", _given(target))
             route.handler()  # fail fast on a configuration mistake

@@ -56,8 +56,19 @@ class Context:
 
 
 def response_margin(service_timeout: int) -> float:
-    """Time kept back from the handler to build and send the answer before the deadline."""
-    return min(30.0, max(1.0, service_timeout * 0.1))
+    """Time kept back from the handler to build and send the answer before the deadline: a tenth of
+    the ServiceTimeout, at least 1 s but never more than a quarter of it, at most 30 s
+    (1 s -> 0.25 s, 5 s -> 1 s, 60 s -> 6 s, 3600 s -> 30 s)."""
+    return min(30.0, max(min(1.0, service_timeout / 4), service_timeout * 0.1))
+
+
+def handler_budget(left: float, service_timeout: int) -> float:
+    """Seconds the handler gets when `left` seconds remain before the request's deadline: all but
+    the response margin, and never less than half of what is left, so a request still inside its
+    deadline always gets its handler called (0 only when the deadline has passed)."""
+    if left <= 0:
+        return 0.0
+    return left - min(response_margin(service_timeout), left / 2)
 
 
 @functools.lru_cache(maxsize=256)

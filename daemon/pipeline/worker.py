@@ -37,7 +37,7 @@ from .request import NotARequest, Request, parse
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
-from .runner import Context, HandlerTimeout, call, response_margin
+from .runner import Context, HandlerTimeout, call, handler_budget
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
 from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
@@ -333,12 +333,12 @@ class Worker:
             handler = route.handler()
         except HandlerError as exc:
             return responses.failure(request, str(exc))
-        budget = deadline - time.time() - response_margin(request.service_timeout)
+        budget = handler_budget(deadline - time.time(), request.service_timeout)
         if wait_for is not None and not wait_for.done():  # the timed-out Create still runs here
             log.info("timed_out_create.waiting", detail="the Create's handler is still running; waiting for it "
                      "before calling delete", up_to_seconds=round(max(0.0, budget / 2), 1))
             await asyncio.wait({wait_for}, timeout=max(0.0, budget / 2))
-            budget = deadline - time.time() - response_margin(request.service_timeout)
+            budget = handler_budget(deadline - time.time(), request.service_timeout)
         context = Context(request, time.monotonic() + budget, self.session)
         started = time.monotonic()
         try:

@@ -14,7 +14,7 @@ import structlog
 import structlog.testing
 
 from cfn_provider.pipeline.request import Request, parse
-from cfn_provider.pipeline.runner import Context, HandlerTimeout, call
+from cfn_provider.pipeline.runner import Context, HandlerTimeout, call, handler_budget, response_margin
 
 POOL_PREFIX = "handler-pool"
 
@@ -388,3 +388,26 @@ async def test_handler_orphaned_says_what_becomes_of_the_request(executor):
     assert cancelled["why"] == "cancelled"
     assert cancelled["detail"].startswith("the request is handed back to the queue;")
     assert "answer" not in cancelled["detail"]
+
+
+# --- the response margin: a fair share of a short budget ----------------------------------
+
+@pytest.mark.parametrize("service_timeout, margin", [(1, 0.25), (2, 0.5), (5, 1.0), (60, 6.0), (300, 30.0),
+                                                     (3600, 30.0)])
+def test_the_margin_is_a_tenth_at_least_1_s_never_over_a_quarter_at_most_30_s(service_timeout, margin):
+    assert response_margin(service_timeout) == pytest.approx(margin)
+    assert response_margin(service_timeout) <= service_timeout / 4
+
+
+@pytest.mark.parametrize("service_timeout", [1, 5, 60, 3600])
+def test_a_request_still_inside_its_deadline_gets_its_handler_called(service_timeout):
+    """Whatever is left, the handler gets at least half of it; nothing only when the deadline passed."""
+    for left in (service_timeout, service_timeout * 0.5, 0.2, 0.01):
+        budget = handler_budget(left, service_timeout)
+        assert left / 2 <= budget <= left and budget >= left - response_margin(service_timeout)
+    assert handler_budget(0, service_timeout) == handler_budget(-3, service_timeout) == 0.0
+
+
+def test_a_1_s_service_timeout_leaves_the_handler_three_quarters_of_a_second():
+    assert handler_budget(1.0, 1) == pytest.approx(0.75)
+    assert handler_budget(3600.0, 3600) == pytest.approx(3570.0)

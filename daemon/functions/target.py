@@ -1,0 +1,97 @@
+"""`lambda:` targets: what `--handler 'Custom::Thing=lambda:index.handler'` names, found and checked at start.
+
+The target is Lambda's own Handler setting, MODULE.FUNCTION (`index.handler`, `pkg.mod.handler`,
+`dir/mod.handler`), or MODULE:FUNCTION. The function's folder (Lambda's /var/task) is its
+`code` setting (cfn_provider.functions.settings), else the entry of the daemon's own path
+(PYTHONPATH, the current directory for `python -m`) its top-level module is found in; the
+daemon only looks, it never imports the function itself.
+
+`load` checks the function the way it will run, in an interpreter of its own that imports it and
+exits, so a typo, a missing dependency, an async handler, a module shadowing one its interpreter
+has already loaded, or an unusable crhelper stops the start (HandlerError naming the target);
+it returns the handler object (cfn_provider.functions.function) that runs it in its own processes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+from .environ import function_environment
+from .function import FunctionTarget, LambdaFunction
+from .process import RUNTIME, describe_exit, log_stream_name
+from .settings import FunctionSettings, default_name
+
+PREFIX = "lambda:"
+CHECK_TIMEOUT = 120.0  # seconds the check may take to import the function
+
+
+def parse_target(spec: str) -> tuple[str, str]:
+    """'lambda:pkg.mod.handler' | 'lambda:dir/mod.handler' | 'lambda:pkg.mod:handler' -> (module, attr)."""
+    target = spec[len(PREFIX):].strip() if spec.startswith(PREFIX) else spec.strip()
+    if ":" in target:
+        module_name, _, attr = target.partition(":")
+    else:
+        module_name, _, attr = target.replace("/", ".").rpartition(".")
+    module_name = module_name.replace("/", ".").strip(".")
+    if not module_name or not attr or not all(p.isidentifier() for p in (*module_name.split("."), *attr.split("."))):
+        raise ValueError(f"{spec!r} is not lambda:MODULE.FUNCTION "
+                         "(Lambda's Handler setting, e.g. lambda:index.handler)")
+    return module_name, attr
+
+
+def find_code(module: str, settings: FunctionSettings) -> str:
+    """The function's folder: `code` when configured, else where the daemon's path has its top-level module."""
+    top = module.partition(".")[0]
+    if settings.code:
+        folder = Path(settings.code)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"the function's code folder {folder} does not exist")
+        return str(folder)
+    for entry in sys.path:
+        folder = Path(entry or os.getcwd())
+        if folder.is_dir() and PathFinder.find_spec(top, [str(folder)]) is not None:
+            return str(folder.resolve())
+    raise ModuleNotFoundError(f"No module named {top!r} on the daemon's path (set the function's folder with "
+                              f"[functions.\"TYPE\"] code = \"/path\" or --function 'TYPE=code=/path', or add it "
+                              "to PYTHONPATH)")
+
+
+def load(spec: str, resource_type: str, settings: FunctionSettings | None = None) -> LambdaFunction:
+    """Find and check a `lambda:` target (see the module docstring); raise with the reason if unusable."""
+    settings = settings or FunctionSettings()
+    module, attr = parse_target(spec)
+    target = FunctionTarget(spec, module, attr, find_code(module, settings),
+                            settings.name or default_name(resource_type), settings)
+    check(target)
+    return LambdaFunction(target)
+
+
+def check(target: FunctionTarget) -> None:
+    """Import the function in an interpreter of its own (as it will run) and exit; raise why not."""
+    env = function_environment(name=target.name, handler=target.handler, code=target.code,
+                               memory_mb=target.settings.memory_mb,
+                               log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
+                               log_stream=target.settings.log_stream or log_stream_name(),
+                               configured=target.settings.environment)
+    try:
+        done = subprocess.run([sys.executable, "-I", RUNTIME], input=json.dumps(target.init(check=True)) + "\n",
+                              capture_output=True, text=True, env=env, cwd=target.code, timeout=CHECK_TIMEOUT,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"importing the function took over {CHECK_TIMEOUT:.0f} s") from None
+    for line in done.stdout.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("op") == "ready":
+            return
+        if isinstance(doc, dict) and doc.get("op") == "failed":
+            raise ImportError(str(doc.get("reason")))
+    tail = " | ".join(done.stderr.strip().splitlines()[-3:])[:500]
+    raise RuntimeError(f"the function's interpreter {describe_exit(done.returncode)} while importing it"
+                       + (f": {tail}" if tail else ""))
