@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from cfn_provider.cli import main
 from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
 from cfn_provider.ops.answer import owner
-from cfn_provider.pipeline.request import idempotency_key
+from cfn_provider.dialects.base import CLOUDFORMATION
+from cfn_provider.pipeline.request import idempotency_key, stored_parts
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
 
 
@@ -201,7 +202,8 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
     assert s3_body(dl_stack, other) is None  # only the one named
     record = in_store(lambda s: s.get(key(request)))
     assert record.state == "SENT" and record.answered(digest(request))
-    assert json.loads(record.request)["LogicalResourceId"] == "Lost"  # recorded: `requests` shows it
+    wire, dialect = stored_parts(record.request)
+    assert wire["LogicalResourceId"] == "Lost" and dialect is CLOUDFORMATION  # recorded: `requests` shows it
 
     sqs = emulator.client("sqs")  # both messages are still there, visible (read, never deleted)
     bodies = []
