@@ -328,3 +328,29 @@ async def test_an_sns_envelope_on_mns_is_not_a_message(ros_daemon, mns_env: MnsS
     [rejected] = json_log.events(event="rejected")
     assert "neither an MNS topic notification nor a request" in rejected["reason"]
     assert not stub_s3.requests_for("sns/on-mns", "POST")
+
+
+async def test_a_poll_step_on_another_transports_daemon_keeps_the_requests_dialect(
+        ros_daemon, run_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
+    """Issue 21 item 1, stored records: the store keeps each request with the dialect of the
+    transport it came in on, so a fleet member on SQS that takes over a long-running ROS request
+    (one store for both) answers it as ROS wants (POST), whatever the request looks like (here an
+    ARN StackId and no ROS field)."""
+    wait = (("Custom::Wait", None),)
+    ros = await ros_daemon(handlers=wait, poll_interval=0.5)
+    req = {"RequestType": "Create", "ResponseURL": stub_s3.url("poll/ros"), "StackId": ARN, "RequestId": "r-poll",
+           "LogicalResourceId": "Pause", "ResourceType": "Custom::Wait",
+           "ResourceProperties": {"Seconds": "4", "IntervalSeconds": "3"}}
+    send(mns_env, req)
+    deadline = time.monotonic() + 20
+    while not [e for e in json_log.events(event="request") if e.get("outcome") == "polling"]:
+        assert time.monotonic() < deadline, "the MNS daemon did not start polling"
+        await asyncio.sleep(0.05)
+    await ros.stop()
+    assert not stub_s3.requests_for("poll/ros")  # still waiting: the SQS daemon finishes it
+    await run_daemon(handlers=wait, poll_interval=0.5)  # the same state file
+    post = await answer(stub_s3, "poll/ros", "POST", timeout=30)
+    assert post.header("Content-Type") == ["application/json"] and post.header("Date")
+    assert json.loads(post.body)["Status"] == "SUCCESS" and not stub_s3.requests_for("poll/ros", "PUT")
+    [done] = [e for e in json_log.events(event="request") if e.get("outcome") == "answered"]
+    assert done["dialect"] == "ros"
