@@ -348,6 +348,20 @@ def corpus(ctx: Ctx) -> list[Item]:
     add("timestamp-in-the-past", ctx.signed(req, after=lambda env: sign_envelope(
         {**env, "Timestamp": "2001-01-01T00:00:00.000Z"}, ctx.identity)), "FAILED", "timed out", req)
 
+    # -- another dialect's fields change nothing: on SQS a request is CloudFormation's ----------
+    ros_fields = {"StackName": u(["prod", "victim"]), "RegionId": "cn-hangzhou", "ResourceOwnerId": "1",
+                  "CallerId": "1"}
+    oss = u(["https://loot.oss-cn-hangzhou.aliyuncs.com/k?Signature=x",
+             "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x",
+             "https://loot.oss-accelerate.aliyuncs.com/k?Expires=1&Signature=x"])
+    add("ros-fields-with-an-aliyun-url", ctx.signed(ctx.request(logical="RosSwitch", ResponseURL=oss, **ros_fields)),
+        "security", "aliyuncs.com")
+    req = ctx.request(logical="RosIntranet", IntranetResponseURL=u([
+        "http://169.254.169.254/latest/meta-data/", f"http://127.0.0.1:{port}/intranet"]), **ros_fields)
+    add("ros-fields-intranet-url-never-called", ctx.signed(req), "SUCCESS", "", req)  # answered on its ResponseURL
+    req = ctx.request(logical="PlainStackId", StackId=str(uuid.uuid4()), **ros_fields)
+    add("plain-stack-id-still-cloudformation", ctx.signed(req), "SUCCESS", "", req)
+
     # -- ResponseURL outside the allowlist: not run, nothing called -----------------------------
     response_urls = {
         "url-metadata": u(["http://169.254.169.254/latest/meta-data/iam/security-credentials/",
