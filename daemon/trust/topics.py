@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-_TOPIC = re.compile(r"^acs:mns:(?P<region>[a-z]{2}(?:-[a-z0-9]+)+):(?P<account>[0-9]+):topics/(?P<name>[A-Za-z0-9-]{1,256})\Z")
-_ENDPOINT = re.compile(r"^(?P<account>[0-9]+)\.mns\.(?P<region>[a-z]{2}(?:-[a-z0-9]+)+?)(?:-internal(?:-vpc)?)?\.aliyuncs\.com\Z")
+_REGION = r"[a-z]{2}(?:-[a-z0-9]+)+"
+_TOPIC = re.compile(rf"^acs:mns:(?P<region>{_REGION}):(?P<account>[0-9]+):topics/(?P<name>[A-Za-z0-9-]{{1,256}})\Z")
+_ENDPOINT = re.compile(rf"^(?P<account>[0-9]+)\.mns\.(?P<region>{_REGION}?)(?:-internal(?:-vpc)?)?\.aliyuncs\.com\Z")
 FORM = "acs:mns:REGION:ACCOUNT:topics/NAME"
 
 

@@ -322,7 +322,8 @@ async def test_an_sns_envelope_on_mns_is_not_a_message(ros_daemon, mns_env: MnsS
     allowed topic) is no MNS message."""
     await ros_daemon(mns_topics=(TOPIC,))
     req = ros_request("Create", stub_s3.url("sns/on-mns"))
-    send(mns_env, json.dumps({"Type": "Notification", "MessageId": "m-1", "TopicArn": "acs:mns::1234567890:topics/ros-topic",
+    send(mns_env, json.dumps({"Type": "Notification", "MessageId": "m-1",
+                              "TopicArn": "acs:mns::1234567890:topics/ros-topic",
                               "Message": json.dumps(req), "Timestamp": "2026-01-01T00:00:00.000Z"}))
     await settled(mns_env)
     [rejected] = json_log.events(event="rejected")

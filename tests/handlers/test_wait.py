@@ -174,7 +174,8 @@ async def test_a_url_that_leaves_the_prefix_is_never_fetched(run_daemon, stack: 
     monkeypatch.setenv(wait.URLS_ENV, f"{health.base}/healthz")
     await run_daemon(handlers=HANDLERS, poll_interval=0.5)
     escapes = [f"{health.base}/healthz/../admin", f"{health.base}/healthz/%2e%2e/admin",
-               f"{health.base}/healthzz-internal", f"{health.base}/healthz/..;/admin", f"{health.base}/healthz%2F..%2Fadmin"]
+               f"{health.base}/healthzz-internal", f"{health.base}/healthz/..;/admin",
+               f"{health.base}/healthz%2F..%2Fadmin"]
     requests = []
     for i, url in enumerate(escapes):
         requests.append(stack.request("Create", f"Escape{i}", resource_type="Custom::Wait", properties={"Url": url}))
