@@ -192,3 +192,33 @@ def test_mns_topics_reach_settings(captured):
 def test_a_bad_or_foreign_mns_topic_is_refused_at_start(captured, topic, message):
     result = CliRunner().invoke(cli.main, ["run", *MNS, "--mns-topic", topic])
     assert result.exit_code == 2 and message in result.output and not captured
+
+
+# ---------------------------------------------------------------------------------- docs/ros.md's examples
+def _ros_md_blocks(fence: str) -> list[str]:
+    text = (REPO / "docs" / "ros.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split(f"```{fence}\n")[1:]]
+
+
+def _run_args(block: str) -> list[str]:
+    import shlex
+
+    command = block[block.index("cfn-provider run"):].replace("\\\n", " ")
+    return shlex.split(command.splitlines()[0])[1:]  # without "cfn-provider"
+
+
+@pytest.mark.parametrize("block", [b for b in _ros_md_blocks("sh") if "cfn-provider run --transport mns" in b])
+def test_the_run_examples_of_docs_ros_md_are_accepted(captured, block):
+    result = CliRunner().invoke(cli.main, _run_args(block))
+    assert result.exit_code == 0, result.output
+    [s] = captured
+    assert s.transport == "mns" and s.mns_queue == "cfn-provider"
+    assert ("--mns-topic" in block) == bool(s.mns_topics)
+
+
+def test_the_refusal_shown_in_docs_ros_md_is_the_one_given(captured, monkeypatch):
+    [shown] = [b for b in _ros_md_blocks("") if b.startswith("Error: --topic-arn")]
+    monkeypatch.setenv("CFN_PROVIDER_TOPIC_ARN", "arn:aws:sns:cn-hangzhou:1234567890123456:cfn-provider")
+    [example] = [b for b in _ros_md_blocks("sh") if "--mns-topic" in b]
+    result = CliRunner().invoke(cli.main, _run_args(example))
+    assert result.exit_code == 2 and shown.strip() in result.output
