@@ -52,7 +52,8 @@ def main() -> None:
               help="SQS queue subscribed to the ServiceToken topic (required with --transport sqs).")
 @click.option("--region", envvar=ENV + "REGION", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
 @click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN",
-              help="Accept notifications only from this topic (repeatable). Default: any topic, with a warning.")
+              help="Accept SNS notifications only from this topic (repeatable; --transport sqs, MNS topics are "
+                   "--mns-topic). Default: any topic, with a warning.")
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]",
               help="Serve ResourceType TYPE (or a glob like 'Custom::Acme*') with a module or object "
@@ -76,7 +77,8 @@ def main() -> None:
                    "handed straight back, so the process exits after the longer of the two.")
 @click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
               envvar=ENV + "VERIFY_SIGNATURES",
-              help="Check each SNS notification's signature. Off: raw delivery is accepted and trust rests on the queue policy.")
+              help="Check each SNS notification's signature (--transport sqs). Off: raw delivery is accepted and "
+                   "trust rests on the queue policy.")
 @click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
               metavar="PREFIX", help="Also allow ResponseURLs under this URL prefix (e.g. an emulator). "
                                      "Default: only CloudFormation's own response buckets "

@@ -85,10 +85,12 @@ class Settings:
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
     metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
-    transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default)
+    transport: str = "sqs"  # sqs (queue_url; CloudFormation) | mns (mns_endpoint + mns_queue; ROS)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
     mns_queue: str | None = None
     mns_allow_http: bool = False  # an http:// mns_endpoint (local emulators only): refused otherwise
+    mns_topics: tuple[str, ...] = ()  # acs:mns:REGION:ACCOUNT:topics/NAME: the topics whose notifications are served
+    mns_allow_bare_messages: bool = False  # with mns_topics: also serve messages that are not notifications
     ros_response_url: str = "auto"  # intranet | public | auto (cfn_provider.dialects.ros.ResponseUrlChoice)
     alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (cfn_provider.dialects.ros)
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
@@ -102,7 +104,7 @@ class Settings:
         return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue) or "sqs (no queue)"
 
 
-_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function")
+_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function", "mns_topic")
 
 
 class ConfigError(ValueError):

@@ -18,10 +18,11 @@ import structlog
 from . import loops
 from .ops import health
 from .trust.atrest import secure_key_files
-from .config import Settings, health_path
+from .config import Settings, TransportConfigError, health_path
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .pipeline.deadletters import DeadLetterWatcher, watcher_for
+from .pipeline.envelope import MNS_FORMS, SNS_FORMS
 from .dialects.base import CLOUDFORMATION
 from .ops.metrics import Metrics
 from .pipeline.poller import Poller
@@ -32,6 +33,7 @@ from .pipeline.responder import Responder
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .pipeline.router import Router
 from .trust.signature import SignatureVerifier
+from .trust.topics import allowlist
 from .stores.base import Store
 from .stores import open_store
 from .trust.urls import ResponseUrlPolicy, redact
@@ -86,6 +88,7 @@ class Service:
 
     async def run(self) -> int:
         s = self.settings
+        policy = self._policy()  # before anything is opened: a bad --mns-topic is refused at once
         secure_key_files()  # before anything is served: a key open to others is fixed or refused
         store: Store = open_store(s.state, region=s.region)
         executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
@@ -101,7 +104,7 @@ class Service:
                 worker = Worker(
                     router=self.router, store=store, responder=Responder(http, on_retry=self.metrics.put_retried),
                     url_policy=ResponseUrlPolicy(s.allow_response_urls), verifier=verifier,
-                    policy=Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout),
+                    policy=policy,
                     executor=executor, owner=self.owner, session=session, metrics=self.metrics,
                     dialect=CLOUDFORMATION if sns else ROS, url_choice=ResponseUrlChoice(s.ros_response_url, inside),
                 )
@@ -154,6 +157,19 @@ class Service:
         await host.warm(functions)
         log.info("functions_started", functions=[f.name for f in functions],
                  seconds=round(time.monotonic() - started, 2))
+
+    def _policy(self) -> Policy:
+        """The trust policy of the transport: SNS signatures and TopicArns on SQS; on MNS its topic
+        allowlist, and bare messages only without one (or with --mns-allow-bare-messages)."""
+        s = self.settings
+        if s.transport == "sqs":
+            return Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout, forms=SNS_FORMS)
+        try:
+            topics = allowlist(s.mns_topics, s.mns_endpoint or "")
+        except ValueError as exc:
+            raise TransportConfigError(str(exc)) from None
+        return Policy(False, topics, s.visibility_timeout, forms=MNS_FORMS,
+                      bare_messages=not topics or s.mns_allow_bare_messages)
 
     async def _stop_watching(self, watching: asyncio.Task | None) -> None:
         """Let the dead-letter pass in progress finish its messages within the grace period (none
@@ -234,8 +250,12 @@ class Service:
             log.warning("no_handlers", detail="no handler is named, so every request is answered FAILED "
                                               "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]")
         if s.transport == "mns":
-            log.info("mns_trust", ros_response_url=s.ros_response_url,
+            log.info("mns_trust", ros_response_url=s.ros_response_url, topics=list(s.mns_topics),
+                     bare_messages=not s.mns_topics or s.mns_allow_bare_messages,
                      detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")
+            if not s.mns_topics:
+                log.warning("topics_unrestricted", detail="no --mns-topic given: notifications from any MNS topic, "
+                                                          "and bare messages, are accepted")
             return
         if not s.verify_signatures:
             log.warning("signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone")

@@ -17,11 +17,15 @@ looks, the wait survives restarts of the daemon and moves across a fleet; past S
 it is answered FAILED, timed out.
 
 Url is fetched only when it falls under a prefix the operator allows: CFN_PROVIDER_WAIT_URLS,
-a comma- or space-separated list of http(s) URL prefixes; the scheme, host and port must equal
-a prefix's and the path start with its path. Nothing is allowed by default (a template author
-must not turn the provider into a prober of the operator's network). Redirects are not
-followed (one could leave the allowlist): a 3xx is not done yet. Only the status is read.
-Reasons name a property and a rule, never the property's value.
+a comma- or space-separated list of http(s) URL prefixes. It is checked exactly as it will be
+fetched (it is sent as written, never normalised), by the daemon's one prefix rule
+(cfn_provider.trust.urls.prefix_refusal, as for --allow-response-url): the scheme, host and port
+must equal a prefix's and the path be the prefix's or under it by whole segments (`/healthz`
+covers `/healthz/deep`, not `/healthzz-internal`), with no dot-segments raw or percent-encoded
+(`/healthz/../admin`, `/healthz/%2e%2e/admin`), encoded slashes or backslashes. Nothing is
+allowed by default (a template author must not turn the provider into a prober of the
+operator's network). Redirects are not followed (one could leave the allowlist): a 3xx is not
+done yet. Only the status is read. Reasons name a property and a rule, never the property's value.
 """
 from __future__ import annotations
 
@@ -34,8 +38,10 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
+from yarl import URL
 
 from cfn_provider import InProgress
+from cfn_provider.trust.urls import matches_prefix
 
 URLS_ENV = "CFN_PROVIDER_WAIT_URLS"
 DEFAULT_INTERVAL, MIN_INTERVAL, MAX_INTERVAL = 10.0, 1.0, 300.0
@@ -53,29 +59,15 @@ def allowed_prefixes(env: Mapping[str, str] | None = None) -> list[str]:
     return [p for p in re.split(r"[,\s]+", value) if p]
 
 
-def _origin(url: str) -> tuple[str, str, int, str]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-        raise ValueError("not an http(s) URL without credentials")
-    port = parts.port or (443 if scheme == "https" else 80)
-    return scheme, parts.hostname.lower(), port, parts.path or "/"
-
-
 def url_allowed(url: str, prefixes: list[str]) -> bool:
-    """Same scheme, host and port as one prefix, and a path under its path."""
+    """An http(s) URL under one of the prefixes, exactly as it will be fetched (see the module docstring)."""
     try:
-        scheme, host, port, path = _origin(url)
+        parts = urlsplit(url)
     except ValueError:
         return False
-    for prefix in prefixes:
-        try:
-            p_scheme, p_host, p_port, p_path = _origin(prefix)
-        except ValueError:
-            continue
-        if (scheme, host, port) == (p_scheme, p_host, p_port) and path.startswith(p_path):
-            return True
-    return False
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return False
+    return any(matches_prefix(url, prefix) for prefix in prefixes)
 
 
 def _number(props: Mapping[str, Any], name: str, low: float, high: float, default: float | None = None) -> float:
@@ -134,7 +126,9 @@ async def _answers_2xx(url: str, timeout: float) -> bool:
     try:
         client_timeout = aiohttp.ClientTimeout(total=max(0.5, timeout))
         async with aiohttp.ClientSession(timeout=client_timeout) as session:
-            async with session.get(url, allow_redirects=False) as resp:
+            # encoded=True: the URL goes out exactly as checked (yarl would otherwise resolve
+            # dot-segments and re-quote it after the check)
+            async with session.get(URL(url, encoded=True), allow_redirects=False) as resp:
                 return 200 <= resp.status < 300
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
         return False

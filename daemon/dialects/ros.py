@@ -1,4 +1,4 @@
-"""Alibaba Cloud ROS: its dialect of the custom-resource protocol, and telling it apart.
+"""Alibaba Cloud ROS: its dialect of the custom-resource protocol, and which URL answers it.
 
 ROS speaks CloudFormation's protocol with differences (shared/DESIGN.md, "ROS"): requests add
 IntranetResponseURL, StackName, ResourceOwnerId, CallerId and RegionId, and StackId is a plain
@@ -9,12 +9,16 @@ the resource's timeout is `Timeout` (default 60 s, at most 43200 s).
 ROS sends only the template's `Parameters` as ResourceProperties, so the daemon sees a
 `Timeout` only when the template repeats it there; otherwise it keeps to the 60 s default,
 which answers early rather than late.
+
+A request is ROS's because its transport is (MNS, the HTTP listener), never because of what it
+carries: a ROS-only field in a request on SNS/SQS changes nothing (shared/DESIGN.md, "Trust
+boundary"), and an ARN StackId on MNS is a ROS request's StackId like any other.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Protocol
 
 from .base import CLOUDFORMATION, Dialect
 from ..trust.urls import ALIYUN_HOSTS
@@ -24,20 +28,9 @@ ROS = Dialect(
     max_resource_type=68, timeout_property="Timeout", default_timeout=60, max_timeout=43200,
     no_echo=False, replaces_on_update=False, response_hosts=ALIYUN_HOSTS, stack_name_field="StackName",
 )
-ROS_FIELDS = ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId", "RegionId")
+DIALECTS = {d.name: d for d in (CLOUDFORMATION, ROS)}  # by name: how a stored request names its dialect
 URL_MODES = ("intranet", "public", "auto")
 _DMI = ("/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name")
-
-
-def detect(doc: Mapping[str, Any], default: Dialect) -> Dialect:
-    """ROS when a ROS-only field is present or StackId is a string but not an ARN;
-    CloudFormation for an ARN StackId; `default` (the transport's) when nothing tells."""
-    if any(name in doc for name in ROS_FIELDS):
-        return ROS
-    stack_id = doc.get("StackId")
-    if isinstance(stack_id, str) and stack_id:
-        return CLOUDFORMATION if stack_id.startswith("arn:") else ROS
-    return default
 
 
 def inside_alibaba_cloud(dmi_files: tuple[str, ...] = _DMI) -> bool:

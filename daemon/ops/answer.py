@@ -27,7 +27,7 @@ from typing import Any
 from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
 from ..pipeline.envelope import BadMessage, unwrap
-from ..pipeline.request import NotARequest, Request, idempotency_key, parse
+from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
@@ -48,10 +48,12 @@ def owner() -> str:
     return f"cfn-provider answer ({user}@{socket.gethostname()})"
 
 
-def request_from_text(text: str, stack_id: str, request_id: str) -> Request:
-    """The request's JSON as the daemon parses it; it must be the one named."""
+def request_from_text(text: str, stack_id: str, request_id: str, *, stored: bool = True) -> Request:
+    """The request as the daemon parses it; it must be the one named. `stored`: a store record's
+    `request`, under the dialect it was stored with (CloudFormation's for a record written before
+    dialects were stored); else a request from the SQS dead-letter queue: CloudFormation's."""
     try:
-        request = parse(text, CLOUDFORMATION)
+        request = from_stored(text, CLOUDFORMATION) if stored else parse(text, CLOUDFORMATION)
     except NotARequest as exc:
         raise Refused(f"the stored request cannot be answered: {exc}") from None
     if (request.stack_id, request.request_id) != (stack_id, request_id):
@@ -159,7 +161,7 @@ async def send(store: Store, request: Request, answer: responses.Response, recor
                force: bool, who: str, responder: Any) -> Sent:
     """Claim the request, store the answer, PUT it, mark it sent."""
     key, url_digest, token = idempotency_key(request.stack_id, request.request_id), store_url_digest(request.response_url), new_token()
-    text = json.dumps(request.wire, separators=(",", ":"))
+    text = stored_form(request)
     for _ in range(TAKEOVER_TRIES):
         if force and record is not None and record.token and record.leased(time.time()):
             await store.extend(key, record.token, 0)  # end the holder's lease, as the holder would

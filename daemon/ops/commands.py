@@ -129,7 +129,8 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         store = open_store(existing(state), region=region)
         try:
             record = await store.get(idempotency_key(stack_id, request_id))
-            request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id)
+            request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id,
+                                            stored=dead_text is None)
             warning = ops.check(record, url_digest(request.response_url), time.time(), force)
             ops.allowed(request, allow_response_url)
             response = ops.build(request, status, reason, physical_id)

@@ -21,7 +21,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ..pipeline.request import stack_name_from_id
+from ..dialects.base import Dialect
+from ..pipeline.request import stack_name_from_id, stored_parts
 from ..stores.base import CLAIMED, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
 from ..trust.urls import redact, redact_text
 
@@ -92,9 +93,14 @@ def _json_object(text: str | bytes | None) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def stored_request(record: Record) -> dict[str, Any]:
-    """The request the claim stored ({} when none was, or it is not a JSON object)."""
-    return _json_object(record.request)
+def stored_request(record: Record) -> tuple[dict[str, Any], Dialect | None]:
+    """The request the claim stored ({} when none was, or it is not a JSON object), and the dialect
+    it was stored under (None for a record written before dialects were stored)."""
+    try:
+        doc, dialect = stored_parts(record.request) if record.request else ({}, None)
+    except (ValueError, RecursionError):  # NotARequest (an unknown dialect) is a ValueError too
+        return {}, None
+    return (doc if isinstance(doc, dict) else {}), dialect
 
 
 def _body(record: Record) -> dict[str, Any]:
@@ -107,7 +113,8 @@ def _iso(at: float | None) -> str | None:
 
 def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
     """One record as a row: redacted, no Data, times as seconds from `now` and ISO 8601 UTC."""
-    request, body = stored_request(record), _body(record)
+    (request, dialect), body = stored_request(record), _body(record)
+    name_field = dialect.stack_name_field if dialect else "StackName"  # ROS names its stack; CloudFormation's ARN does
     stack_id, request_id = key_ids(record.key)
 
     def text(name: str) -> str | None:
@@ -119,7 +126,8 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
     reason = body.get("Reason")
     row: dict[str, Any] = {
         "state": record.state,
-        "stack": text("StackName") or stack_name_from_id(stack_id),
+        "stack": (text(name_field) if name_field else None) or stack_name_from_id(stack_id),
+        "dialect": dialect.name if dialect else None,
         "stack_id": stack_id,
         "logical_id": text("LogicalResourceId"),
         "resource_type": text("ResourceType"),

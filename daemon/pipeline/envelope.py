@@ -1,13 +1,16 @@
-"""Unwrap an SQS message body into the CloudFormation request text it carries.
+"""Unwrap a queue message body into the custom-resource request text it carries.
 
-Two deliveries exist: the SNS JSON envelope (signed, names its TopicArn) and raw message
-delivery (the bare request, no signature, no TopicArn). Which one it is comes from the
-body's shape; whether raw delivery is acceptable is the trust policy's decision, not ours.
-
-An MNS queue adds its own forms, all unsigned (raw, as far as trust goes): the bare request
-(a topic's SIMPLIFIED format), the same base64-encoded (the MNS SDKs' default), and a topic's
-notification in its JSON or XML `<Notification>` format, whose Message is the request.
-They are only looked for where a CloudFormation body would be rejected anyway.
+Which forms are looked for is the transport's (`forms`), never the body's:
+- SNS/SQS (SNS_FORMS): the SNS JSON envelope (signed, names its TopicArn) and raw message
+  delivery (the bare request, no signature, no TopicArn).
+- MNS (MNS_FORMS), all unsigned: a topic's notification in its JSON or XML `<Notification>`
+  format, whose Message is the request (its topic is named `acs:mns::OWNER:topics/NAME`,
+  cfn_provider.trust.topics: a notification does not name its region), and the bare request
+  (a topic's SIMPLIFIED format, or a message sent straight to the queue), either of them
+  base64-encoded (the MNS SDKs' default).
+A body in another transport's form is not a message of this one. Which one it is within the
+transport comes from the body's shape; whether a bare (raw) request or a topic is acceptable
+is the trust policy's decision, not ours.
 """
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..trust.topics import notification_topic
+
+SNS_FORMS, MNS_FORMS = "sns", "mns"
 _ENVELOPE_FIELDS = ("Type", "MessageId", "TopicArn", "Message", "Timestamp")
 _SNS_CONTROL_TYPES = ("SubscriptionConfirmation", "UnsubscribeConfirmation")
 _XML_DECLARATIONS = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)  # no entity tricks in a notification
@@ -34,7 +40,7 @@ class Envelope:
     message: str  # the CloudFormation request, still JSON text
     message_id: str  # SNS MessageId, or the SQS message id for raw delivery
     timestamp: dt.datetime  # when SNS accepted it (raw: when SQS did)
-    topic_arn: str | None = None  # None for raw delivery
+    topic_arn: str | None = None  # None for raw delivery (a bare request); MNS: cfn_provider.trust.topics
     document: Mapping[str, Any] = field(default_factory=dict, repr=False)  # the full envelope, for signature checks
 
     @property
@@ -48,24 +54,29 @@ def parse_timestamp(value: str) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def unwrap(body: str, sqs_message_id: str, sent_at: dt.datetime, _decoded: bool = False) -> Envelope:
-    """Return the envelope for an SQS body, or raise BadMessage saying why it is not one."""
+def unwrap(body: str, sqs_message_id: str, sent_at: dt.datetime, forms: str = SNS_FORMS,
+           _decoded: bool = False) -> Envelope:
+    """Return the envelope for a message body in one of `forms` (the transport's), or raise
+    BadMessage saying why it is not one."""
+    mns = forms == MNS_FORMS
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        envelope = _xml_or_base64(body, sqs_message_id, sent_at, _decoded)
+        envelope = _xml_or_base64(body, sqs_message_id, sent_at, _decoded) if mns else None
         if envelope is None:
             raise BadMessage(f"body is not JSON ({type(exc).__name__})") from None
         return envelope
     if not isinstance(doc, dict):
         raise BadMessage(f"body is a JSON {type(doc).__name__}, not an object")
 
-    if "Type" in doc and "Message" in doc:
+    if not mns and "Type" in doc and "Message" in doc:
         return _from_sns(doc)
-    if "Message" in doc and ("TopicName" in doc or "TopicOwner" in doc):
+    if mns and "Message" in doc and ("TopicName" in doc or "TopicOwner" in doc):
         return _from_mns(doc, sqs_message_id, sent_at)
     if "RequestType" in doc or "ResponseURL" in doc:
         return Envelope(message=body, message_id=sqs_message_id, timestamp=sent_at, document=doc)
+    if mns:
+        raise BadMessage("body is neither an MNS topic notification nor a request")
     raise BadMessage("body is neither an SNS notification nor a CloudFormation request")
 
 
@@ -109,7 +120,7 @@ def _xml_or_base64(body: str, message_id: str, sent_at: dt.datetime, decoded: bo
     if inner is None or inner.lstrip()[:1] not in ("{", "<"):
         return None
     try:
-        return unwrap(inner, message_id, sent_at, _decoded=True)
+        return unwrap(inner, message_id, sent_at, MNS_FORMS, _decoded=True)
     except BadMessage as exc:
         raise BadMessage(f"base64 body: {exc}") from None
 
@@ -135,4 +146,6 @@ def _from_mns(doc: Mapping[str, Any], message_id: str, sent_at: dt.datetime) -> 
     notification_id = doc.get("MessageId")
     if isinstance(notification_id, str) and notification_id:
         message_id = notification_id
-    return Envelope(message=message, message_id=message_id, timestamp=stamp, document=doc)
+    owner, name = doc.get("TopicOwner"), doc.get("TopicName")
+    topic = notification_topic(owner if isinstance(owner, str) else "", name if isinstance(name, str) else "")
+    return Envelope(message=message, message_id=message_id, timestamp=stamp, topic_arn=topic, document=doc)

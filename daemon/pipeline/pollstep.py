@@ -26,7 +26,7 @@ import structlog
 from . import response as responses
 from .disposition import STEP_HANDED_BACK, Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
-from .request import NotARequest, Request, parse
+from .request import NotARequest, Request, from_stored, stored_form
 from .router import HandlerError
 from .runner import Context, HandlerTimeout, call, response_margin
 from ..stores.base import RESPONSE_READY, Record, url_digest
@@ -113,7 +113,7 @@ class Polls:
         state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now)
         next_poll = min(now + pending.after, deadline - response_margin(request.service_timeout))
         saved, _ = await w.calls.write(lambda: w.store.save_progress(
-            request.key, token, state.dumps(), next_poll, json.dumps(request.wire)))
+            request.key, token, state.dumps(), next_poll, stored_form(request)))
         if not saved:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not polling it here")
@@ -128,7 +128,7 @@ class Polls:
         """One step of `record`'s poll (leased to `token`); its outcome."""
         structlog.contextvars.clear_contextvars()
         try:
-            request = parse(record.request or "", self.worker.dialect)
+            request = from_stored(record.request or "", self.worker.dialect)  # the dialect it came in with
             state = PollState.loads(record.progress or "")
         except (NotARequest, ValueError, TypeError, KeyError) as exc:
             log.error("poll.unreadable", error=f"{type(exc).__name__}"[:100],

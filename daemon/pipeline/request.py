@@ -4,8 +4,11 @@ Two kinds of bad request are told apart:
 - `NotARequest`: nothing to answer (no usable ResponseURL or ids). Logged, never run.
 - a `Request` whose `problems` is non-empty: answerable, so it gets FAILED naming them.
 
-Each request has a dialect (cfn_provider.dialects.base): CloudFormation unless `parse` is given the
-transport's default, in which case it is detected from the request (cfn_provider.dialects.ros.detect).
+Each request has the dialect its transport gives `parse` (cfn_provider.dialects.base): CloudFormation
+on SNS/SQS, ROS on MNS and the HTTP listener. Nothing in the request changes it: a field only the
+other dialect has is ignored (`Request.ignored` names it for the log). What a store keeps of a
+request (`stored_form`) names that dialect, so a later reader (a poll step on any fleet member,
+`cfn-provider answer`) applies the same rules (`from_stored`).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..dialects.base import CLOUDFORMATION, Dialect
-from ..dialects.ros import detect
+from ..dialects.ros import DIALECTS
 
 REQUEST_TYPES = ("Create", "Update", "Delete")
 # Without these nothing can be answered: they are copied into every response.
@@ -44,7 +47,7 @@ class NotARequest(ValueError):
 
     def __init__(self, message: str, dialect: Dialect = CLOUDFORMATION):
         super().__init__(message)
-        self.dialect = dialect  # as far as it could be told, for the log line
+        self.dialect = dialect  # the transport's, for the log line
 
 
 class FrozenDict(dict):
@@ -145,6 +148,11 @@ class Request(RequestFields):
         return self._str("ResponseURL")
 
     @property
+    def ignored(self) -> tuple[str, ...]:
+        """Fields of another dialect that the request carries (never read: named in the log)."""
+        return tuple(name for name in self.dialect.ignored_fields if name in self.wire)
+
+    @property
     def intranet_response_url(self) -> str:
         """ROS's IntranetResponseURL ('' when absent or not a string)."""
         return self._str("IntranetResponseURL")
@@ -183,18 +191,50 @@ def idempotency_key(stack_id: str, request_id: str) -> str:
     return json.dumps([stack_id, request_id])
 
 
-def parse(text: str, default: Dialect | None = None) -> Request:
-    """Parse a request; with `default` (the transport's dialect) its dialect is detected."""
-    dialect = default or CLOUDFORMATION
+def parse(text: str, dialect: Dialect = CLOUDFORMATION) -> Request:
+    """Parse a request under `dialect`, its transport's (nothing in the request changes it)."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotARequest(f"message is not JSON ({type(exc).__name__})", dialect) from None
+    return _request(doc, dialect)
+
+
+def stored_form(request: Request) -> str:
+    """What a store keeps of a request (a record's `request`): its wire fields and its dialect.
+    A wire request always has a ResponseURL; this document never does, so the two cannot be
+    confused, whatever a request carries."""
+    return json.dumps({"Dialect": request.dialect.name, "Request": request.wire}, separators=(",", ":"))
+
+
+def stored_parts(text: str) -> tuple[Any, Dialect | None]:
+    """(the wire request, its dialect) from a record's `request`; the dialect is None for a record
+    written before dialects were stored (the bare request). Raises NotARequest for a stored
+    document that names an unknown dialect, ValueError for text that is not JSON."""
+    doc = json.loads(text)
+    if isinstance(doc, dict) and "ResponseURL" not in doc and set(doc) == {"Dialect", "Request"}:
+        dialect = DIALECTS.get(doc["Dialect"]) if isinstance(doc["Dialect"], str) else None
+        if dialect is None:
+            raise NotARequest(f"stored under an unknown dialect {str(doc['Dialect'])[:40]!r}")
+        return doc["Request"], dialect
+    return doc, None
+
+
+def from_stored(text: str, fallback: Dialect) -> Request:
+    """A stored request under the dialect it was stored with; `fallback` (the reader's transport's)
+    for a record written before dialects were stored."""
+    try:
+        doc, dialect = stored_parts(text)
+    except NotARequest:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise NotARequest(f"stored request is not JSON ({type(exc).__name__})", fallback) from None
+    return _request(doc, dialect or fallback)
+
+
+def _request(doc: Any, dialect: Dialect) -> Request:
     if not isinstance(doc, dict):
         raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object", dialect)
-    if default is not None:
-        dialect = detect(doc, default)
-
     unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
     if unusable:
         raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}", dialect)

@@ -6,12 +6,11 @@
 `process` returns what should happen to the queue message; the poller carries it out.
 Every message ends in exactly one log line: `request` for a request that was handled,
 `rejected` / `security` for one that was not. Every line carries the request's dialect
-(`cloudformation` or `ros`: detected per message, the transport's default until it is known).
+(`cloudformation` or `ros`): the transport's, whatever the message carries.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
@@ -29,11 +28,11 @@ from .pollstep import Polls, accepted
 from .progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
-from .envelope import BadMessage, Envelope, unwrap
+from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
 from ..transports.queue import Message
-from .request import NotARequest, Request, parse
+from .request import NotARequest, Request, parse, stored_form
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
@@ -47,6 +46,8 @@ HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
 CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
 MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
+BARE_REFUSED = ("a bare MNS message names no topic: with --mns-topic set, only notifications of those topics are "
+                "served (--mns-allow-bare-messages also serves requests sent straight to the queue)")
 
 
 class _Rejected(Exception):
@@ -58,8 +59,10 @@ class _Rejected(Exception):
 @dataclass(frozen=True)
 class Policy:
     verify_signatures: bool = True
-    topic_arns: tuple[str, ...] = ()  # empty: any topic
+    topic_arns: tuple[str, ...] = ()  # empty: any topic (SNS TopicArns; MNS: cfn_provider.trust.topics)
     lease_seconds: int = 60
+    forms: str = SNS_FORMS  # the message forms the transport carries (cfn_provider.pipeline.envelope)
+    bare_messages: bool = True  # MNS: serve messages that are not topic notifications
 
 
 class Worker:
@@ -68,7 +71,7 @@ class Worker:
                  session: Any = None, metrics: Metrics | None = None, dialect: Dialect = CLOUDFORMATION,
                  url_choice: ResponseUrlChoice = ResponseUrlChoice()):
         self.router, self.store, self.responder = router, store, responder
-        self.dialect, self.url_choice = dialect, url_choice  # the transport's default dialect; ROS URL choice
+        self.dialect, self.url_choice = dialect, url_choice  # the transport's dialect; ROS URL choice
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
@@ -118,12 +121,14 @@ class Worker:
     # ------------------------------------------------------------------ admission
     async def _admit(self, message: Message) -> tuple[Envelope, Request]:
         try:
-            envelope = unwrap(message.body, message.id, message.sent_at)
+            envelope = unwrap(message.body, message.id, message.sent_at, self.policy.forms)
         except BadMessage as exc:
             raise _Rejected(str(exc)) from None
         if envelope.raw and self.verifier is not None:
             raise _Rejected("raw message delivery carries no signature; it is accepted only with "
                             "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
+        if envelope.raw and not self.policy.bare_messages:
+            raise _Rejected(BARE_REFUSED, security=True)
         if not envelope.raw:
             # The allowlist first: a message from another topic never makes the daemon fetch anything.
             if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
@@ -133,9 +138,9 @@ class Worker:
         try:
             request = parse(envelope.message, self.dialect)
         except NotARequest as exc:
-            structlog.contextvars.bind_contextvars(dialect=exc.dialect.name)
             raise _Rejected(str(exc)) from None
-        structlog.contextvars.bind_contextvars(dialect=request.dialect.name)
+        if request.ignored:  # another dialect's fields: they change nothing, but say they were there
+            structlog.contextvars.bind_contextvars(ignored_fields=list(request.ignored))
         for url in self.url_choice.urls(request):
             try:
                 self.url_policy.check(url, request.dialect.response_hosts)
@@ -185,7 +190,7 @@ class Worker:
         digest = url_digest(request.response_url)
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
-        wire = json.dumps(request.wire, separators=(",", ":"))  # stored: `cfn-provider requests` / `answer`
+        wire = stored_form(request)  # stored, with its dialect: poll steps, `cfn-provider requests` / `answer`
         while True:
             claim, cut_off = await self.calls.write(
                 lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire))

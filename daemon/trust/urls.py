@@ -13,6 +13,12 @@ into the response store of the request's dialect are allowed:
   template author's own, or a look-alike name for a region that does not exist) is refused.
 - ROS: ROS and OSS hosts under aliyuncs.com.
 Anything else (an emulator, a test stub) must be named as a prefix by the operator.
+
+A prefix (`--allow-response-url`, `--trust-signing-cert-url`, Custom::Wait's CFN_PROVIDER_WAIT_URLS)
+is compared with the URL exactly as it will be fetched (the daemon sends URLs as they are, never
+normalised): same scheme, host and port, and a path under the prefix's by whole segments, with
+nothing a server could read as another path (`path_refusal`, the one rule for every prefix and
+for CloudFormation's bucket paths).
 """
 from __future__ import annotations
 
@@ -48,6 +54,10 @@ class HostRule:
     def __init__(self, pattern: re.Pattern[str], description: str):
         self.pattern, self.description = pattern, description
 
+    def allows_host(self, host: str) -> bool:
+        """Whether `host` may be answered on at all (the rest of the URL is `refusal`'s to judge)."""
+        return bool(self.pattern.match(host.lower()))
+
     def refusal(self, parts: SplitResult) -> str | None:
         """Why `parts` (an https URL without userinfo, on port 443) is not allowed; None when it is."""
         host = (parts.hostname or "").lower()
@@ -72,14 +82,19 @@ class CloudFormationBuckets(HostRule):
     def __init__(self) -> None:
         super().__init__(_S3_ENDPOINT, f"CloudFormation's response bucket ({CFN_BUCKET_PREFIX}<region>) on S3")
 
+    def allows_host(self, host: str) -> bool:
+        host = host.lower()  # an S3 endpoint (path style) or a bucket on one (virtual host)
+        return _s3_endpoint(host) is not None or _s3_endpoint(host.partition(".")[2]) is not None
+
     def refusal(self, parts: SplitResult) -> str | None:
         if parts.netloc != parts.netloc.lower():
             return "host is not lower-case (CloudFormation's response URLs are)"
         if parts.fragment:
             return "URL carries a fragment"
         host = parts.hostname or ""
-        if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
-            return "path has dot-segments"
+        unsafe = path_refusal(parts.path)
+        if unsafe is not None:
+            return unsafe
         endpoint = _s3_endpoint(host)
         if endpoint is not None:  # path style: s3.REGION.amazonaws.com/BUCKET/KEY
             bucket, _, key = parts.path.removeprefix("/").partition("/")
@@ -118,28 +133,65 @@ class UrlRejected(ValueError):
     """The URL is outside what the daemon is allowed to call."""
 
 
-def matches_prefix(url: str, prefix: str) -> bool:
-    """True when `url` lies under `prefix`, compared as parsed URLs, not as strings.
+def path_refusal(path: str) -> str | None:
+    """Why `path` (as it will be sent) could reach somewhere else than its segments say; None when
+    it cannot. Refused: dot-segments, raw or percent-encoded (however many times: a proxy may
+    decode once more) or with a ;parameter (`..;`, which some servers read as `..`); percent-encoded
+    slashes (one segment here, two behind a decoding proxy); backslashes, raw or encoded (some
+    servers read them as slashes)."""
+    decoded = path
+    for _ in range(4):  # decode to a fixed point: %252e%252e is .. to a server that decodes twice
+        once = unquote(decoded)
+        if once == decoded:
+            break
+        decoded = once
+    if any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/")):
+        return "path has dot-segments"
+    if decoded.count("/") != path.count("/"):
+        return "path has percent-encoded slashes"
+    if "\\" in decoded:
+        return "path has backslashes"
+    return None
 
-    `http://127.0.0.1:5000/` does not cover `http://127.0.0.1:50001/`, `/cfn` covers `/cfn/x`
-    but not `/cfnother`, and userinfo or dot-segments (`/cfn/../admin`) never match.
-    """
+
+def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
+    """Scheme, host and port (a scheme's default port as None); ValueError for an unparseable port."""
+    scheme = parts.scheme.lower()
+    port = parts.port
+    return scheme, (parts.hostname or ""), None if port == _DEFAULT_PORTS.get(scheme) else port
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def prefix_refusal(url: str, prefix: str) -> str | None:
+    """Why `url` does not lie under `prefix`; None when it does. Compared as parsed URLs, exactly
+    as the URL will be fetched: the same scheme, host and port (`http://127.0.0.1:5000/` does not
+    cover `http://127.0.0.1:50001/`), a path equal to the prefix's or under it by whole segments
+    (`/cfn` covers `/cfn/x`, not `/cfnother`), no userinfo, and nothing `path_refusal` refuses."""
+    if _SPACE_OR_CONTROL.search(url):
+        return "URL contains whitespace or control characters"
     try:
         u, p = urlsplit(url), urlsplit(prefix)
-        u_port, p_port = u.port, p.port
-    except ValueError:
-        return False
+        u_origin, p_origin = _origin(u), _origin(p)
+    except ValueError as exc:
+        return f"unparseable URL ({exc})"
     if u.username is not None or u.password is not None:
-        return False
-    if any(seg in (".", "..") for seg in unquote(u.path).split("/")):
-        return False  # /allowed/../elsewhere would leave the prefix once normalised
+        return "URL carries userinfo"
+    if u_origin != p_origin:
+        return "scheme, host or port differ"
+    unsafe = path_refusal(u.path)
+    if unsafe is not None:
+        return unsafe
     base = p.path if p.path.endswith("/") or not p.path else p.path + "/"
-    return (
-        u.scheme.lower() == p.scheme.lower()
-        and (u.hostname or "") == (p.hostname or "")
-        and u_port == p_port
-        and (u.path == p.path or u.path.startswith(base))
-    )
+    if not (u.path == p.path or u.path.startswith(base)):
+        return f"path is not {p.path or '/'!r} or under it"
+    return None
+
+
+def matches_prefix(url: str, prefix: str) -> bool:
+    """True when `url` lies under `prefix` (`prefix_refusal` says why not)."""
+    return prefix_refusal(url, prefix) is None
 
 
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")  # str.isspace() and the C0 controls, DEL
@@ -152,7 +204,9 @@ class ResponseUrlPolicy:
         self.allowed_prefixes = tuple(allowed_prefixes)
 
     def check(self, url: str, hosts: HostRule = S3_HOSTS) -> None:
-        """Raise UrlRejected with a reason when `url` is not allowed."""
+        """Raise UrlRejected with a reason when `url` is not allowed: every rule it breaks, the host
+        first (an http URL on a foreign host is refused for its host, not only for its scheme), or,
+        when a prefix names its scheme, host and port, why it is not under that prefix."""
         if _SPACE_OR_CONTROL.search(url):
             raise UrlRejected("URL contains whitespace or control characters")
         if any(matches_prefix(url, p) for p in self.allowed_prefixes):
@@ -162,15 +216,39 @@ class ResponseUrlPolicy:
             port = parts.port
         except ValueError as exc:
             raise UrlRejected(f"unparseable URL ({exc})") from None
-        if parts.scheme != "https":
-            raise UrlRejected(f"scheme {parts.scheme or 'none'!r} is not https")
-        if parts.username is not None or parts.password is not None:
-            raise UrlRejected("URL carries userinfo")
-        if port not in (None, 443):
-            raise UrlRejected(f"port {port} is not 443")
+        reasons = _refusals(parts, port, hosts)
+        if not reasons:
+            return
+        for prefix in self.allowed_prefixes:
+            try:
+                near = _origin(urlsplit(prefix)) == _origin(parts)
+            except ValueError:
+                continue
+            if near:  # the operator allowed this scheme, host and port: say why not this URL
+                raise UrlRejected(f"not under --allow-response-url prefix {prefix!r}: {prefix_refusal(url, prefix)}")
+        if self.allowed_prefixes:
+            reasons.append("under no --allow-response-url prefix")
+        raise UrlRejected("; ".join(reasons))
+
+
+def _refusals(parts: SplitResult, port: int | None, hosts: HostRule) -> list[str]:
+    """Every default rule `parts` breaks, the host first; the dialect's finer rules (bucket, path)
+    only once host, scheme, userinfo and port are right."""
+    reasons = []
+    host = parts.hostname or ""
+    if not hosts.allows_host(host):
+        reasons.append(f"host {host!r} is not {hosts.description}")
+    if parts.scheme != "https":
+        reasons.append(f"scheme {parts.scheme or 'none'!r} is not https")
+    if parts.username is not None or parts.password is not None:
+        reasons.append("URL carries userinfo")
+    if port not in (None, 443):
+        reasons.append(f"port {port} is not 443")
+    if not reasons:
         reason = hosts.refusal(parts)
         if reason is not None:
-            raise UrlRejected(reason)
+            reasons.append(reason)
+    return reasons
 
 
 def redact(url: str) -> str:

@@ -48,13 +48,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import json
 import os
 import random
 import re
-import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -69,6 +66,7 @@ from cfn_provider.local.emulator import Provider, Stack, key_of
 from cfn_provider.pipeline.request import MAX_DEPTH
 from tests.chaos.conftest import Figures, scale
 from tests.support import handlers
+from tests.support.egress import EgressGuard
 from tests.support.listener import ConnectionCounter
 from tests.support.sns_signing import CertServer, SigningIdentity, make_identity, notification, sign_envelope
 
@@ -89,62 +87,6 @@ UNICODE = [
     "\U0010fffd", "\x85\x9f", "Ã©Ã¼",  # C1 controls and Latin-1 mojibake: what bad bytes look like
 ]
 LONE_SURROGATES = ["\udcff", "\ud800", "\udfff", "\udc80\udc81", "\ud83d"]  # a lone high half of an emoji
-
-
-# ---------------------------------------------------------------------------------------- egress
-class EgressGuard:
-    """Record (and stop) every outbound connection or name lookup outside the allowlist."""
-
-    def __init__(self, allowed_ports: set[int]):
-        self.allowed_ports = allowed_ports
-        self.attempts: list[str] = []
-        self._lock = threading.Lock()
-
-    def _record(self, what: str) -> None:
-        with self._lock:
-            self.attempts.append(what)
-
-    @staticmethod
-    def _is_ip(host: str) -> bool:
-        try:
-            ipaddress.ip_address(host.split("%")[0])
-        except ValueError:
-            return False
-        return True
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-        real_getaddrinfo = socket.getaddrinfo
-        guard = self
-
-        def check(sock: socket.socket, address: Any) -> None:
-            if sock.family not in (socket.AF_INET, socket.AF_INET6) or not isinstance(address, tuple):
-                return
-            host, port = str(address[0]), int(address[1])
-            if host == "127.0.0.1" and port in guard.allowed_ports:
-                return
-            guard._record(f"connect {host}:{port}")
-            if host != "127.0.0.1":  # never let it leave the machine
-                raise ConnectionRefusedError(111, f"egress guard: {host}:{port} is not allowlisted")
-
-        def connect(sock: socket.socket, address: Any) -> Any:
-            check(sock, address)
-            return real_connect(sock, address)
-
-        def connect_ex(sock: socket.socket, address: Any) -> Any:
-            check(sock, address)
-            return real_connect_ex(sock, address)
-
-        def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-            name = host.decode() if isinstance(host, bytes) else host
-            if name is not None and name != "localhost" and not guard._is_ip(str(name)):
-                guard._record(f"resolve {name}")
-                raise socket.gaierror(socket.EAI_NONAME, f"egress guard: {name} is not allowlisted")
-            return real_getaddrinfo(host, *args, **kwargs)
-
-        monkeypatch.setattr(socket.socket, "connect", connect)
-        monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 # ---------------------------------------------------------------------------------------- corpus
@@ -405,6 +347,20 @@ def corpus(ctx: Ctx) -> list[Item]:
     req = ctx.request(logical="Stale")
     add("timestamp-in-the-past", ctx.signed(req, after=lambda env: sign_envelope(
         {**env, "Timestamp": "2001-01-01T00:00:00.000Z"}, ctx.identity)), "FAILED", "timed out", req)
+
+    # -- another dialect's fields change nothing: on SQS a request is CloudFormation's ----------
+    ros_fields = {"StackName": u(["prod", "victim"]), "RegionId": "cn-hangzhou", "ResourceOwnerId": "1",
+                  "CallerId": "1"}
+    oss = u(["https://loot.oss-cn-hangzhou.aliyuncs.com/k?Signature=x",
+             "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x",
+             "https://loot.oss-accelerate.aliyuncs.com/k?Expires=1&Signature=x"])
+    add("ros-fields-with-an-aliyun-url", ctx.signed(ctx.request(logical="RosSwitch", ResponseURL=oss, **ros_fields)),
+        "security", "aliyuncs.com")
+    req = ctx.request(logical="RosIntranet", IntranetResponseURL=u([
+        "http://169.254.169.254/latest/meta-data/", f"http://127.0.0.1:{port}/intranet"]), **ros_fields)
+    add("ros-fields-intranet-url-never-called", ctx.signed(req), "SUCCESS", "", req)  # answered on its ResponseURL
+    req = ctx.request(logical="PlainStackId", StackId=str(uuid.uuid4()), **ros_fields)
+    add("plain-stack-id-still-cloudformation", ctx.signed(req), "SUCCESS", "", req)
 
     # -- ResponseURL outside the allowlist: not run, nothing called -----------------------------
     response_urls = {

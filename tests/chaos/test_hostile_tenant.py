@@ -21,7 +21,9 @@ fake "production" the author must not reach:
 - secret-looking property values that fail a handler's schema or checks: the Reason (stack
   events) and every line the daemon logs name the property and the rule, never the value;
 - ResourceTypes and RequestTypes made up per message: the metrics keep a bounded set of series;
-- a ResponseURL on the attacker's own host (outside the allowlist): never called.
+- a ResponseURL on the attacker's own host (outside the allowlist): never called;
+- a Custom::Wait Url that leaves the operator's prefix once a server or the HTTP client reads it
+  (dot-segments raw or encoded, encoded slashes, a longer last segment): never fetched.
 
 Figures (suite `hostile_tenant`, shared with the boundary attacks in their own file): attacks
 tried, secrets disclosed (must be 0), foreign resources touched (0), requests to
@@ -419,3 +421,32 @@ async def test_a_response_url_on_the_attackers_host_is_never_called(run_daemon, 
         await wait_until_queue_empty(provider, timeout=30)
         await asyncio.sleep(0.5)
         assert attacks.stray(attacker.connections) == 0
+
+
+# ---------------------------------------------------------------------------------- 8: Custom::Wait's prefix
+
+WAIT_ESCAPES = ["/healthz/../admin", "/healthz/%2e%2e/admin", "/healthzz-internal", "/healthz/%2E%2E/admin",
+                "/healthz/..;/admin", "/healthz/%252e%252e/admin", "/healthz%2F..%2Fadmin", "/healthz/..%5Cadmin",
+                "/healthz/./../admin"]
+
+
+async def test_custom_wait_never_fetches_outside_the_operators_prefix(run_daemon, stack: Stack, monkeypatch,
+                                                                      attacks: Attacks):
+    """Issue 21 item 3: the operator lets Custom::Wait look at /healthz on a host of theirs; a
+    template's Url that a server (or the HTTP client, normalising it) would read as another path is
+    refused before any connection, and its Create is answered FAILED naming the rule."""
+    from cfn_provider.handlers import wait
+
+    with ConnectionCounter() as host:
+        monkeypatch.setenv(wait.URLS_ENV, host.url("/healthz"))
+        requests = []
+        for i, path in enumerate(WAIT_ESCAPES):
+            requests.append(stack.request("Create", f"Probe{i}", "Custom::Wait", {"Url": host.url(path)}))
+            attacks.tried(f"Custom::Wait Url {path}")
+        publish_all(stack, requests)
+        await run_daemon(handlers=(*TEST_HANDLERS, ("Custom::Wait", None)), poll_interval=0.5)
+        for request in requests:
+            response = await response_of(stack, request)
+            assert response is not None and response["Status"] == "FAILED", response
+            assert "Url is not under a prefix" in response["Reason"] and "admin" not in response["Reason"]
+        assert attacks.stray(host.connections) == 0

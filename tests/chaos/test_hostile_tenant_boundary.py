@@ -28,6 +28,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from structlog.testing import capture_logs
@@ -37,6 +38,7 @@ from cfn_provider.trust.atrest import StateExposed
 from cfn_provider.local.emulator import Provider, Stack
 from tests.chaos.conftest import Figures
 from tests.support.aws import response_of, send_raw, wait_for_event
+from tests.support.egress import EgressGuard
 from tests.support.listener import ConnectionCounter
 from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
 from tests.support.stub_s3 import StubS3
@@ -222,6 +224,65 @@ async def test_lookalike_certificate_urls_and_foreign_topics_fetch_nothing(
     send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, good), identity)))
     resp = await response_of(stack, req, timeout=30)
     assert resp is not None and resp["Status"] == "SUCCESS"
+
+
+# ---------------------------------------------------------------------------------- the dialect is the transport's
+
+OSS_LOOT = "https://attacker-loot.oss-cn-hangzhou.aliyuncs.com/loot"  # a bucket the template author owns
+
+
+async def test_a_ros_field_never_switches_a_signed_sns_request_to_ros_rules(
+        run_daemon, provider: Provider, certs: CertServer, identity, figures: Figures,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21 item 1. Anyone who may publish to the topic sends an Update carrying a victim's
+    StackId, LogicalResourceId and PhysicalResourceId, plus ROS's `StackName` and a ResponseURL on
+    their own OSS bucket. On SNS/SQS a request is CloudFormation's whatever it carries, so the URL
+    is judged by CloudFormation's rules: refused as a security event, the handler never runs and
+    nothing is sent anywhere (an egress guard sees every connection and name lookup)."""
+    from cfn_provider.handlers import random_secret as rs
+
+    monkeypatch.delenv(rs.KEY_ENV, raising=False)
+    await run_daemon(handlers=(("Custom::RandomSecret", None), TEST), verify_signatures=True,
+                     trust_signing_cert_urls=(certs.base_url,), allow_response_urls=cloudformation_bucket(provider))
+    cert_url = certs.add("SimpleNotificationService-dialect.pem", identity.cert_pem)
+
+    def signed(request: dict[str, Any]) -> str:
+        return send_raw(provider, json.dumps(sign_envelope(
+            notification(json.dumps(request), provider.topic_arn, cert_url), identity)))
+
+    victim = Stack(provider, name="prod")
+    name = f"/prod/{uuid.uuid4().hex[:8]}/db"
+    create = victim.request("Create", "Db", "Custom::RandomSecret", {"ParameterName": name})
+    signed(create)
+    kept = await response_of(victim, create, timeout=30)
+    assert kept is not None and kept["Status"] == "SUCCESS", kept
+    secret = kept["Data"]["Secret"]
+
+    calls: list[str] = []
+    real_update = rs.update
+
+    async def spied_update(*args: Any, **kwargs: Any) -> Any:
+        calls.append("update")
+        return await real_update(*args, **kwargs)
+
+    monkeypatch.setattr(rs, "update", spied_update)
+    guard = EgressGuard({urlsplit(provider.emulator.endpoint).port, urlsplit(certs.base_url).port})
+    guard.install(monkeypatch)
+    attack = victim.request("Update", "Db", "Custom::RandomSecret", {"ParameterName": name},
+                            old_properties={"ParameterName": name}, physical_id=kept["PhysicalResourceId"])
+    attack.update(StackName="prod", RegionId="cn-hangzhou",
+                  ResponseURL=f"{OSS_LOOT}?OSSAccessKeyId=x&Expires={int(time.time()) + 20}&Signature=x")
+    figures.add(TRIED)
+    with capture_logs() as logs:
+        message_id = signed(attack)
+        entry = await wait_for_event(logs, "security", timeout=30, message_id=message_id)
+        await asyncio.sleep(0.5)
+    assert "ResponseURL" in entry["reason"] and "aliyuncs.com" in entry["reason"], entry
+    assert not [e for e in logs if e.get("event") == "request"], logs
+    assert calls == []  # the handler never ran
+    assert disclosed(figures, json.dumps(logs, default=str)) == 0 and secret not in json.dumps(logs, default=str)
+    figures.add(STRAY, len(guard.attempts))
+    assert guard.attempts == []  # nothing was sent anywhere, not even a name looked up
 
 
 # ---------------------------------------------------------------------------------- a trickling server

@@ -1,4 +1,5 @@
-"""MNS message forms: bare body, base64, topic notifications (JSON, XML); CloudFormation's unchanged."""
+"""MNS message forms: bare body, base64, topic notifications (JSON, XML) and their topic; each transport
+looks only for its own forms (CloudFormation's unchanged on SQS)."""
 from __future__ import annotations
 
 import base64
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from cfn_provider.pipeline.envelope import BadMessage, unwrap
+from cfn_provider.pipeline.envelope import MNS_FORMS, SNS_FORMS, BadMessage, unwrap
 from tests.dialects.conftest import ros_request
 from tests.support.mns_server import notification_json, notification_xml
 
@@ -26,7 +27,7 @@ def b64(text: str) -> str:
     "\n" + b64(REQUEST) + "\n",
 ])
 def test_bare_and_base64(body):
-    env = unwrap(body, "mns-id", SENT)
+    env = unwrap(body, "mns-id", SENT, MNS_FORMS)
     assert env.message == REQUEST and env.message_id == "mns-id" and env.timestamp == SENT and env.raw
 
 
@@ -34,15 +35,16 @@ def test_bare_and_base64(body):
 @pytest.mark.parametrize("encode", [False, True])
 def test_topic_notifications(make, encode):
     body = make(b64(REQUEST) if encode else REQUEST, publish_ms=PUBLISHED_MS)
-    env = unwrap(body, "mns-id", SENT)
-    assert env.message == REQUEST and env.raw  # unsigned: the trust policy decides
+    env = unwrap(body, "mns-id", SENT, MNS_FORMS)
+    assert env.message == REQUEST and not env.raw  # a notification names its topic; unsigned: the policy decides
+    assert env.topic_arn == "acs:mns::1234567890:topics/ros-topic"  # owner and name (no region in a notification)
     assert env.message_id != "mns-id"  # the notification's own MessageId
     assert env.timestamp == SENT - dt.timedelta(seconds=5)  # PublishTime
 
 
 def test_base64_notification_and_future_publish_time():
     body = b64(notification_xml(REQUEST, publish_ms=PUBLISHED_MS + 3_600_000))
-    env = unwrap(body, "mns-id", SENT)
+    env = unwrap(body, "mns-id", SENT, MNS_FORMS)
     assert env.message == REQUEST and env.timestamp == SENT  # never later than it was enqueued
 
 
@@ -60,7 +62,28 @@ def test_base64_notification_and_future_publish_time():
 ])
 def test_rejected_forms(body, reason):
     with pytest.raises(BadMessage, match=reason):
-        unwrap(body, "mns-id", SENT)
+        unwrap(body, "mns-id", SENT, MNS_FORMS)
+
+
+def test_a_notification_without_a_topic_names_none_that_could_be_allowed():
+    env = unwrap(json.dumps({"TopicName": 5, "Message": REQUEST}), "mns-id", SENT, MNS_FORMS)
+    assert env.topic_arn == "acs:mns:::topics/" and not env.raw
+
+
+@pytest.mark.parametrize("body", [
+    notification_json(REQUEST), notification_xml(REQUEST), b64(REQUEST), b64(notification_json(REQUEST)),
+])
+def test_mns_forms_are_not_messages_on_sqs(body):
+    """On SNS/SQS an MNS notification or a base64 body is no message at all (the transport decides)."""
+    with pytest.raises(BadMessage):
+        unwrap(body, "sqs-id", SENT, SNS_FORMS)
+
+
+def test_an_sns_envelope_is_not_a_message_on_mns():
+    envelope = json.dumps({"Type": "Notification", "MessageId": "m", "TopicArn": "arn:aws:sns:us-east-1:1:t",
+                           "Message": REQUEST, "Timestamp": "2026-01-01T00:00:00.000Z"})
+    with pytest.raises(BadMessage, match="neither an MNS topic notification nor a request"):
+        unwrap(envelope, "mns-id", SENT, MNS_FORMS)
 
 
 def test_sns_forms_unchanged():

@@ -148,16 +148,18 @@ async def test_redelivery_is_answered_once(ros_daemon, mns_env: MnsServer, stub_
     assert [e["outcome"] for e in json_log.events(event="request")] == ["answered", "duplicate"]
 
 
-async def test_cloudformation_request_over_mns_keeps_its_dialect(ros_daemon, mns_env, stub_s3: StubS3,
-                                                                json_log: JsonLog):
+async def test_a_cloudformation_looking_request_over_mns_is_ros(ros_daemon, mns_env, stub_s3: StubS3,
+                                                               json_log: JsonLog):
+    """The transport decides (issue 21 item 1): an ARN StackId and no ROS field change nothing on MNS."""
     await ros_daemon()
     req = {"RequestType": "Create", "ResponseURL": stub_s3.url("cfn/over-mns"), "StackId": ARN, "RequestId": "r-1",
            "LogicalResourceId": "Thing", "ResourceType": "Custom::Test", "ResourceProperties": {}}
     send(mns_env, req)
-    put = await answer(stub_s3, "cfn/over-mns", "PUT")
-    assert put.header("Content-Type") == [""] and not put.header("Date")
+    post = await answer(stub_s3, "cfn/over-mns", "POST")
+    assert post.header("Content-Type") == ["application/json"] and post.header("Date")
     await settled(mns_env)
-    assert json_log.events(event="request")[0]["dialect"] == "cloudformation"
+    assert not stub_s3.requests_for("cfn/over-mns", "PUT")
+    assert json_log.events(event="request")[0]["dialect"] == "ros"
 
 
 ALLOWED_ONLY_BY_DEFAULT = "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x"
@@ -184,7 +186,7 @@ async def test_hostile_items_are_logged_with_their_dialect(ros_daemon, mns_env: 
     add("missing-response-url", json.dumps({k: v for k, v in good.items() if k != "ResponseURL"}), "rejected")
     add("number-stack-id", json.dumps({**good, "StackId": 1.5, "RequestId": "n1"}), "rejected")
     add("arn-missing-request-id", json.dumps({"StackId": ARN, "ResponseURL": url("h/x"), "LogicalResourceId": "L"}),
-        "rejected", "cloudformation")
+        "rejected")  # an ARN changes nothing: MNS is ROS's
     add("url-metadata", json.dumps(ros_request("Create", "http://100.100.100.200/latest/meta-data/")), "security")
     add("url-not-aliyun", json.dumps(ros_request("Create", "https://evil.example/cb")), "security")
     add("url-aliyun-lookalike", json.dumps(ros_request("Create", "https://ros.aliyuncs.com.evil.example/cb")),
@@ -247,3 +249,109 @@ async def test_a_request_left_in_the_mns_dead_letter_queue_is_answered_failed_on
     await asyncio.sleep(1.5)
     assert len(stub_s3.requests_for("ros/stuck", "POST")) == 1
     assert [m.body for m in mns_env.queue("ros-provider-dlq").live] == ["not a request at all"]  # left alone
+
+
+# ---------------------------------------------------------------------------------- the MNS topic allowlist
+TOPIC = "acs:mns:cn-hangzhou:1234567890:topics/ros-topic"  # notification_json / _xml's default topic
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+async def test_a_topic_allowlist_serves_only_its_topics_notifications(ros_daemon, mns_env: MnsServer,
+                                                                      stub_s3: StubS3, json_log: JsonLog):
+    """Issue 21 item 9: with --mns-topic, a notification (JSON or XML, its Message raw or base64, the
+    whole body base64) is served only from a listed topic; another topic of the account, another
+    owner, and a bare message (not a notification) are security events: not run, nothing sent."""
+    await ros_daemon(mns_topics=(TOPIC,))
+    served, refused = {}, {}
+    for name, wrap in {"json": notification_json, "xml": notification_xml,
+                       "json-b64-message": lambda m: notification_json(b64(m)),
+                       "xml-b64-message": lambda m: notification_xml(b64(m)),
+                       "b64-body": lambda m: b64(notification_json(m))}.items():
+        served[name] = ros_request("Create", stub_s3.url(f"topic/ok/{name}"))
+        send(mns_env, wrap(json.dumps(served[name])))
+    for name, wrap in {"other-topic": lambda m: notification_json(m, topic="other-topic"),
+                       "other-topic-xml": lambda m: notification_xml(m, topic="ros-topic-2"),
+                       "other-owner": lambda m: notification_json(m, owner="999999"),
+                       "bare": lambda m: m, "bare-b64": b64}.items():
+        refused[name] = ros_request("Create", stub_s3.url(f"topic/no/{name}"))
+        send(mns_env, wrap(json.dumps(refused[name])))
+    for name in served:
+        assert json.loads((await answer(stub_s3, f"topic/ok/{name}")).body)["Status"] == "SUCCESS", name
+    await settled(mns_env, 20)
+    security = json_log.events(event="security")
+    assert len(security) == len(refused), [e["reason"] for e in security]
+    assert sum("not in the allowlist" in e["reason"] for e in security) == 3
+    assert sum("bare MNS message" in e["reason"] for e in security) == 2
+    assert not [r for r in stub_s3.requests if r.key.startswith("topic/no/")]
+    ran = {rid for rid, _ in handlers.started}
+    assert not ran & {r["RequestId"] for r in refused.values()}
+    assert {r["RequestId"] for r in served.values()} <= ran
+
+
+async def test_bare_messages_with_a_topic_allowlist_only_when_allowed(ros_daemon, mns_env: MnsServer,
+                                                                      stub_s3: StubS3, json_log: JsonLog):
+    await ros_daemon(mns_topics=(TOPIC,), mns_allow_bare_messages=True)
+    bare = ros_request("Create", stub_s3.url("bare/ok"))
+    foreign = ros_request("Create", stub_s3.url("bare/foreign"))
+    send(mns_env, bare, "base64")
+    send(mns_env, notification_json(json.dumps(foreign), topic="elsewhere"))
+    assert json.loads((await answer(stub_s3, "bare/ok")).body)["Status"] == "SUCCESS"
+    await settled(mns_env)
+    [refusal] = json_log.events(event="security")
+    assert "acs:mns::1234567890:topics/elsewhere" in refusal["reason"] and "not in the allowlist" in refusal["reason"]
+    assert not stub_s3.requests_for("bare/foreign", "POST")
+
+
+async def test_without_a_topic_allowlist_any_topic_and_bare_messages_are_served_with_a_warning(
+        ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
+    await ros_daemon()
+    for name, body in {"bare": lambda m: m, "other-topic": lambda m: notification_json(m, topic="any")}.items():
+        send(mns_env, body(json.dumps(ros_request("Create", stub_s3.url(f"open/{name}")))))
+        assert json.loads((await answer(stub_s3, f"open/{name}")).body)["Status"] == "SUCCESS"
+    assert json_log.events(event="topics_unrestricted")
+    [trust] = json_log.events(event="mns_trust")
+    assert trust["topics"] == [] and trust["bare_messages"] is True
+
+
+async def test_an_sns_envelope_on_mns_is_not_a_message(ros_daemon, mns_env: MnsServer, stub_s3: StubS3,
+                                                       json_log: JsonLog):
+    """The transport decides the message forms too: an SNS envelope (whose TopicArn could name an
+    allowed topic) is no MNS message."""
+    await ros_daemon(mns_topics=(TOPIC,))
+    req = ros_request("Create", stub_s3.url("sns/on-mns"))
+    send(mns_env, json.dumps({"Type": "Notification", "MessageId": "m-1",
+                              "TopicArn": "acs:mns::1234567890:topics/ros-topic",
+                              "Message": json.dumps(req), "Timestamp": "2026-01-01T00:00:00.000Z"}))
+    await settled(mns_env)
+    [rejected] = json_log.events(event="rejected")
+    assert "neither an MNS topic notification nor a request" in rejected["reason"]
+    assert not stub_s3.requests_for("sns/on-mns", "POST")
+
+
+async def test_a_poll_step_on_another_transports_daemon_keeps_the_requests_dialect(
+        ros_daemon, run_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
+    """Issue 21 item 1, stored records: the store keeps each request with the dialect of the
+    transport it came in on, so a fleet member on SQS that takes over a long-running ROS request
+    (one store for both) answers it as ROS wants (POST), whatever the request looks like (here an
+    ARN StackId and no ROS field)."""
+    wait = (("Custom::Wait", None),)
+    ros = await ros_daemon(handlers=wait, poll_interval=0.5)
+    req = {"RequestType": "Create", "ResponseURL": stub_s3.url("poll/ros"), "StackId": ARN, "RequestId": "r-poll",
+           "LogicalResourceId": "Pause", "ResourceType": "Custom::Wait",
+           "ResourceProperties": {"Seconds": "4", "IntervalSeconds": "3"}}
+    send(mns_env, req)
+    deadline = time.monotonic() + 20
+    while not [e for e in json_log.events(event="request") if e.get("outcome") == "polling"]:
+        assert time.monotonic() < deadline, "the MNS daemon did not start polling"
+        await asyncio.sleep(0.05)
+    await ros.stop()
+    assert not stub_s3.requests_for("poll/ros")  # still waiting: the SQS daemon finishes it
+    await run_daemon(handlers=wait, poll_interval=0.5)  # the same state file
+    post = await answer(stub_s3, "poll/ros", "POST", timeout=30)
+    assert post.header("Content-Type") == ["application/json"] and post.header("Date")
+    assert json.loads(post.body)["Status"] == "SUCCESS" and not stub_s3.requests_for("poll/ros", "PUT")
+    [done] = [e for e in json_log.events(event="request") if e.get("outcome") == "answered"]
+    assert done["dialect"] == "ros"

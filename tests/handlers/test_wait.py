@@ -24,15 +24,17 @@ HANDLERS = TEST_HANDLERS + (("Custom::Wait", None),)
 
 
 class Health:
-    """127.0.0.1 server: GET /healthz answers `status` (503 until ready()); /moved redirects to /healthz."""
+    """127.0.0.1 server: GET /healthz answers `status` (503 until ready()); /moved redirects to /healthz.
+    Every path asked for is kept in `paths`, exactly as it arrived."""
 
     def __init__(self) -> None:
-        self.status, self.gets = 503, 0
+        self.status, self.gets, self.paths = 503, 0, []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 outer.gets += 1
+                outer.paths.append(self.path)
                 if self.path == "/moved":
                     self.send_response(302)
                     self.send_header("Location", "/healthz")
@@ -99,6 +101,34 @@ def test_the_allowlist_compares_scheme_host_port_and_path(url, allowed):
     assert wait.url_allowed(url, ["https://app.example.com/healthz"]) is allowed
 
 
+PREFIX = "https://app.example.com/healthz"
+
+
+@pytest.mark.parametrize("url", [
+    f"{PREFIX}/../admin", f"{PREFIX}/%2e%2e/admin", f"{PREFIX}/%2E%2E/admin",  # issue 21 item 3
+    "https://app.example.com/healthzz-internal",  # issue 21 item 3: a prefix is whole segments
+    f"{PREFIX}/./x", f"{PREFIX}/..", f"{PREFIX}/%2e", f"{PREFIX}/.%2e/admin",
+    f"{PREFIX}/%252e%252e/admin",  # double-encoded: .. to a proxy that decodes once more
+    f"{PREFIX}/..;/admin", f"{PREFIX}/%2e%2e;x=1/admin",  # ;parameters some servers strip
+    f"{PREFIX}/a%2Fb", f"{PREFIX}%2F..%2Fadmin", f"{PREFIX}/a%252fb",  # encoded slashes
+    f"{PREFIX}/..\\admin", f"{PREFIX}/%5C..%5Cadmin",  # backslashes, raw or encoded
+    f"{PREFIX} /../admin", f"{PREFIX}/\r\nHost: evil",  # whitespace and control characters
+    "https://app.example.com:443@evil.example/healthz",  # userinfo
+])
+def test_a_url_that_could_leave_the_prefix_is_refused(url):
+    assert wait.url_allowed(url, [PREFIX]) is False
+    with pytest.raises(wait.WaitError, match="Url is not under a prefix"):
+        wait.plan({"Url": url}, NOW, env={wait.URLS_ENV: PREFIX})
+
+
+@pytest.mark.parametrize("url", [
+    PREFIX, f"{PREFIX}/", f"{PREFIX}/deep/er", f"{PREFIX}?next=../admin",  # a query is not the path
+    f"{PREFIX}/..hidden", f"{PREFIX}/a%20b", "https://app.example.com:443/healthz",  # the scheme's own port
+])
+def test_a_url_under_the_prefix_is_allowed(url):
+    assert wait.url_allowed(url, [PREFIX]) is True
+
+
 def test_seconds_and_until_plan_a_time():
     assert wait.plan({"Seconds": "30"}, NOW)["until"] == NOW + 30
     assert wait.plan({"Until": "2030-01-01T01:00:00+01:00"}, NOW)["until"] == 1_893_456_000.0
@@ -133,6 +163,33 @@ async def test_a_redirect_is_not_followed_out_of_the_allowlist(run_daemon, stack
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
     assert answer["Status"] == "FAILED" and "timed out" in answer["Reason"]
+
+
+async def test_a_url_that_leaves_the_prefix_is_never_fetched(run_daemon, stack: Stack, health: Health,
+                                                               monkeypatch) -> None:
+    """Issue 21 item 3, through the daemon: each URL fails its Create naming the rule, and the
+    server sees no request at all (before: /admin was fetched, the check passed on the raw text and
+    the client normalised the URL afterwards). An allowed URL arrives exactly as written."""
+    health.ready()
+    monkeypatch.setenv(wait.URLS_ENV, f"{health.base}/healthz")
+    await run_daemon(handlers=HANDLERS, poll_interval=0.5)
+    escapes = [f"{health.base}/healthz/../admin", f"{health.base}/healthz/%2e%2e/admin",
+               f"{health.base}/healthzz-internal", f"{health.base}/healthz/..;/admin",
+               f"{health.base}/healthz%2F..%2Fadmin"]
+    requests = []
+    for i, url in enumerate(escapes):
+        requests.append(stack.request("Create", f"Escape{i}", resource_type="Custom::Wait", properties={"Url": url}))
+        stack.publish(requests[-1])
+    for request in requests:
+        answer = await response_of(stack, request)
+        assert answer["Status"] == "FAILED" and "Url is not under a prefix" in answer["Reason"], answer
+        assert "admin" not in answer["Reason"] and "healthzz" not in answer["Reason"]
+    assert health.paths == []
+    exact = stack.request("Create", "Exact", resource_type="Custom::Wait",
+                          properties={"Url": f"{health.base}/healthz/%7Eme/a%20b"})
+    stack.publish(exact)
+    assert (await response_of(stack, exact, timeout=20))["Status"] == "SUCCESS"
+    assert health.paths == ["/healthz/%7Eme/a%20b"]  # as written: not re-quoted (~), not normalised
 
 
 async def test_wait_seconds_through_the_daemon(run_daemon, stack: Stack) -> None:

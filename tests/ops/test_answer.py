@@ -9,6 +9,7 @@ import hashlib
 import json
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -16,8 +17,12 @@ from click.testing import CliRunner
 from cfn_provider.cli import main
 from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
 from cfn_provider.ops.answer import owner
-from cfn_provider.pipeline.request import idempotency_key
+from cfn_provider.dialects.base import CLOUDFORMATION
+from cfn_provider.dialects.ros import ROS
+from cfn_provider.pipeline.request import idempotency_key, parse, stored_form, stored_parts
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
+from tests.dialects.conftest import ros_request
+from tests.support.egress import EgressGuard
 
 
 def digest(request: dict[str, Any]) -> str:
@@ -148,6 +153,36 @@ def test_refused_for_a_response_url_outside_the_allowlist(state_url, in_store, e
     assert s3_body(stack, request) is None and in_store(lambda s: s.get(key(request))).owner == "dead-daemon"
 
 
+def test_a_stored_request_is_answered_by_its_own_dialects_rules(state_url, in_store, stub_s3):
+    """Issue 21 item 1: the store keeps the dialect a request came in with (here ROS, from an MNS
+    daemon), and `answer` follows it: POSTed as ROS wants, whatever `answer` itself would assume."""
+    request = ros_request("Create", stub_s3.url("ops/ros"), stack_id="7c1f1c38-5d6b-4a34-9f38-2b6f5d0c0d11")
+    stored = stored_form(parse(json.dumps(request), ROS))
+    in_store(lambda s: s.claim(key(request), "dead-daemon", digest(request), 60, token="t", request=stored), ago=120)
+    result = CliRunner().invoke(main, ["answer", request["StackId"], request["RequestId"], "--state", state_url,
+                                       "--status", "FAILED", "--reason", "operator: gave up", "--yes",
+                                       "--allow-response-url", stub_s3.base_url])
+    assert result.exit_code == 0, result.output
+    [post] = stub_s3.requests_for("ops/ros", "POST")
+    assert post.header("Content-Type") == ["application/json"] and post.header("Date")
+    assert json.loads(post.body)["Status"] == "FAILED" and not stub_s3.requests_for("ops/ros", "PUT")
+
+
+def test_a_ros_field_in_a_cloudformation_record_changes_nothing(state_url, in_store, emulator, stack, monkeypatch):
+    """A record written by an SQS daemon (here in the form written before dialects were stored)
+    whose request carries StackName and an OSS ResponseURL: CloudFormation's rules, so refused, and
+    nothing is sent anywhere (an egress guard sees every connection and name lookup)."""
+    request = stack.request("Update", "Db", physical_id="prod-Db-1")
+    request.update(StackName="prod",  # (an expiry, so that a version that did try gives up soon)
+                   ResponseURL=f"https://loot.oss-cn-hangzhou.aliyuncs.com/k?Expires={int(time.time()) + 5}&Signature=x")
+    claimed(in_store, request)  # json.dumps(request): the bare form
+    guard = EgressGuard({urlsplit(emulator.endpoint).port})
+    guard.install(monkeypatch)
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "rejected" in result.output and "loot.oss-cn-hangzhou" in result.output
+    assert guard.attempts == []
+
+
 def test_refused_when_no_response_url_is_known(state_url, in_store, emulator, stack):
     request = stack.request("Create", "Unknown")
     result = fail(state_url, emulator, request)
@@ -201,7 +236,8 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
     assert s3_body(dl_stack, other) is None  # only the one named
     record = in_store(lambda s: s.get(key(request)))
     assert record.state == "SENT" and record.answered(digest(request))
-    assert json.loads(record.request)["LogicalResourceId"] == "Lost"  # recorded: `requests` shows it
+    wire, dialect = stored_parts(record.request)
+    assert wire["LogicalResourceId"] == "Lost" and dialect is CLOUDFORMATION  # recorded: `requests` shows it
 
     sqs = emulator.client("sqs")  # both messages are still there, visible (read, never deleted)
     bodies = []

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from cfn_provider.cli import main
 from cfn_provider.local.emulator import Stack
 from cfn_provider.ops.requests import duration, parse_duration, state_names
-from cfn_provider.pipeline.request import idempotency_key
+from cfn_provider.dialects.base import CLOUDFORMATION
+from cfn_provider.dialects.ros import ROS
+from cfn_provider.pipeline.request import idempotency_key, parse, stored_form
 
 STACK_A = "arn:aws:cloudformation:eu-west-1:123456789012:stack/shop/11111111-2222-3333-4444-555555555555"
 STACK_B = "arn:aws:cloudformation:eu-west-1:123456789012:stack/blog/66666666-2222-3333-4444-555555555555"
@@ -149,6 +151,25 @@ def test_a_record_without_a_stored_request_still_shows_its_ids(state_url, in_sto
     [row] = listing(state_url)
     assert row["stack"] == "shop" and row["request_id"] == "r-old" and row["logical_id"] is None
     assert row["request_stored"] is False
+
+
+def test_each_record_shows_its_dialect_and_names_its_stack_by_that_dialects_rule(state_url, in_store):
+    """A CloudFormation request's stack is named by its StackId, whatever StackName it carries; a ROS
+    request's by its StackName (issue 21 item 1: the transport's dialect, kept with the request)."""
+    ros_id = "7c1f1c38-5d6b-4a34-9f38-2b6f5d0c0d11"
+    cfn = parse(json.dumps({**json.loads(wire(STACK_A, "r-cfn", "Web")), "StackName": "victim"}), CLOUDFORMATION)
+    ros = parse(json.dumps({**json.loads(wire(ros_id, "r-ros", "Thing")), "StackName": "ros-stack"}), ROS)
+
+    async def claims(store) -> None:
+        for request, rid in ((cfn, "r-cfn"), (ros, "r-ros")):
+            await store.claim(idempotency_key(request.stack_id, rid), "daemon-a", "d", 60, token=rid,
+                              request=stored_form(request))
+
+    in_store(claims)
+    rows = {r["request_id"]: r for r in listing(state_url)}
+    assert (rows["r-cfn"]["stack"], rows["r-cfn"]["dialect"]) == ("shop", "cloudformation")
+    assert (rows["r-ros"]["stack"], rows["r-ros"]["dialect"]) == ("ros-stack", "ros")
+    assert rows["r-cfn"]["logical_id"] == "Web" and rows["r-ros"]["resource_type"] == "Custom::Thing"
 
 
 def test_an_empty_store_says_so_and_a_missing_state_file_is_an_error(state_url, tmp_path):

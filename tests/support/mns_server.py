@@ -463,17 +463,19 @@ def _handler(server: MnsServer) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-def notification_json(message: str, topic: str = "ros-topic", publish_ms: int | None = None) -> str:
+def notification_json(message: str, topic: str = "ros-topic", publish_ms: int | None = None,
+                      owner: str = "1234567890") -> str:
     """An MNS topic notification in its JSON format (what a queue subscription receives)."""
-    return json.dumps({"TopicOwner": "1234567890", "TopicName": topic, "Subscriber": "1234567890",
+    return json.dumps({"TopicOwner": owner, "TopicName": topic, "Subscriber": "1234567890",
                        "SubscriptionName": "cfn-provider", "MessageId": uuid.uuid4().hex.upper(),
                        "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(), "Message": message,
                        "PublishTime": str(publish_ms or _ms())})
 
 
-def notification_xml(message: str, topic: str = "ros-topic", publish_ms: int | None = None) -> str:
+def notification_xml(message: str, topic: str = "ros-topic", publish_ms: int | None = None,
+                     owner: str = "1234567890") -> str:
     """The same in the XML format."""
-    fields = {"TopicOwner": "1234567890", "TopicName": topic, "Subscriber": "1234567890",
+    fields = {"TopicOwner": owner, "TopicName": topic, "Subscriber": "1234567890",
               "SubscriptionName": "cfn-provider", "MessageId": uuid.uuid4().hex.upper(),
               "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(), "Message": message,
               "PublishTime": str(publish_ms or _ms())}

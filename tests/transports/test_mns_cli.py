@@ -125,3 +125,100 @@ def test_run_serves_ros_over_mns(tmp_path: Path, stub_s3: StubS3):
         assert [(e["request_type"], e["dialect"], e["outcome"]) for e in requests] == [
             ("Create", "ros", "answered"), ("Update", "ros", "answered"), ("Delete", "ros", "answered")]
         assert mns.secret not in log
+
+
+# ---------------------------------------------------------------------------------- options of another transport
+MNS = ["--transport", "mns", "--mns-endpoint", "https://1234567890.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"]
+SQS = ["--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"]
+
+
+@pytest.mark.parametrize("base, extra, option", [
+    (MNS, ["--topic-arn", "arn:aws:sns:eu-west-1:123456789012:t"], "--topic-arn"),
+    (MNS, ["--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"], "--queue-url"),
+    (MNS, ["--no-verify-signatures"], "--verify-signatures/--no-verify-signatures"),
+    (MNS, ["--verify-signatures"], "--verify-signatures/--no-verify-signatures"),
+    (MNS, ["--trust-signing-cert-url", "http://127.0.0.1:9/"], "--trust-signing-cert-url"),
+    (SQS, ["--mns-endpoint", "https://1.mns.cn-hangzhou.aliyuncs.com"], "--mns-endpoint"),
+    (SQS, ["--mns-queue", "q"], "--mns-queue"),
+    (SQS, ["--mns-allow-http"], "--mns-allow-http"),
+    (SQS, ["--mns-topic", "acs:mns:cn-hangzhou:1:topics/t"], "--mns-topic"),
+    (SQS, ["--mns-allow-bare-messages"], "--mns-allow-bare-messages"),
+    (SQS, ["--ros-response-url", "public"], "--ros-response-url"),
+])
+def test_an_option_of_another_transport_is_refused(captured, base, extra, option):
+    """Issue 21 item 9: not silently ignored (an operator who sets --topic-arn on MNS believes topics
+    are checked)."""
+    result = CliRunner().invoke(cli.main, ["run", *base, *extra])
+    assert result.exit_code == 2 and not captured, result.output
+    transport = "mns" if base is MNS else "sqs"
+    assert f"{option} applies to --transport" in result.output and f"not {transport}" in result.output
+    assert "on the command line" in result.output
+
+
+def test_given_by_the_environment_or_the_config_file_it_is_refused_saying_where(captured, monkeypatch, tmp_path):
+    monkeypatch.setenv("CFN_PROVIDER_TOPIC_ARN", "arn:aws:sns:eu-west-1:123456789012:t")
+    result = CliRunner().invoke(cli.main, ["run", *MNS])
+    assert result.exit_code == 2 and "by CFN_PROVIDER_TOPIC_ARN" in result.output and not captured
+    monkeypatch.delenv("CFN_PROVIDER_TOPIC_ARN")
+    config = tmp_path / "c.toml"
+    config.write_text('mns-topic = "acs:mns:cn-hangzhou:1:topics/t"\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config), *SQS])
+    assert result.exit_code == 2 and "--mns-topic applies to --transport mns only" in result.output
+    assert "in the --config file" in result.output and not captured
+
+
+def test_every_option_of_the_table_exists_and_names_known_transports():
+    """The one table (option -> transports) that a new transport adds rows to."""
+    from cfn_provider.dialects.ros_options import APPLIES_TO, TRANSPORTS
+
+    names = {p.name for p in cli.run.params}
+    assert set(APPLIES_TO) <= names
+    assert all(set(t) <= set(TRANSPORTS) and t for t in APPLIES_TO.values())
+
+
+def test_mns_topics_reach_settings(captured):
+    topic = "acs:mns:cn-hangzhou:1234567890:topics/ros-topic"
+    result = CliRunner().invoke(cli.main, ["run", *MNS, "--mns-topic", topic, "--mns-allow-bare-messages"])
+    assert result.exit_code == 0, result.output
+    assert captured[0].mns_topics == (topic,) and captured[0].mns_allow_bare_messages is True
+
+
+@pytest.mark.parametrize("topic, message", [
+    ("acs:mns:cn-hangzhou:1234567890:queues/q", "is not a topic like acs:mns:REGION:ACCOUNT:topics/NAME"),
+    ("arn:aws:sns:eu-west-1:1:t", "is not a topic like"),
+    ("acs:mns:cn-beijing:1234567890:topics/t", "not of the queue's account 1234567890 and region cn-hangzhou"),
+    ("acs:mns:cn-hangzhou:999:topics/t", "not of the queue's account"),
+])
+def test_a_bad_or_foreign_mns_topic_is_refused_at_start(captured, topic, message):
+    result = CliRunner().invoke(cli.main, ["run", *MNS, "--mns-topic", topic])
+    assert result.exit_code == 2 and message in result.output and not captured
+
+
+# ---------------------------------------------------------------------------------- docs/ros.md's examples
+def _ros_md_blocks(fence: str) -> list[str]:
+    text = (REPO / "docs" / "ros.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split(f"```{fence}\n")[1:]]
+
+
+def _run_args(block: str) -> list[str]:
+    import shlex
+
+    command = block[block.index("cfn-provider run"):].replace("\\\n", " ")
+    return shlex.split(command.splitlines()[0])[1:]  # without "cfn-provider"
+
+
+@pytest.mark.parametrize("block", [b for b in _ros_md_blocks("sh") if "cfn-provider run --transport mns" in b])
+def test_the_run_examples_of_docs_ros_md_are_accepted(captured, block):
+    result = CliRunner().invoke(cli.main, _run_args(block))
+    assert result.exit_code == 0, result.output
+    [s] = captured
+    assert s.transport == "mns" and s.mns_queue == "cfn-provider"
+    assert ("--mns-topic" in block) == bool(s.mns_topics)
+
+
+def test_the_refusal_shown_in_docs_ros_md_is_the_one_given(captured, monkeypatch):
+    [shown] = [b for b in _ros_md_blocks("") if b.startswith("Error: --topic-arn")]
+    monkeypatch.setenv("CFN_PROVIDER_TOPIC_ARN", "arn:aws:sns:cn-hangzhou:1234567890123456:cfn-provider")
+    [example] = [b for b in _ros_md_blocks("sh") if "--mns-topic" in b]
+    result = CliRunner().invoke(cli.main, _run_args(example))
+    assert result.exit_code == 2 and shown.strip() in result.output

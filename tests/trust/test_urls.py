@@ -323,3 +323,68 @@ def test_prefixes_match_whole_path_segments_without_dot_segments(url, prefix, ex
     from cfn_provider.trust.urls import matches_prefix
 
     assert matches_prefix(url, prefix) is expected
+
+
+# --- the one prefix rule: whole segments, exactly as fetched (issue 21 item 3) ------------
+
+@pytest.mark.parametrize("path, why", [
+    ("/cfn/../admin", "dot-segments"), ("/cfn/%2e%2e/admin", "dot-segments"), ("/cfn/%2E./admin", "dot-segments"),
+    ("/cfn/%252e%252e/admin", "dot-segments"), ("/cfn/..;/admin", "dot-segments"), ("/cfn/.;x/a", "dot-segments"),
+    ("/cfn/a%2fb", "percent-encoded slashes"), ("/cfn%2F..%2Fadmin", "dot-segments"),
+    ("/cfn/a%252Fb", "percent-encoded slashes"), ("/cfn/a\\b", "backslashes"), ("/cfn/a%5cb", "backslashes"),
+])
+def test_a_path_that_could_reach_elsewhere_is_refused_by_one_rule(path, why):
+    from cfn_provider.trust.urls import path_refusal, prefix_refusal
+
+    assert path_refusal(path) == f"path has {why}"
+    assert prefix_refusal(f"http://127.0.0.1:5000{path}", "http://127.0.0.1:5000/cfn") == f"path has {why}"
+    assert not allowed(f"http://127.0.0.1:5000{path}", ("http://127.0.0.1:5000/cfn",))
+
+
+@pytest.mark.parametrize("path", ["/cfn/a%20b/c", "/cfn/..hidden", "/cfn/a.b", "/cfn/%7Euser", "/cfn/a;b"])
+def test_a_plain_path_is_not_refused(path):
+    from cfn_provider.trust.urls import path_refusal
+
+    assert path_refusal(path) is None
+    assert allowed(f"http://127.0.0.1:5000{path}", ("http://127.0.0.1:5000/cfn",))
+
+
+def test_a_schemes_own_port_is_the_same_origin():
+    assert matches_prefix("http://127.0.0.1:80/cfn/x", "http://127.0.0.1/cfn")
+    assert matches_prefix("https://h.example/cfn/x", "https://h.example:443/cfn/")
+    assert not matches_prefix("https://h.example:80/cfn/x", "https://h.example/cfn/")
+
+
+def test_cloudformation_bucket_paths_follow_the_same_rule():
+    with pytest.raises(UrlRejected, match="percent-encoded slashes"):
+        ResponseUrlPolicy().check(f"https://{B}.s3.amazonaws.com/a%2Fk")
+    with pytest.raises(UrlRejected, match="backslashes"):
+        ResponseUrlPolicy().check(f"https://s3.amazonaws.com/{B}/a\\b")
+
+
+# --- what a refusal says (issue 21 item 10) ---------------------------------------------
+
+EMULATOR = ("http://127.0.0.1:5000/",)
+
+
+@pytest.mark.parametrize("url, says, never", [
+    # another host: its host is what failed, whatever its scheme; no prefix covers it
+    ("http://evil.example/loot", ["host 'evil.example' is not CloudFormation's", "under no --allow-response-url"], ""),
+    ("http://169.254.169.254/latest/meta-data/", ["host '169.254.169.254' is not", "scheme 'http'"], ""),
+    ("https://attacker.oss-cn-hangzhou.aliyuncs.com/k", ["host 'attacker.oss-cn-hangzhou.aliyuncs.com' is not"],
+     "scheme"),
+    ("http://127.0.0.1:6000/bucket/k", ["host '127.0.0.1' is not", "under no --allow-response-url prefix"], ""),
+    # the operator's prefix names this scheme, host and port: why this URL is not under it
+    ("http://127.0.0.1:5000/bucket/../admin", ["not under --allow-response-url prefix", "dot-segments"], "scheme"),
+    ("http://127.0.0.1:5000/bucket/%2e%2e/admin", ["dot-segments"], "scheme"),
+    ("http://127.0.0.1:5000/b/a%2Fb", ["percent-encoded slashes"], "scheme"),
+    ("http://u@127.0.0.1:5000/bucket/k", ["userinfo"], "scheme"),
+])
+def test_a_refusal_says_what_actually_failed(url, says, never):
+    with pytest.raises(UrlRejected) as caught:
+        ResponseUrlPolicy(EMULATOR).check(url + "?X-Amz-Signature=SECRETSIG")
+    reason = str(caught.value)
+    assert all(s in reason for s in says), reason
+    assert not never or never not in reason, reason
+    assert "SECRETSIG" not in reason
+    assert reason != "scheme 'http' is not https"
