@@ -39,6 +39,7 @@ class Settings:
     region: str | None = None
     topic_arns: tuple[str, ...] = ()
     handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
+    handler_paths: tuple[str, ...] = ()  # --handler-path folders handler modules are also imported from (pipeline.handlerpath)
     state: str = field(default_factory=default_state_url)
     concurrency: int = 32
     visibility_timeout: int = 60
@@ -64,7 +65,7 @@ class Settings:
     event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
 
 
-_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
+_REPEATABLE = ("handler", "handler_path", "topic_arn", "allow_response_url", "trust_signing_cert_url")
 
 
 class ConfigError(ValueError):
@@ -111,6 +112,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
                               "(the built-in or entry point of that name) or false")
     if handlers:
         doc["handler"] = handlers
+    if isinstance(doc.get("handler_path"), list):  # relative to the config file's folder, not the daemon's cwd
+        doc["handler_path"] = [str(Path(path).parent / p) if isinstance(p, str) else p for p in doc["handler_path"]]
     return doc
 
 

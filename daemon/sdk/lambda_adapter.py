@@ -57,9 +57,13 @@ log = structlog.get_logger("lambda")
 class FunctionFailed(Exception):
     """The function's answer was FAILED (or it gave none): the message is the Reason."""
 
+    reason_is_message = True  # cfn_provider.pipeline.raised
+
 
 class FunctionBusy(Exception):
     """An earlier request to the same module still runs and the deadline came first."""
+
+    reason_is_message = True
 
 
 # ---------------------------------------------------------------------------------- the handler
