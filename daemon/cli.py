@@ -408,6 +408,8 @@ def _echo_table(table: Sequence[tuple[str, ...]]) -> None:
 from .local.simulate import simulate  # noqa: E402 - the command group lives with its engine
 
 main.add_command(simulate)
+from .local.scaffold import init_command  # noqa: E402 - `cfn-provider init NAME`
+main.add_command(init_command)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
 main.add_command(requests_command)
 main.add_command(answer_command)
