@@ -9,11 +9,13 @@ from pathlib import Path
 
 
 def _is_stack_emulator(pid: int) -> bool:
+    """A running (not exited, not a zombie) stack emulator process."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
-    return b"cfn_provider.local.simulate.stackemulator" in cmdline
+    return b"cfn_provider.local.simulate.stackemulator" in cmdline and "\nState:\tZ" not in status
 
 
 def stack_emulator_pids(folder: Path) -> list[int]:

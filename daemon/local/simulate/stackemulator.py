@@ -5,8 +5,8 @@ made (and what a seed script put there first).
 The process listens on 127.0.0.1 only, on a port the OS picks; its pid and endpoint are kept in the
 stack's state file (`Emulator`). It runs in a session of its own (Ctrl-C on simulate does not stop
 it) and stops by itself when its stack's state file goes away (a DELETE_COMPLETE removes it), when
-the state file names another emulator, or when nothing has touched the stack for IDLE_LIMIT
-seconds. When it is gone (a reboot), the next operation starts a fresh one and says that what
+the state file names another emulator (after having named this one), or when nothing has touched
+the stack for IDLE_LIMIT seconds. When it is gone (a reboot), the next operation starts a fresh one and says that what
 earlier operations made in it is lost. Its own log: STATE_FILE with the suffix `.emulator.log`.
 
 `python -m cfn_provider.local.simulate.stackemulator STATE_FILE` is the process itself.
@@ -104,23 +104,26 @@ def start(state_path: Path) -> StackEmulator:
 
 
 def _watch(state_path: Path) -> None:
-    """Until the state file is gone, names another emulator, or has not been written for IDLE_LIMIT."""
-    started, seen = time.monotonic(), False
+    """Until the state file, having named this process, is gone or names another emulator; or it has
+    not been written for IDLE_LIMIT; or it has not named this process within FIRST_STATE_WAIT."""
+    started, named = time.monotonic(), False
     while True:
         time.sleep(WATCH_EVERY)
+        waited_too_long = not named and time.monotonic() - started > FIRST_STATE_WAIT
         try:
             modified = state_path.stat().st_mtime
             doc = json.loads(state_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            if seen or time.monotonic() - started > FIRST_STATE_WAIT:
+            if named or waited_too_long:
                 return
             continue
         except (OSError, ValueError):
             continue  # being replaced: look again
-        seen = True
         pid = (doc.get("Emulator") or {}).get("Pid") if isinstance(doc, dict) else None
-        if pid is not None and pid != os.getpid():
-            return
+        if pid == os.getpid():
+            named = True
+        elif named or waited_too_long:
+            return  # another emulator took over (or this one was never recorded)
         if time.time() - modified > IDLE_LIMIT:
             return
 
