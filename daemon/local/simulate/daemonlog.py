@@ -52,7 +52,26 @@ class DaemonLog(io.TextIOBase):
         match = _REQUEST_ID.search(reason)
         if TRACEBACK_HINT not in reason or match is None:
             return None
-        return self.tracebacks.get(match.group(1)) or None
+        return _trimmed(self.tracebacks.get(match.group(1)) or "") or None
+
+
+_INTERNAL = ("/cfn_provider/", "/concurrent/futures/", "/asyncio/")
+
+
+def _trimmed(text: str) -> str:
+    """The traceback without the daemon's own frames (the runner, the thread pool), when any other remain."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("Traceback"):
+        return text
+    frames, i = [], 1
+    while i < len(lines) and lines[i].startswith("  File "):
+        end = i + 1
+        while end < len(lines) and lines[end].startswith("    "):
+            end += 1
+        frames.append(lines[i:end])
+        i = end
+    own = [f for f in frames if not any(part in f[0] for part in _INTERNAL)] or frames
+    return "\n".join([lines[0], *(line for frame in own for line in frame), *lines[i:]])
 
 
 def configure(show: bool) -> DaemonLog | None:
