@@ -41,7 +41,7 @@ class Finding:
 def lint(path: str, text: str, region: str = "us-east-1") -> list[Finding]:
     """cfn-lint's findings for the template `text` (read from `path`), in the order of the file."""
     try:
-        from cfnlint.api import lint as cfn_lint
+        from cfnlint.api import lint as cfn_lint  # type: ignore[import-untyped]  # no py.typed
     except ImportError:
         raise missing_extra("cfnlint", "cfn-lint to check templates") from None
     matches: list[Any] = cfn_lint(text, regions=[region])
