@@ -1,33 +1,30 @@
-"""Stop the emulator processes `simulate` left for stacks under a folder (a test that failed before
-its `simulate delete`), by the pid each state file records, only when that pid is such a process."""
+"""The emulator processes `simulate` started for stacks under a folder (Linux /proc): to check that
+one is running or gone, and to stop those a test left behind (one that failed before its
+`simulate delete`)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
-
-def _is_stack_emulator(pid: int) -> bool:
-    """A running (not exited, not a zombie) stack emulator process."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return b"cfn_provider.local.simulate.stackemulator" in cmdline and "\nState:\tZ" not in status
+MODULE = b"cfn_provider.local.simulate.stackemulator"
 
 
 def stack_emulator_pids(folder: Path) -> list[int]:
+    """Running (not exited, not zombie) stack emulators whose state file is under `folder`."""
+    under = str(folder.resolve()).encode()
     pids = []
-    for state in folder.rglob(".cfn-simulate/*.json"):
-        try:
-            pid = (json.loads(state.read_text()).get("Emulator") or {}).get("Pid")
-        except (OSError, ValueError):
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
             continue
-        if isinstance(pid, int) and _is_stack_emulator(pid):
-            pids.append(pid)
-    return pids
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if MODULE in args and any(a.startswith(under) for a in args) and "\nState:\tZ" not in status:
+            pids.append(int(proc.name))
+    return sorted(pids)
 
 
 def stop_stack_emulators(folder: Path) -> None:

@@ -160,6 +160,8 @@ class Backend:
             had = self.emulator_record is not None
             self.emulator = StackEmulator.attach(self.emulator_record, self.state_path)
             self.emulator_record = self.emulator.record
+            if not self.emulator.reused:  # a create that fails before its stack is saved keeps nothing running
+                self._exit.callback(lambda: None if self.state_path.exists() else self.emulator.discard())
             if had and not self.emulator.reused:
                 self.warnings.append("the stack's emulator process is gone (stopped, or the machine restarted): a new "
                                      "one starts, without what earlier operations made in it")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +54,11 @@ class StackEmulator:
 
     def stop(self) -> None:
         """Nothing: the process outlives this invocation, for the stack's next operation."""
+
+    def discard(self) -> None:
+        """Stop the process now: the stack it was started for never came to be."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGTERM)
 
     @classmethod
     def attach(cls, record: Any, state_path: Path) -> "StackEmulator":

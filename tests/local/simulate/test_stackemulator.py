@@ -85,12 +85,16 @@ def test_a_lost_emulator_is_replaced_saying_what_was_lost(sim, write):
     assert emulator_of(deleted)["Pid"] != pid
 
 
-def test_a_failing_seed_stops_before_the_stack(sim, write):
+def test_a_failing_seed_stops_before_the_stack_and_leaves_no_emulator_behind(sim, write, tmp_path):
     seed = write("seed.py", "raise RuntimeError('no volume for you')\n")
-    run = sim("create", write("t.yaml", TEMPLATE), "--seed", seed, "--handler", SSM_THING)
+    run = sim("create", write("t.yaml", TEMPLATE), "--seed", seed, "--handler", SSM_THING, embedded=True)
     assert run.code == 2 and "the seed script" in run.stderr and "(RuntimeError: no volume for you)" in run.stderr, run
     assert "Traceback" in run.stderr
     assert "CREATE_IN_PROGRESS" not in run.stdout and not run.state_path.exists()  # the stack never started
+    deadline = time.monotonic() + 20
+    while stack_emulator_pids(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stack_emulator_pids(tmp_path) == []  # the emulator started for it is stopped at once
 
 
 def test_the_emulator_process_watches_its_state_file(tmp_path: Path):

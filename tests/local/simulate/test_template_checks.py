@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from tests.local.template.helpers import UNDEFINED
+
 TYPO = """\
     Parameters:
       ServiceToken: {Type: String}
@@ -16,14 +18,6 @@ TYPO = """\
         Propertes:
           ServiceToken: !Ref ServiceToken
           Size: 3
-"""
-UNDEFINED = """\
-    Resources:
-      Thing:
-        Type: Custom::Echo
-        Properties:
-          ServiceToken: !Ref ServiceTokn
-          Peer: !GetAtt Thingy.Url
 """
 
 

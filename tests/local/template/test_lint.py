@@ -10,15 +10,8 @@ import pytest
 
 from cfn_provider.local.template import Template, TemplateError, loads
 from cfn_provider.local.template.lint import MissingExtra, check, lint
+from tests.local.template.helpers import UNDEFINED
 
-UNDEFINED = """\
-    Resources:
-      Thing:
-        Type: Custom::Echo
-        Properties:
-          ServiceToken: !Ref ServiceTokn
-          Peer: !GetAtt Thingy.Url
-"""
 
 
 def test_the_template_engine_refuses_an_undefined_ref_in_a_service_token_too():
