@@ -123,6 +123,7 @@ TEST = '''\
 embedded AWS emulator), driven the way `cfn-provider simulate` drives it: create, update, delete."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -130,7 +131,9 @@ import sys
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-HANDLER = ["--handler", "{rtype}={package}.thing:handler", "--handler-path", str(PROJECT / "src")]
+HANDLER = ["--handler", "{rtype}={package}.thing:handler"]
+if importlib.util.find_spec("{package}") is None:  # not installed: from the source folder
+    HANDLER += ["--handler-path", str(PROJECT / "src")]
 
 
 def simulate(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

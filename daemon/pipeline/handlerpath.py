@@ -70,7 +70,8 @@ def _refuse_ambiguous(top: str, folders: tuple[str, ...]) -> None:
         where = spec.origin if spec is not None else ("built in" if top in sys.builtin_module_names else None)
     if where is not None:
         raise HandlerPathError(f"module {top!r} is in the handler folder {mine} and also elsewhere on the path "
-                               f"({where}), which would be imported instead: rename yours")
+                               f"({where}), which would be imported instead: rename yours, or leave the "
+                               f"folder out of --handler-path to serve the installed one")
 
 
 def _resolved(entry: str) -> str:

@@ -216,7 +216,7 @@ def test_failed_update_rolls_back_with_an_update_to_the_old_properties(sim, writ
         "UPDATE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
         "UPDATE_ROLLBACK_COMPLETE"]
     failed = [e for e in events if e[1] == "UPDATE_FAILED"]
-    assert [e[0] for e in failed] == ["B"] and "Message returned: RuntimeError: B refuses" in failed[0][3]
+    assert [e[0] for e in failed] == ["B"] and "Message returned: B refuses" in failed[0][3]  # FailWith: the message alone
     state = run.state
     assert state["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
     assert state["Resources"]["A"]["PhysicalResourceId"] == "a-1"
