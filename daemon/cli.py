@@ -62,6 +62,9 @@ def main() -> None:
                    "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
                    "only available to name (see `cfn-provider handlers`).")
 @function_option()
+@click.option("--handler-path", "handler_path", multiple=True, envvar=ENV + "HANDLER_PATH", metavar="DIR",
+              type=click.Path(file_okay=False), help="Also import handler modules from this folder (repeatable; "
+              "in the environment a PATH-style list). Never from the working directory unless named here.")
 @click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="sqlite under the state directory",
               help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=32, show_default=True, envvar=ENV + "CONCURRENCY",
@@ -139,7 +142,8 @@ def run(log_format: str, log_level: str, **options: Any) -> None:
     logs.configure(log_format, log_level)
     settings = Settings(
         **transport, region=options["region"], topic_arns=options["topic_arn"],
-        handlers=options["handler"], state=options["state"], concurrency=options["concurrency"],
+        handlers=options["handler"], handler_paths=options["handler_path"], state=options["state"],
+        concurrency=options["concurrency"],
         visibility_timeout=options["visibility_timeout"], grace_period=options["grace_period"],
         verify_signatures=options["verify_signatures"], allow_response_urls=options["allow_response_url"],
         trust_signing_cert_urls=options["trust_signing_cert_url"], wait_seconds=options["wait_seconds"],
@@ -269,7 +273,7 @@ def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | Non
             values = load_config_file(path)
         except ConfigError as exc:
             raise click.BadParameter(str(exc)) from None
-        chosen = {key: values[key] for key in ("handler", "function") if values.get(key)}
+        chosen = {key: values[key] for key in ("handler", "function", "handler_path") if values.get(key)}
         if chosen:
             ctx.default_map = {**(ctx.default_map or {}), **chosen}
     return path
@@ -289,13 +293,15 @@ _WHY = {
 @click.option("--handler", "handler", multiple=True, callback=_handlers, envvar=ENV + "HANDLER",
               metavar="TYPE=MODULE[:ATTR]", help="As for `run` (repeatable).")
 @function_option("As for `run` (repeatable): where a lambda: function's code is, and its environment.")
+@click.option("--handler-path", "handler_path", multiple=True, envvar=ENV + "HANDLER_PATH", metavar="DIR",
+              type=click.Path(file_okay=False), help="As for `run` (repeatable).")
 @click.option("--check", is_flag=True,
               help="Also load every available handler (built-ins and entry points not served); "
                    "exit 1 if any fails to load.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
-def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], function: dict[str, Any], check: bool,
-                     as_json: bool) -> None:
+def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], function: dict[str, Any],
+                     handler_path: tuple[str, ...], check: bool, as_json: bool) -> None:
     """List what `run` would serve with these options, and why: each ResourceType (or glob
     pattern), the handler serving it, where it comes from (a module, a built-in, or the entry
     point of an installed distribution in the group cfn_provider.handlers) and where it was
@@ -315,7 +321,7 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], f
 
     check_served(handler, function)
     try:
-        router = Router(handler, functions=function)
+        router = Router(handler, functions=function, handler_paths=handler_path)
     except HandlerError as exc:
         click.echo(f"cfn-provider: {exc}", err=True)
         sys.exit(2)
@@ -326,7 +332,7 @@ def handlers_command(ctx: click.Context, handler: tuple[tuple[str, Any], ...], f
     for route in [*router.routes(), *router.available]:
         served = route not in router.available
         row: dict[str, Any] = {"resource_type": route.pattern, "handler": route.spec,
-                               "source": "module" if route.source == "config" else route.source,
+                               "source": route.source,
                                "pattern": route.pattern not in router.exact and served,
                                "served": served, "why": why if served else "available, not named"}
         if check and not served:
@@ -373,6 +379,8 @@ def _echo_table(table: Sequence[tuple[str, ...]]) -> None:
 from .local.simulate import simulate  # noqa: E402 - the command group lives with its engine
 
 main.add_command(simulate)
+from .local.scaffold import init_command  # noqa: E402 - `cfn-provider init NAME`
+main.add_command(init_command)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
 main.add_command(requests_command)
 main.add_command(answer_command)

@@ -71,6 +71,7 @@ class Settings:
     region: str | None = None
     topic_arns: tuple[str, ...] = ()
     handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
+    handler_paths: tuple[str, ...] = ()  # --handler-path folders handler modules are also imported from (pipeline.handlerpath)
     state: str = field(default_factory=default_state_url)
     concurrency: int = 32
     visibility_timeout: int = 60
@@ -104,7 +105,8 @@ class Settings:
         return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue) or "sqs (no queue)"
 
 
-_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function", "mns_topic")
+_REPEATABLE = ("handler", "handler_path", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function",
+               "mns_topic")
 
 
 class ConfigError(ValueError):
@@ -160,6 +162,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             doc["function"] = [*doc.get("function", []), *config_strings(doc.pop("functions"), path)]
         except FunctionSettingError as exc:
             raise ConfigError(str(exc)) from None
+    if isinstance(doc.get("handler_path"), list):  # relative to the config file's folder, not the daemon's cwd
+        doc["handler_path"] = [str(Path(path).parent / p) if isinstance(p, str) else p for p in doc["handler_path"]]
     return doc
 
 

@@ -51,7 +51,8 @@ class Service:
         self.settings = settings
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points, functions=settings.functions)
+        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points, functions=settings.functions,
+                             handler_paths=settings.handler_paths)
         self.poller: Poller | None = None
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None

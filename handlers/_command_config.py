@@ -21,6 +21,8 @@ _ACTIONS = ("create", "update", "delete")
 class ConfigError(RuntimeError):
     """The operator's command configuration is missing or wrong."""
 
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -23,6 +23,8 @@ REASON_CHARS = 1500
 class CommandError(RuntimeError):
     """The command failed, timed out, or printed something that is not a result."""
 
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
+
 
 # ---------------------------------------------------------------------------------- environment
 

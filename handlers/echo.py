@@ -19,10 +19,16 @@ from typing import Any, Mapping
 _RESERVED = ("ServiceToken", "ServiceTimeout", "Name", "FailWith")
 
 
+class FailedOnPurpose(RuntimeError):
+    """FailWith: the Reason is the message alone (cfn_provider.pipeline.raised)."""
+
+    reason_is_message = True
+
+
 def _answer(event: Mapping[str, Any]) -> dict[str, Any]:
     props = event.get("ResourceProperties") or {}
     if props.get("FailWith"):
-        raise RuntimeError(str(props["FailWith"]))
+        raise FailedOnPurpose(str(props["FailWith"]))
     result: dict[str, Any] = {"Data": {k: v for k, v in props.items() if k not in _RESERVED}}
     if props.get("Name"):
         result["PhysicalResourceId"] = str(props["Name"])

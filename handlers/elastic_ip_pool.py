@@ -52,7 +52,7 @@ _GONE = ("InvalidAllocationID.NotFound", "InvalidAddress.NotFound", "InvalidAddr
 
 
 class PoolError(RuntimeError):
-    pass
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
 
 
 def _code(exc: Exception) -> str:

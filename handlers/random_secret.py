@@ -63,7 +63,7 @@ _OWNER = re.compile(r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P
 
 
 class SecretError(RuntimeError):
-    pass
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
 
 
 def load_key() -> bytes | None:

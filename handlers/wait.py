@@ -53,6 +53,8 @@ KNOWN = {"ServiceToken", "ServiceTimeout", "Url", "Until", "Seconds", "IntervalS
 class WaitError(ValueError):
     """A property breaks a rule (the message names the property, never its value)."""
 
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
+
 
 def allowed_prefixes(env: Mapping[str, str] | None = None) -> list[str]:
     value = (os.environ if env is None else env).get(URLS_ENV, "")

@@ -103,7 +103,8 @@ def test_naming_a_type_nothing_provides_exits_2_listing_what_is_available():
 def test_a_configured_handler_that_does_not_load_exits_2_naming_it():
     result = invoke("--handler", "Custom::X=no_such_module_anywhere")
     assert result.exit_code == 2
-    assert "handler 'no_such_module_anywhere' for Custom::X (config) failed to load" in result.output
+    assert "handler 'no_such_module_anywhere' for Custom::X failed to load" in result.output  # no "(config)"
+    assert "--handler-path" in result.output  # and how to fix it
 
 
 def test_bad_option_values_are_usage_errors(tmp_path):

@@ -51,6 +51,8 @@ log = structlog.get_logger("lambda")
 class FunctionFailed(Exception):
     """The function's answer was FAILED (or it gave none): the message is the Reason."""
 
+    reason_is_message = True  # an answer, not a crash of the daemon's own (cfn_provider.pipeline.raised)
+
 
 def log_hint(request_id: str) -> str:
     """Where to look, in place of AWS's "See the details in CloudWatch Log Stream: ..."."""

@@ -2,9 +2,11 @@
 
 The target is Lambda's own Handler setting, MODULE.FUNCTION (`index.handler`, `pkg.mod.handler`,
 `dir/mod.handler`), or MODULE:FUNCTION. The function's folder (Lambda's /var/task) is its
-`code` setting (cfn_provider.functions.settings), else the entry of the daemon's own path
-(PYTHONPATH, the current directory for `python -m`) its top-level module is found in; the
-daemon only looks, it never imports the function itself.
+`code` setting (cfn_provider.functions.settings), else the first `--handler-path` folder its
+top-level module is in, else the entry of the daemon's own path (PYTHONPATH) it is found in; the
+daemon only looks, it never imports the function itself. The named folders come first: a
+function module may share a standard module's name (`resource.py`), which the daemon's own path
+would otherwise find in the standard library.
 
 `load` checks the function the way it will run, in an interpreter of its own that imports it and
 exits, so a typo, a missing dependency, an async handler, a module shadowing one its interpreter
@@ -43,28 +45,30 @@ def parse_target(spec: str) -> tuple[str, str]:
     return module_name, attr
 
 
-def find_code(module: str, settings: FunctionSettings) -> str:
-    """The function's folder: `code` when configured, else where the daemon's path has its top-level module."""
+def find_code(module: str, settings: FunctionSettings, folders: tuple[str, ...] = ()) -> str:
+    """The function's folder: `code` when configured, else the first of `folders` (the
+    --handler-path folders), then of the daemon's path, that has its top-level module."""
     top = module.partition(".")[0]
     if settings.code:
         folder = Path(settings.code)
         if not folder.is_dir():
             raise FileNotFoundError(f"the function's code folder {folder} does not exist")
         return str(folder)
-    for entry in sys.path:
+    for entry in (*folders, *sys.path):
         folder = Path(entry or os.getcwd())
         if folder.is_dir() and PathFinder.find_spec(top, [str(folder)]) is not None:
             return str(folder.resolve())
     raise ModuleNotFoundError(f"No module named {top!r} on the daemon's path (set the function's folder with "
-                              f"[functions.\"TYPE\"] code = \"/path\" or --function 'TYPE=code=/path', or add it "
-                              "to PYTHONPATH)")
+                              f"[functions.\"TYPE\"] code = \"/path\" or --function 'TYPE=code=/path', or name its "
+                              "folder with --handler-path)")
 
 
-def load(spec: str, resource_type: str, settings: FunctionSettings | None = None) -> LambdaFunction:
+def load(spec: str, resource_type: str, settings: FunctionSettings | None = None,
+         folders: tuple[str, ...] = ()) -> LambdaFunction:
     """Find and check a `lambda:` target (see the module docstring); raise with the reason if unusable."""
     settings = settings or FunctionSettings()
     module, attr = parse_target(spec)
-    target = FunctionTarget(spec, module, attr, find_code(module, settings),
+    target = FunctionTarget(spec, module, attr, find_code(module, settings, folders),
                             settings.name or default_name(resource_type), settings)
     check(target)
     return LambdaFunction(target)

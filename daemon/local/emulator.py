@@ -94,15 +94,20 @@ class Emulator:
         return {**TEST_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint, "AWS_DEFAULT_REGION": REGION}
 
     def client(self, service: str) -> Any:
-        return boto3.client(
-            service, endpoint_url=self.endpoint, region_name=REGION,
-            aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}),
-        )
+        return client_for(self.endpoint, service)
 
     def stop(self) -> None:
         self._server.stop()
+
+
+def client_for(endpoint: str, service: str) -> Any:
+    """A boto3 client for an emulator at `endpoint`, with the test credentials."""
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name=REGION,
+        aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}),
+    )
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import structlog
 
-from . import response as responses
+from . import raised, response as responses
 from .disposition import STEP_HANDED_BACK, Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from .request import NotARequest, Request, from_stored, stored_form
@@ -202,7 +202,7 @@ class Polls:
             return _failed(request, str(exc), state.physical_id)
         except Exception as exc:  # noqa: BLE001 - a raising poll function is a FAILED answer
             log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
-            return _failed(request, str(exc) or type(exc).__name__, state.physical_id)
+            return _failed(request, raised.reason(exc), state.physical_id)
         finally:
             w.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         if isinstance(result, InProgress):

@@ -10,18 +10,21 @@ handler with AWS powers just because the package that ships it is installed.
 
 Exact types win over glob patterns (`Custom::Acme*`); among patterns the longest wins, ties
 broken by name, so routing is deterministic. Every named handler loads at start-up (a typo
-fails fast). A target `lambda:MODULE.FUNCTION` is a Lambda custom-resource function run
-unchanged, in processes of its own (cfn_provider.functions), with its `functions` settings.
+fails fast). Modules are imported under one rule (handlerpath: installed packages, PYTHONPATH and
+the `--handler-path` folders; never the working directory by accident). A target
+`lambda:MODULE.FUNCTION` is a Lambda custom-resource function run unchanged, in processes of its
+own (cfn_provider.functions), with its `functions` settings; its folder is found the same way.
 """
 from __future__ import annotations
 
 import fnmatch
 import functools
-import importlib
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable, Mapping
+
+from . import handlerpath
 
 ENTRY_POINT_GROUP = "cfn_provider.handlers"
 ACTIONS = ("create", "update", "delete")
@@ -35,7 +38,7 @@ class HandlerError(Exception):
 class Route:
     pattern: str
     spec: str  # "module[:attr]" as configured, for messages
-    source: str  # "config" or "entry point <dist>"
+    source: str  # "module" (named with a module path or object), "built-in" or "entry point of <dist>"
     _load: Callable[[], Any] = field(repr=False)
     _handler: Any = field(default=None, repr=False)
 
@@ -44,7 +47,8 @@ class Route:
             try:
                 obj = self._load()
             except Exception as exc:
-                raise HandlerError(f"handler {self.spec!r} for {self.pattern} ({self.source}) failed to load: {exc}") from exc
+                origin = "" if self.source == "module" else f" ({self.source})"
+                raise HandlerError(f"handler {self.spec!r} for {self.pattern}{origin} failed to load: {exc}") from exc
             missing = [a for a in ACTIONS if not callable(getattr(obj, a, None))]
             if missing:
                 raise HandlerError(f"handler {self.spec!r} for {self.pattern} has no callable {', '.join(missing)}")
@@ -52,10 +56,10 @@ class Route:
         return self._handler
 
 
-def import_spec(spec: str) -> Any:
-    """'pkg.module' or 'pkg.module:attr' -> the module or the attribute."""
+def import_spec(spec: str, folders: tuple[str, ...] = ()) -> Any:
+    """'pkg.module' or 'pkg.module:attr' -> the module or the attribute (imported under handlerpath's rule)."""
     module_name, _, attr = spec.partition(":")
-    obj = importlib.import_module(module_name)
+    obj = handlerpath.import_module(module_name, folders)
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
     return obj
@@ -64,14 +68,15 @@ def import_spec(spec: str) -> Any:
 LAMBDA_PREFIX = "lambda:"
 
 
-def load_spec(spec: str, resource_type: str = "", function: Any = None) -> Any:
+def load_spec(spec: str, resource_type: str = "", function: Any = None, folders: tuple[str, ...] = ()) -> Any:
     """A configured target: 'module[:attr]', or 'lambda:module.function' (a Lambda function, with
-    its settings `function`, cfn_provider.functions.settings.FunctionSettings)."""
+    its settings `function`, cfn_provider.functions.settings.FunctionSettings); `folders`: the
+    --handler-path folders."""
     if spec.startswith(LAMBDA_PREFIX):
         from ..functions.target import load
 
-        return load(spec, resource_type, function)
-    return import_spec(spec)
+        return load(spec, resource_type, function, folders)
+    return import_spec(spec, folders)
 
 
 def parse_handler_option(value: str) -> tuple[str, str | None]:
@@ -106,10 +111,15 @@ def _given(handler: Any) -> Callable[[], Any]:
 class Router:
     """`configured`: (TYPE, "MODULE[:ATTR]" | object | None) pairs, None naming the entry point
     registered as TYPE. `use_entry_points=False`: none are available to name (tests). `functions`:
-    the settings of `lambda:` targets, by the TYPE they serve."""
+    the settings of `lambda:` targets, by the TYPE they serve. `handler_paths`: the --handler-path
+    folders modules are also imported from (handlerpath)."""
 
     def __init__(self, configured: Iterable[tuple[str, str | Any]] = (), use_entry_points: bool = True,
-                 functions: Mapping[str, Any] | None = None):
+                 functions: Mapping[str, Any] | None = None, handler_paths: Iterable[str] = ()):
+        try:
+            self.handler_paths = handlerpath.add(handler_paths)
+        except handlerpath.HandlerPathError as exc:
+            raise HandlerError(str(exc)) from None
         routes: dict[str, Route] = {}
         available: dict[str, Route] = {}
         if use_entry_points:
@@ -124,10 +134,10 @@ class Router:
                                        "(or give a module: --handler TYPE=MODULE[:ATTR])")
                 route = available[rtype]
             elif isinstance(target, str):
-                route = Route(rtype, target, "config",
-                              functools.partial(load_spec, target, rtype, (functions or {}).get(rtype)))
+                route = Route(rtype, target, "module", functools.partial(
+                    load_spec, target, rtype, (functions or {}).get(rtype), self.handler_paths))
             else:
-                route = Route(rtype, repr(target), "config", _given(target))
+                route = Route(rtype, repr(target), "module", _given(target))
             route.handler()  # fail fast on a configuration mistake
             routes[rtype] = route
         self.available = [r for k, r in available.items() if k not in routes]  # named nowhere: never served

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from . import response as responses
+from . import raised, response as responses
 from .cleanup import TimedOutCreates
 from .disposition import Disposition, when_cut_short
 from .dlqanswer import DEAD_LETTER, dead_letter_answer
@@ -356,7 +356,7 @@ class Worker:
             return answer
         except Exception as exc:  # noqa: BLE001 - a raising handler is a FAILED answer
             log.warning("handler.raised", error=type(exc).__name__, exc_info=True)
-            return responses.failure(request, str(exc) or type(exc).__name__)
+            return responses.failure(request, raised.reason(exc))
         finally:
             self.metrics.handler_ran(request.resource_type, request.request_type, time.monotonic() - started)
         if isinstance(result, InProgress):

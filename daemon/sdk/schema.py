@@ -28,6 +28,8 @@ _MAX_REPORTED = 5
 class PropertyError(ValueError):
     """ResourceProperties do not match the handler's schema (the message names the property)."""
 
+    reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
+
 
 def thaw(value: Any) -> Any:
     """The daemon's read-only request values as plain dicts and lists (copies)."""

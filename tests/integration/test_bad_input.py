@@ -204,7 +204,8 @@ async def test_handler_exception_gets_failed_with_its_message(run_daemon, stack:
     req = stack.request("Create", "Boom", resource_type="Custom::Test", properties={"Raise": "disk on fire"})
     stack.publish(req)
     resp = await response_of(stack, req)
-    assert resp["Status"] == "FAILED" and resp["Reason"] == "disk on fire"
+    assert resp["Status"] == "FAILED"  # the type, the message, and where the traceback is
+    assert resp["Reason"] == "RuntimeError: disk on fire (traceback in the provider's log: handler.raised)"
     assert resp["PhysicalResourceId"].startswith("cfn-provider-failed-create-")
     await assert_still_serving(stack)
 
@@ -268,7 +269,7 @@ async def test_long_reason_is_trimmed_to_fit(run_daemon, stack: Stack, provider:
     req = stack.request("Create", "Wordy", resource_type="Custom::Test", properties={"Raise": "é" * 6000})
     stack.publish(req)
     resp = await response_of(stack, req)
-    assert resp["Status"] == "FAILED" and resp["Reason"].startswith("éé") and resp["Reason"].endswith("[...]")
+    assert resp["Status"] == "FAILED" and resp["Reason"].startswith("RuntimeError: éé") and resp["Reason"].endswith("[...]")
     body = provider.emulator.client("s3").get_object(Bucket=provider.bucket, Key=s3_keys(provider)[0])["Body"].read()
     assert len(body) <= 4096
 

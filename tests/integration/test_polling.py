@@ -107,7 +107,8 @@ async def test_a_raising_poll_fails_with_the_id_the_action_gave(run_daemon, stac
                             properties={"PollRaise": "the snapshot failed", "AfterSeconds": "1"})
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
-    assert answer["Status"] == "FAILED" and answer["Reason"] == "the snapshot failed"
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"] == "RuntimeError: the snapshot failed (traceback in the provider's log: handler.raised)"
     assert answer["PhysicalResourceId"] == f"op-{request['RequestId'][:8]}"  # the rollback Delete can clean up
 
 

@@ -108,7 +108,7 @@ def test_handler_option_rejects_empty_parts_and_bare_patterns(value):
 def test_configured_handler_overrides_the_entry_point():
     r = Router([("Custom::Echo", f"{SPEC}:other")])
     assert handler_for(r, "Custom::Echo") is fx.other
-    assert r.route("Custom::Echo").source == "config"
+    assert r.route("Custom::Echo").source == "module"
 
 
 def test_named_entry_points_load_at_start_and_fail_naming_the_plugin(monkeypatch):

@@ -8,12 +8,15 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import click
 
 from ..template import StackInfo
 from .embedded import EmbeddedDaemon
+from .fastpolls import FastPolls
+from .remember import Remembered
 from .state import DEFAULT_SERVICE_TIMEOUT, SimulateError
 
 
@@ -110,9 +113,12 @@ def _set_environment(values: Mapping[str, str | None]) -> None:
 class Backend:
     """The AWS side of one invocation (topic -> queue, bucket) and the daemon serving the queue."""
 
-    def __init__(self, *, handlers: tuple[tuple[str, str | None], ...] = (), endpoint: str | None = None,
-                 region: str | None = None):
-        self.handlers, self.endpoint_url, self.requested_region = handlers, endpoint, region
+    def __init__(self, remembered: Remembered, state_path: Path, emulator_record: Any = None):
+        """`remembered`: the handlers, folders, endpoint and poll speed to use; `state_path` and
+        `emulator_record`: the stack whose own emulator to use (or start) when there is no endpoint."""
+        self.remembered, self.state_path, self.emulator_record = remembered, state_path, emulator_record
+        self.endpoint_url, self.requested_region = remembered.endpoint, remembered.region
+        self.warnings: list[str] = []  # said before the operation starts
         self.emulator: Any = None
         self.provider: Any = None
         self.daemon: EmbeddedDaemon | None = None
@@ -133,7 +139,8 @@ class Backend:
 
     def _start(self) -> None:
         from ...config import Settings
-        from ..emulator import TEST_CREDENTIALS, Emulator, Provider
+        from ..emulator import TEST_CREDENTIALS, Provider
+        from .stackemulator import StackEmulator
 
         if self.endpoint_url:
             self.region = self.requested_region or os.environ.get("AWS_REGION") or os.environ.get(
@@ -150,8 +157,14 @@ class Backend:
             self._exit.enter_context(_environment(env))
             self.emulator = Endpoint(self.endpoint_url, self.region)
         else:
-            self.emulator = Emulator()
-            self._exit.callback(self.emulator.stop)
+            had = self.emulator_record is not None
+            self.emulator = StackEmulator.attach(self.emulator_record, self.state_path)
+            self.emulator_record = self.emulator.record
+            if not self.emulator.reused:  # a create that fails before its stack is saved keeps nothing running
+                self._exit.callback(lambda: None if self.state_path.exists() else self.emulator.discard())
+            if had and not self.emulator.reused:
+                self.warnings.append("the stack's emulator process is gone (stopped, or the machine restarted): a new "
+                                     "one starts, without what earlier operations made in it")
             self.region = "us-east-1"
             env = {k: None for k in _ENV_KEYS}
             env.update(self.emulator.env())
@@ -169,13 +182,25 @@ class Backend:
         self._tmp = self._exit.enter_context(tempfile.TemporaryDirectory(prefix="cfn-simulate-"))
         settings = Settings(
             queue_url=self.provider.queue_url, region=self.region, topic_arns=(self.provider.topic_arn,),
-            handlers=self.handlers, state=f"sqlite://{self._tmp}/state.db", verify_signatures=False,
+            handlers=self._handlers(), handler_paths=tuple(self.remembered.handler_paths),
+            state=f"sqlite://{self._tmp}/state.db", verify_signatures=False,
             allow_response_urls=(self.emulator.endpoint + "/",), wait_seconds=1, grace_period=0.2, max_backoff=1.0,
             concurrency=8, health_file=f"{self._tmp}/health.json", summary_interval=3600.0,
         )
         self.daemon = EmbeddedDaemon(settings)
         self.daemon.start()
         self._exit.callback(self._stop_daemon)
+
+    def _handlers(self) -> tuple[tuple[str, Any], ...]:
+        """The remembered --handler values; with --poll-every, each loaded and served through FastPolls."""
+        from ...pipeline.router import Router, parse_handler_option
+
+        parsed = tuple(parse_handler_option(h) for h in self.remembered.handlers)
+        every = self.remembered.poll_every
+        if every is None:
+            return parsed
+        router = Router(parsed, handler_paths=self.remembered.handler_paths)
+        return tuple((r.pattern, FastPolls(r.handler(), every, r.spec)) for r in router.routes())
 
     def _stop_daemon(self) -> None:
         assert self.daemon is not None
@@ -202,8 +227,11 @@ class Backend:
         return self.provider.topic_arn
 
     def describe(self) -> str:
-        where = f"AWS endpoint {self.emulator.endpoint}" if self.endpoint_url else \
-            f"embedded AWS emulator (moto) on {self.emulator.endpoint}"
+        if self.endpoint_url:
+            where = f"AWS endpoint {self.emulator.endpoint}"
+        else:
+            kept = "kept from the last operation" if self.emulator.reused else "started now, kept for the next"
+            where = f"the stack's AWS emulator (moto, pid {self.emulator.pid}, {kept}) on {self.emulator.endpoint}"
         return f"{where}; topic {self.provider.topic_arn} -> queue {self.provider.name}; daemon in this process"
 
     def serves(self, resource_type: str) -> bool:

@@ -8,10 +8,12 @@ from typing import Any, Callable, Mapping
 
 import click
 
-from ..template import StackInfo, Template, TemplateError, load as load_template, parse_parameters
+from ..template import StackInfo, Template, TemplateError, lint, load as load_template, parse_parameters
+from ..template.lint import missing_extra
 from .backend import Backend
 from .console import Console
 from .engine import Engine
+from .seed import run_seed
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
 
@@ -41,13 +43,16 @@ def _state_path(stack_name: str | None, state_file: str | None, must_exist: bool
     raise AssertionError("unreachable")
 
 
-def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+def _handlers(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Checked as `run` checks them, and kept as typed (the state file remembers them)."""
     from ...pipeline.router import parse_handler_option
 
     try:
-        return tuple(parse_handler_option(v) for v in values)
+        for value in values:
+            parse_handler_option(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    return values
 
 
 def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -64,12 +69,18 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--state-file", type=click.Path(dir_okay=False),
                      help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json)."),
         click.option("--handler", "handlers", multiple=True, callback=_handlers, metavar="TYPE=MODULE[:ATTR]",
-                     help="Serve ResourceType TYPE with this handler, as for `run` (repeatable); the current "
-                          "directory is importable. A bare TYPE serves the built-in or installed entry point "
-                          "of that name (e.g. --handler Custom::Echo); nothing else is served."),
+                     help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
+                          "serves the built-in or installed entry point of that name (e.g. --handler "
+                          "Custom::Echo); nothing else is served. Remembered for the stack's next operations."),
+        click.option("--handler-path", "handler_paths", multiple=True, type=click.Path(file_okay=False),
+                     metavar="DIR", help="Import handler modules from this folder too, as for `run` (repeatable; "
+                                         "default: the current folder). Remembered."),
         click.option("--endpoint", metavar="URL",
                      help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
-                          "the embedded moto server."),
+                          "the stack's own embedded moto server. Remembered."),
+        click.option("--poll-every", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
+                     help="Poll long-running resources at least this often, whatever interval they ask for "
+                          "(crhelper's default is 2 minutes). Remembered."),
         click.option("--region", help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
                                       "/ us-east-1). The embedded emulator is us-east-1."),
         click.option("--wait-limit", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
@@ -92,24 +103,33 @@ def simulate() -> None:
 
     \b
       cfn-provider simulate create template.yaml --handler Custom::Thing=mything
-      cfn-provider simulate update --template template-v2.yaml --parameter Size=4
+      cfn-provider simulate update template-v2.yaml --parameter Size=4
       cfn-provider simulate delete
 
-    Everything runs on this machine (an embedded moto server, unless --endpoint). Only custom
-    resources are simulated; other resources are not created, and a Ref or Fn::GetAtt to one
-    gives a placeholder. Each custom resource's ServiceToken is replaced by the simulated topic.
-    The stack is kept in ./.cfn-simulate/STACK.json. Exit status: 0 when the stack ends
+    Everything runs on this machine: the stack's own moto server (kept between its operations,
+    so a Delete finds what the Create made; --seed FILE puts things there first), unless
+    --endpoint. The template is checked with cfn-lint first. Only custom resources are
+    simulated; other resources are not created, and a Ref or Fn::GetAtt to one gives a
+    placeholder. Each custom resource's ServiceToken is replaced by the simulated topic. The
+    stack is kept in ./.cfn-simulate/STACK.json, with the options to use again (handlers,
+    handler folders, endpoint, poll speed, parameters). Exit status: 0 when the stack ends
     CREATE_COMPLETE / UPDATE_COMPLETE / DELETE_COMPLETE, 1 otherwise (failed, rolled back),
     2 when nothing could be done (bad template, options or stack state).
     """
+
+
+_SEED = click.option("--seed", type=click.Path(dir_okay=False, exists=True), metavar="FILE",
+                     help="Run this Python script (boto3 calls) against the stack's AWS before the operation; "
+                          "a module-level dict `parameters` gives template parameters.")
 
 
 @simulate.command("create")
 @click.argument("template_path", metavar="TEMPLATE", type=click.Path(dir_okay=False))
 @click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
               help="A template parameter (repeatable); others take their Default.")
+@_SEED
 @_common
-def create_command(template_path: str, parameters: dict[str, str], **options: Any) -> None:
+def create_command(template_path: str, parameters: dict[str, str], seed: str | None, **options: Any) -> None:
     """Create the stack from TEMPLATE (YAML or JSON): Create requests in dependency order; on a
     failure, the rollback (Delete of what was created)."""
     stack_name = options["stack_name"] or default_stack_name(template_path)
@@ -120,12 +140,15 @@ def create_command(template_path: str, parameters: dict[str, str], **options: An
         hint = (" and can only be deleted: cfn-provider simulate delete" if existing.status == "ROLLBACK_COMPLETE"
                 else ": update it, or delete it first")
         raise SimulateError(f"Stack [{existing.name}] already exists ({existing.status}, in {path}){hint}")
-    doc = load_template_or_fail(template_path)
-    make_template(doc, parameters, StackInfo.new(stack_name), None)  # a bad template fails before anything starts
+    _require_emulator(options)
+    doc = load_template_or_fail(template_path, options["region"])
+    if not seed:  # a bad template fails before anything starts (a seed may still give parameters)
+        make_template(doc, parameters, StackInfo.new(stack_name), None)
 
     def operation(engine: Engine, backend: Backend, console: Console) -> str:
-        template = make_template(doc, parameters, engine.state.info, console)
-        engine.state.parameters = template.parameters
+        overrides = {**(run_seed(seed, console, backend.describe()) if seed else {}), **parameters}
+        template = make_template(doc, overrides, engine.state.info, console)
+        engine.state.parameters, engine.state.parameter_overrides = template.parameters, overrides
         announce(console, backend, template, engine.state, path)
         return engine.create(template)
 
@@ -138,16 +161,24 @@ def create_command(template_path: str, parameters: dict[str, str], **options: An
 
 
 @simulate.command("update")
-@click.option("--template", "template_path", type=click.Path(dir_okay=False),
-              help="The new template (default: the stack's current one, e.g. to change parameters).")
+@click.argument("template_path", metavar="[TEMPLATE]", required=False, type=click.Path(dir_okay=False))
+@click.option("--template", "template_option", type=click.Path(dir_okay=False), metavar="TEMPLATE",
+              help="The new template, as the TEMPLATE argument (default: the stack's current one, e.g. to "
+                   "change parameters).")
 @click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
               help="A template parameter (repeatable). Values given before are kept unless given again "
                    "(as `aws cloudformation deploy` does); others take their Default.")
+@_SEED
 @_common
-def update_command(template_path: str | None, parameters: dict[str, str], **options: Any) -> None:
-    """Update the stack: Update requests (with OldResourceProperties) for changed resources,
-    Create for new ones; then the cleanup phase Deletes replaced ids and removed resources. On a
-    failure, the rollback: Update back to the old properties, Delete of what was created."""
+def update_command(template_path: str | None, template_option: str | None, parameters: dict[str, str],
+                   seed: str | None, **options: Any) -> None:
+    """Update the stack (to TEMPLATE, else its current template with new parameters): Update
+    requests (with OldResourceProperties) for changed resources, Create for new ones; then the
+    cleanup phase Deletes replaced ids and removed resources. On a failure, the rollback: Update
+    back to the old properties, Delete of what was created."""
+    if template_path and template_option and Path(template_path).resolve() != Path(template_option).resolve():
+        raise click.UsageError("give the new template once: TEMPLATE or --template")
+    template_path = template_path or template_option
     if options["stack_name"]:
         _check_stack_name(options["stack_name"])
     path, _ = _state_path(options["stack_name"], options["state_file"], must_exist=True)
@@ -158,7 +189,8 @@ def update_command(template_path: str | None, parameters: dict[str, str], **opti
     if state.status not in UPDATABLE:
         raise SimulateError(f"Stack [{state.name}] is in {state.status} state and can not be updated"
                             + (": delete it (cfn-provider simulate delete)" if state.status != "DELETE_COMPLETE" else ""))
-    doc = load_template_or_fail(template_path) if template_path else state.template
+    _require_emulator(options, state)
+    doc = load_template_or_fail(template_path, options["region"] or state.region) if template_path else state.template
     params = doc.get("Parameters")
     declared = params if isinstance(params, dict) else {}
     overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
@@ -171,24 +203,27 @@ def update_command(template_path: str | None, parameters: dict[str, str], **opti
 
     def operation(engine: Engine, backend: Backend, console: Console) -> str:
         st = engine.state
+        given = {**(run_seed(seed, console, backend.describe()) if seed else {}), **parameters}
+        now = {**overrides, **{k: v for k, v in given.items() if k in declared}}
         old = make_template(st.template, st.parameter_overrides, st.info, None)
-        new = make_template(doc, overrides, st.info, console)
+        new = make_template(doc, now, st.info, console)
         announce(console, backend, new, st, path)
         if not engine.changes(old, new):
-            st.template, st.parameter_overrides, st.parameters = doc, overrides, new.parameters
+            st.template, st.parameter_overrides, st.parameters = doc, now, new.parameters
             engine.save(st)
             console.line("No updates are to be performed.")
             return "NO_CHANGES"
-        return engine.update(old, new, overrides, str(Path(template_path).resolve()) if template_path else None)
+        return engine.update(old, new, now, str(Path(template_path).resolve()) if template_path else None)
 
-    run("update", path, options, lambda _backend: state, operation)
+    run("update", path, options, lambda _backend: state, operation, previous=state)
 
 
 @simulate.command("delete")
 @_common
 def delete_command(**options: Any) -> None:
     """Delete the stack: Delete requests in reverse dependency order (DeletionPolicy Retain is
-    honoured); the state file goes once the stack is DELETE_COMPLETE."""
+    honoured); the state file goes once the stack is DELETE_COMPLETE, and the stack's emulator
+    with it."""
     if options["stack_name"]:
         _check_stack_name(options["stack_name"])
     try:
@@ -202,6 +237,7 @@ def delete_command(**options: Any) -> None:
     if state is None:
         click.echo(f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): nothing to delete.")
         return
+    _require_emulator(options, state)
 
     def operation(engine: Engine, backend: Backend, console: Console) -> str:
         st = engine.state
@@ -212,7 +248,17 @@ def delete_command(**options: Any) -> None:
         announce(console, backend, template, st, path)
         return engine.delete(template)
 
-    run("delete", path, options, lambda _backend: state, operation)
+    run("delete", path, options, lambda _backend: state, operation, previous=state)
+
+
+def _require_emulator(options: Mapping[str, Any], state: StackState | None = None) -> None:
+    """The embedded emulator is moto's server, from the `simulate` extra: say so before anything starts."""
+    import importlib.util
+
+    if options.get("endpoint") or (state is not None and state.remembered.endpoint):
+        return
+    if importlib.util.find_spec("moto") is None:
+        raise SimulateError(str(missing_extra("moto", "moto's server as its embedded AWS emulator")))
 
 
 def _check_stack_name(name: str) -> None:
@@ -221,8 +267,16 @@ def _check_stack_name(name: str) -> None:
                             "a letter, then letters, digits and hyphens, at most 128 characters")
 
 
-def load_template_or_fail(path: str) -> dict[str, Any]:
+def load_template_or_fail(path: str, region: str | None = None) -> dict[str, Any]:
+    """The template, after cfn-lint found no error in it (its warnings are shown)."""
     try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = None  # load() says why
+    try:
+        if text is not None:
+            for finding in lint.check(path, text, region or "us-east-1"):
+                Console().warn(str(finding))
         return load_template(path)
     except TemplateError as exc:
         raise SimulateError(str(exc)) from None

@@ -49,14 +49,10 @@ class EmbeddedDaemon:
         if not self.thread.is_alive():
             return True
 
-        def stop() -> None:
-            self.service.stop()
-            poller = self.service.poller
-            if poller is not None and not poller.tasks:
-                self.service.stop()  # nothing in flight: cut the long poll short rather than wait it out
-
+        # One stop: the daemon drains (its long poll is 1 s here). A second one is kept for a daemon that
+        # does not stop in time, because it abandons in-flight requests (and says so in the log).
         with contextlib.suppress(RuntimeError):  # loop already closed
-            self.loop.call_soon_threadsafe(stop)
+            self.loop.call_soon_threadsafe(self.service.stop)
         self.thread.join(timeout)
         if self.thread.is_alive():
             with contextlib.suppress(RuntimeError):

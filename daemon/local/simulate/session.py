@@ -12,9 +12,12 @@ from typing import Any, Callable, Mapping
 import click
 
 from ..template import Template
+from . import daemonlog
 from .backend import Backend
 from .console import Console, Event, status_colour
+from .daemonlog import DaemonLog
 from .engine import Engine
+from .remember import Remembered
 from .state import COMPLETE, INTERRUPTED, STACK_TYPE, SimulateError, StackState, write_state
 
 # For tests, which run the commands inside pytest: never os._exit() there (see _exit_code).
@@ -25,6 +28,7 @@ def announce(console: Console, backend: Backend, template: Template | None, stat
     """Say what is about to be simulated (after the template's own notes)."""
     console.note(f"stack {state.name} ({state.stack_id}), kept in {path}")
     console.note(backend.describe() + "; handlers: " + (", ".join(backend.handler_names()) or "none"))
+    console.note(state.remembered.describe())
     if template is None:
         return
     for note in template.notes:
@@ -41,22 +45,21 @@ def announce(console: Console, backend: Backend, template: Template | None, stat
 
 
 def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[[Backend], StackState],
-        operation: Callable[[Engine, Backend, Console], str]) -> None:
-    from ... import logs
+        operation: Callable[[Engine, Backend, Console], str], previous: StackState | None = None) -> None:
+    """One operation: the options given now on top of what `previous` (the stack's state) remembers."""
     from ...pipeline.router import HandlerError
 
-    if options["show_logs"]:
-        logs.configure("auto", "info", stream=sys.stderr)
-    else:
-        logs.configure("auto", "error", stream=sys.stderr)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # --handler mymodule, from the author's working directory
+    kept = daemonlog.configure(options["show_logs"])
+    remembered = (previous.remembered if previous else Remembered()).with_options(options)
     console = Console()
     status = ""
     engine: Engine | None = None
     try:
-        with Backend(handlers=options["handlers"], endpoint=options["endpoint"], region=options["region"]) as backend:
+        with Backend(remembered, path, previous.emulator if previous else None) as backend:
             state = make_state(backend)
+            state.remembered, state.emulator = remembered, backend.emulator_record
+            for warning in backend.warnings:
+                console.warn(warning)
 
             def save(st: StackState) -> None:
                 write_state(path, st)
@@ -67,8 +70,7 @@ def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[
             except KeyboardInterrupt:
                 console.clear_progress()
                 if state.status.endswith("IN_PROGRESS"):
-                    engine.stack_status(INTERRUPTED[kind], "interrupted by the user (Ctrl-C): the resources created so "
-                                                           "far are in the state file; delete the stack to clean up")
+                    engine.interrupted(INTERRUPTED[kind])
                 raise
     except HandlerError as exc:
         raise SimulateError(str(exc)) from None
@@ -79,18 +81,22 @@ def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[
         _exit(0)
     if status == "DELETE_COMPLETE":
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-    _summary(console, state, status, path, engine.failures if engine else [])
+            path.unlink()  # the stack's emulator sees it go, and stops
+    _summary(console, state, status, path, engine.failures if engine else [], kept)
     _exit(0 if status in COMPLETE else 1)
 
 
-def _summary(console: Console, state: StackState, status: str, path: Path, failures: list[Event]) -> None:
+def _summary(console: Console, state: StackState, status: str, path: Path, failures: list[Event],
+             kept: DaemonLog | None) -> None:
     console.line()
     console.line(f"Stack {state.name}: {status}", bold=True, fg=status_colour(status))
     if state.status_reason and status not in COMPLETE:
         console.line(f"  {state.status_reason}")
     for ev in failures:
         console.line(f"  {ev.logical_id} {ev.status}: {ev.reason}", fg="red")
+        traceback = kept.traceback_for(ev.reason) if kept else None
+        if traceback:
+            console.line("    " + traceback.rstrip().replace("\n", "\n    "), dim=True)
     if state.outputs and status in ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"):
         console.line("Outputs:")
         width = max(map(len, state.outputs))

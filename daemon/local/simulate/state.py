@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import click
 
 from ..template import StackInfo
+from .remember import Remembered
 
 STATE_VERSION = 1
 DEFAULT_STATE_DIR = ".cfn-simulate"
@@ -69,6 +70,8 @@ class StackState:
     events: list[dict[str, Any]] = field(default_factory=list)
     created: str = ""
     updated: str = ""
+    remembered: Remembered = field(default_factory=Remembered)  # the options the next operation uses again
+    emulator: dict[str, Any] | None = None  # the stack's own emulator process (stackemulator.Record)
 
     @property
     def info(self) -> StackInfo:
@@ -82,6 +85,7 @@ class StackState:
             "ParameterOverrides": self.parameter_overrides, "Parameters": self.parameters,
             "Resources": {k: r.to_json() for k, r in self.resources.items()}, "Outputs": self.outputs,
             "Template": self.template, "Events": self.events[-MAX_EVENTS:],
+            "Simulate": self.remembered.to_json(), "Emulator": self.emulator,
         }
 
     @classmethod
@@ -96,6 +100,7 @@ class StackState:
             resources={k: Resource.from_json(v) for k, v in (doc.get("Resources") or {}).items()},
             outputs=dict(doc.get("Outputs") or {}), events=list(doc.get("Events") or []),
             created=doc.get("CreationTime", ""), updated=doc.get("LastUpdatedTime", ""),
+            remembered=Remembered.from_json(doc.get("Simulate")), emulator=doc.get("Emulator") or None,
         )
 
 

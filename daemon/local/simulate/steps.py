@@ -94,8 +94,13 @@ class Steps:
         text = json.dumps(doc.get("progress"), separators=(",", ":"))
         reason = f"Long-running {request['RequestType']}: {doc.get('polls', 0)} polls so far; progress {text[:200]}"
         self.console.progress_done()
-        self.emit(request["LogicalResourceId"], doc.get("physical_id") or request.get("PhysicalResourceId", ""),
-                  request["ResourceType"], f"{request['RequestType'].upper()}_IN_PROGRESS", reason)
+        physical_id = doc.get("physical_id") or request.get("PhysicalResourceId", "")
+        resource = self.state.resources.get(request["LogicalResourceId"])
+        if request["RequestType"] == "Create" and resource is not None and physical_id:
+            resource.physical_id = physical_id  # the id so far: what an interrupted Create's Delete gets
+            self.save(self.state)
+        self.emit(request["LogicalResourceId"], physical_id, request["ResourceType"],
+                  f"{request['RequestType'].upper()}_IN_PROGRESS", reason)
 
     def _outputs(self, template: Template) -> dict[str, dict[str, Any]]:
         outputs = {}
@@ -118,6 +123,9 @@ class Steps:
             self.emit(logical_id, "", rtype, "CREATE_FAILED", str(exc))
             return False
         self.emit(logical_id, "", rtype, "CREATE_IN_PROGRESS", "Resource creation Initiated")
+        # in the state file before the answer: an interrupted Create is still there for `simulate delete`
+        self.state.resources[logical_id] = Resource(rtype, "", props, status="CREATE_IN_PROGRESS")
+        self.save(self.state)
         answer = self._send(request, timeout)
         if answer.response is None:
             # CloudFormation never learnt an id: it makes one up for the rollback Delete
@@ -140,6 +148,16 @@ class Steps:
         self.save(self.state)
         return True
 
+    def interrupted(self, status: str) -> None:
+        """Ctrl-C: a Create never answered keeps the id it gave so far (a long-running action's), else one
+        CloudFormation would make up, so `simulate delete` sends its Delete."""
+        for logical_id, resource in self.state.resources.items():
+            if resource.status == "CREATE_IN_PROGRESS":
+                resource.physical_id = resource.physical_id or generated_physical_id(self.state.name, logical_id)
+                resource.status = "CREATE_FAILED"
+        self.stack_status(status, "interrupted by the user (Ctrl-C): what was created so far, an unanswered Create "
+                                  "included, is in the state file; `cfn-provider simulate delete` cleans it up")
+
     def _missing_attributes(self, template: Template, logical_id: str, resource: Resource) -> str:
         missing = [a for a in template.attributes_used(logical_id) if a not in resource.data]
         if not missing:
@@ -151,7 +169,7 @@ class Steps:
                         rolling_back_create: bool = False, physical_id: str | None = None,
                         policy_name: str = "DeletionPolicy") -> bool:
         """Delete one resource (or one old id of it, for cleanup); True when it is gone."""
-        physical_id = physical_id or resource.physical_id
+        physical_id = physical_id or resource.physical_id or generated_physical_id(self.state.name, logical_id)
         if policy == "Retain" or (policy == "RetainExceptOnCreate" and not rolling_back_create):
             self.emit(logical_id, physical_id, resource.type, "DELETE_SKIPPED", f"{policy_name} {policy}: left in place")
             return True

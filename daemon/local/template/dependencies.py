@@ -71,7 +71,9 @@ class Dependencies:
 
     def _validate_references(self) -> None:
         unresolved: list[str] = []
-        for where, value in self._evaluated_parts():
+        tokens = [(f"{k}.Properties.ServiceToken", r["Properties"]["ServiceToken"]) for k, r in self.resources.items()
+                  if is_custom(r["Type"]) and "ServiceToken" in (r.get("Properties") or {})]  # replaced, yet checked
+        for where, value in [*self._evaluated_parts(), *tokens]:
             for name, attribute in self._references(value, where):
                 if attribute is None and (name in self.parameters or name in PSEUDO_PARAMETERS):
                     continue

@@ -2,6 +2,7 @@
 `!GetAtt`, `!Sub`, ...) turned into their long form (`{"Ref": ...}`, `{"Fn::GetAtt": [...]}`, ...)."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any, Callable, cast
@@ -51,6 +52,18 @@ for _short, _long in _SHORT_FORMS.items():
     _Loader.add_constructor(f"!{_short}", _short_form(_long))
 
 
+class _Named(io.StringIO):
+    """Text with a name, so PyYAML's errors say `in "template.yaml", line 4`, not `<unicode string>`."""
+
+    def __init__(self, text: str, name: str):
+        super().__init__(text)
+        self.name = name
+
+
+def _yaml(text: str, name: str) -> Any:
+    return yaml.load(_Named(text, name), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 def loads(text: str, name: str = "<template>") -> dict[str, Any]:
     """A template (YAML or JSON text) as plain data, short forms in their long form."""
     doc: Any
@@ -59,12 +72,12 @@ def loads(text: str, name: str = "<template>") -> dict[str, Any]:
             doc = json.loads(text)
         except ValueError as json_error:
             try:
-                doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+                doc = _yaml(text, name)
             except yaml.YAMLError:
                 raise TemplateError(f"{name} is not valid JSON: {json_error}") from None
     else:
         try:
-            doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+            doc = _yaml(text, name)
         except yaml.YAMLError as exc:
             raise TemplateError(f"{name} is not valid YAML: {exc}") from None
     if not isinstance(doc, dict):

@@ -5,7 +5,7 @@ import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from click.testing import CliRunner, Result
@@ -14,18 +14,22 @@ import cfn_provider.local.simulate.session as simulate_session
 from cfn_provider.local.emulator import Emulator
 from cfn_provider.local.simulate import simulate
 from tests.local import handlers as sim_handlers
+from tests.support.stack_emulators import stop_stack_emulators
 
 TEST_HANDLERS = ("Custom::Test=tests.support.handlers", "Custom::Recorded=tests.local.handlers:recorded",
                  "Custom::Slow=tests.local.handlers:slow", "Custom::Echo")  # the built-in, named
 
 
 @pytest.fixture(autouse=True)
-def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Never os._exit() inside pytest; leave the process's logging alone; work in tmp_path."""
+def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Never os._exit() inside pytest; leave the process's logging alone; work in tmp_path; stop the
+    emulators of stacks a test left behind."""
     monkeypatch.setattr(simulate_session, "HARD_EXIT_PAST_STUCK_HANDLERS", False)
     monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     sim_handlers.requests.clear()
+    yield
+    stop_stack_emulators(tmp_path)
 
 
 @dataclass

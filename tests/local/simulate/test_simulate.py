@@ -166,7 +166,8 @@ def test_failed_create_rolls_back_with_a_delete(sim, write):
     failed = [e for e in events if e[1] == "CREATE_FAILED"]
     assert len(failed) == 1 and failed[0][0] == "Bad"
     assert failed[0][3].startswith("Received response status [FAILED] from custom resource. "
-                                   "Message returned: the handler says no (RequestId: ")
+                                   "Message returned: RuntimeError: the handler says no (traceback in the "
+                                   "provider's log: handler.raised) (RequestId: ")
     marker = failed[0][2]
     assert marker.startswith("cfn-provider-failed-create-")
     assert ("s", "ROLLBACK_IN_PROGRESS", run.state["StackId"],
@@ -215,7 +216,7 @@ def test_failed_update_rolls_back_with_an_update_to_the_old_properties(sim, writ
         "UPDATE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
         "UPDATE_ROLLBACK_COMPLETE"]
     failed = [e for e in events if e[1] == "UPDATE_FAILED"]
-    assert [e[0] for e in failed] == ["B"] and "Message returned: B refuses" in failed[0][3]
+    assert [e[0] for e in failed] == ["B"] and "Message returned: B refuses" in failed[0][3]  # FailWith: the message alone
     state = run.state
     assert state["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
     assert state["Resources"]["A"]["PhysicalResourceId"] == "a-1"
@@ -388,7 +389,8 @@ def test_template_and_state_errors_exit_2_before_anything_runs(sim, write, tmp_p
           B: {Type: Custom::Echo, Properties: {ServiceToken: x, Peer: !GetAtt A.Peer}}
     """)
     run = sim("create", cyclic)
-    assert run.code == 2 and "Circular dependency between resources: [A, B]" in run.stderr, run
+    # cfn-lint finds it first, with the file and line
+    assert run.code == 2 and "cycle.yaml:2:3: E3004 Circular Dependencies for resource A" in run.stderr, run
     assert not run.state_path.exists()
     missing = write("param.yaml", """\
         Parameters: {Size: {Type: Number}}
@@ -406,7 +408,7 @@ def test_embedded_emulator_runs_the_example_consumer_template(sim):
     template = str(Path(__file__).resolve().parents[3] / "deploy" / "example-consumer.yaml")
     run = sim("create", template, embedded=True, stack="consumer")
     assert run.code == 0, run
-    assert "embedded AWS emulator (moto)" in run.stderr
+    assert "the stack's AWS emulator (moto, pid " in run.stderr
     outputs = run.state["Outputs"]
     assert outputs["QuickName"]["Value"] == "consumer-quick"
     assert outputs["QuickDepends"]["Value"] == "blue" and outputs["Size"]["Value"] == "3"

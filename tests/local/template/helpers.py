@@ -21,3 +21,14 @@ def template(text: str, parameters: dict[str, str] | None = None, warnings: list
 
 def resolve(t: Template, value: Any, made: dict[str, Made] | None = None) -> Any:
     return t.resolve(value, (made or {}).get)
+
+
+# a Ref and a GetAtt to names the template does not define (indented, as the tests write templates)
+UNDEFINED = """\
+    Resources:
+      Thing:
+        Type: Custom::Echo
+        Properties:
+          ServiceToken: !Ref ServiceTokn
+          Peer: !GetAtt Thingy.Url
+"""

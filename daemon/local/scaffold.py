@@ -1,0 +1,228 @@
+"""`cfn-provider init NAME`: a handler project to start from, whose own test passes out of the box.
+
+    NAME/
+      pyproject.toml            the package, with its entry point in the group cfn_provider.handlers
+      README.md                 how to test, try and serve it
+      template.yaml             a stack using the resource
+      src/PACKAGE/__init__.py
+      src/PACKAGE/thing.py      one SDK resource (cfn_provider.Resource): a thing kept in SSM Parameter Store
+      tests/test_thing.py       create -> update -> delete through the real path, as `simulate` drives it
+
+NAME is the distribution's name (letters, digits, `-`, `_`); PACKAGE is NAME in snake case, and
+the ResourceType is `Custom::` and NAME in CamelCase unless `--type` says otherwise.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
+_TYPE = re.compile(r"Custom::[A-Za-z0-9_@-]{1,60}")
+
+PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{name}"
+version = "0.1.0"
+description = "{rtype}: a CloudFormation custom resource served by cfn-provider"
+requires-python = ">=3.11"
+dependencies = ["cfn-sns-provider"]
+
+[project.optional-dependencies]
+test = ["cfn-sns-provider[simulate]", "pytest"]
+
+# `cfn-provider run --handler {rtype}` serves it once this package is installed (named, never by default)
+[project.entry-points."cfn_provider.handlers"]
+"{rtype}" = "{package}.thing:handler"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+'''
+
+THING = '''\
+"""{rtype}: a thing kept as an SSM parameter (replace the body with what your resource does).
+
+Properties: Size (an integer, 1..100). Attribute: Size. The parameter's Description is this
+provider's marker (stack and logical id): Update and Delete act only on a parameter carrying it,
+because a PhysicalResourceId is whatever the template's author writes (docs/handlers.md, "Holding
+the trust line").
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from cfn_provider import Call, Resource
+
+PREFIX = "/{name}/"
+
+
+class Thing(Resource):
+    schema = {{
+        "type": "object", "required": ["Size"], "additionalProperties": False,
+        "properties": {{"Size": {{"type": "integer", "minimum": 1, "maximum": 100}}}},
+    }}
+
+    async def create(self, props: dict[str, Any], call: Call) -> Any:  # props validated: Size is an int
+        name = PREFIX + uuid.uuid4().hex[:12]
+        async with call.client("ssm") as ssm:
+            await ssm.put_parameter(Name=name, Type="String", Value=str(props["Size"]), Description=_marker(call))
+        return {{"PhysicalResourceId": name, "Data": {{"Size": props["Size"]}}}}
+
+    async def update(self, props: dict[str, Any], old: dict[str, Any], call: Call) -> Any:
+        async with call.client("ssm") as ssm:
+            if not await _mine(ssm, call):
+                raise RuntimeError("the parameter is not one this stack's resource made")
+            await ssm.put_parameter(Name=call.physical_id, Type="String", Value=str(props["Size"]),
+                                    Description=_marker(call), Overwrite=True)
+        return {{"Data": {{"Size": props["Size"]}}}}
+
+    async def delete(self, props: dict[str, Any], call: Call) -> None:  # never validated
+        async with call.client("ssm") as ssm:
+            if await _mine(ssm, call):  # anything else (gone, never made, not ours) is left alone
+                await ssm.delete_parameter(Name=call.physical_id)
+
+
+def _marker(call: Call) -> str:
+    return f"{{call.stack_id}} {{call.logical_id}}"
+
+
+async def _mine(ssm: Any, call: Call) -> bool:
+    if not (call.physical_id or "").startswith(PREFIX):
+        return False
+    found = await ssm.describe_parameters(ParameterFilters=[{{"Key": "Name", "Values": [call.physical_id]}}])
+    return any(p.get("Description") == _marker(call) for p in found["Parameters"])
+
+
+handler = Thing.handler()
+'''
+
+TEMPLATE = '''\
+Parameters:
+  Size: {{Type: Number, Default: 3}}
+Resources:
+  Thing:
+    Type: {rtype}
+    Properties:
+      ServiceToken: arn:aws:sns:us-east-1:123456789012:cfn-provider   # your provider's topic; simulate uses its own
+      Size: !Ref Size
+Outputs:
+  Size: {{Value: !GetAtt Thing.Size}}
+'''
+
+TEST = '''\
+"""{rtype} through the real path (SNS, SQS, the daemon, a presigned S3 URL, on the stack's own
+embedded AWS emulator), driven the way `cfn-provider simulate` drives it: create, update, delete."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+HANDLER = ["--handler", "{rtype}={package}.thing:handler"]
+if importlib.util.find_spec("{package}") is None:  # not installed: from the source folder
+    HANDLER += ["--handler-path", str(PROJECT / "src")]
+
+
+def simulate(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}}  # the emulator's, not yours
+    done = subprocess.run([sys.executable, "-m", "cfn_provider", "simulate", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    print(done.stdout, done.stderr)  # shown when a test fails
+    return done
+
+
+def outputs(folder: Path) -> dict[str, str]:
+    state = json.loads((folder / ".cfn-simulate" / "thing.json").read_text())
+    return {{name: entry["Value"] for name, entry in state["Outputs"].items()}}
+
+
+def test_create_update_delete(tmp_path: Path) -> None:
+    template = str(PROJECT / "template.yaml")
+    assert simulate(tmp_path, "create", template, "--stack-name", "thing", *HANDLER).returncode == 0
+    assert outputs(tmp_path) == {{"Size": "3"}}
+    assert simulate(tmp_path, "update", "--parameter", "Size=5").returncode == 0  # handler and stack remembered
+    assert outputs(tmp_path) == {{"Size": "5"}}
+    assert simulate(tmp_path, "delete").returncode == 0  # finds the parameter the Create made, and deletes it
+    assert not (tmp_path / ".cfn-simulate" / "thing.json").exists()
+
+
+def test_a_size_out_of_range_is_refused_and_rolled_back(tmp_path: Path) -> None:
+    done = simulate(tmp_path, "create", str(PROJECT / "template.yaml"), "--stack-name", "thing", *HANDLER,
+                    "--parameter", "Size=0")
+    assert done.returncode == 1 and "Size: must be at least 1 (minimum)" in done.stdout
+    assert "ROLLBACK_COMPLETE" in done.stdout
+    assert simulate(tmp_path, "delete").returncode == 0
+'''
+
+README = '''\
+# {name}
+
+`{rtype}`, a CloudFormation custom resource served by
+[cfn-provider](https://pypi.org/project/cfn-sns-provider/): `src/{package}/thing.py`.
+
+```sh
+pip install -e '.[test]'
+pytest                                          # create -> update -> delete through the real path
+cfn-provider simulate create template.yaml --handler '{rtype}={package}.thing:handler' --handler-path src
+cfn-provider simulate update --parameter Size=5
+cfn-provider simulate delete
+cfn-provider run --queue-url ... --topic-arn ... --handler {rtype}   # installed: its entry point
+```
+'''
+
+
+def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
+    """Write the project into `folder` (which must not exist, or be empty); the files written."""
+    package = name.lower().replace("-", "_")
+    files = {
+        "pyproject.toml": PYPROJECT, "README.md": README, "template.yaml": TEMPLATE,
+        f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
+        f"src/{package}/thing.py": THING, "tests/test_thing.py": TEST,
+    }
+    written = []
+    for relative, text in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.format(name=name, package=package, rtype=rtype), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def resource_type(name: str) -> str:
+    return "Custom::" + "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_]+", name) if part)
+
+
+@click.command("init")
+@click.argument("name")
+@click.option("--type", "rtype", metavar="Custom::NAME",
+              help="The ResourceType it serves (default: Custom:: and NAME in CamelCase).")
+def init_command(name: str, rtype: str | None) -> None:
+    """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
+    test that drives it create -> update -> delete through the real path (as `simulate` does),
+    and packaging that registers it as an entry point (group cfn_provider.handlers). Its test
+    passes as generated: `cd NAME && pip install -e '.[test]' && pytest`."""
+    if not _NAME.fullmatch(name):
+        raise click.BadParameter("a letter, then letters, digits, '-' or '_' (at most 63)", param_hint="NAME")
+    rtype = rtype or resource_type(name)
+    if not _TYPE.fullmatch(rtype):
+        raise click.BadParameter("Custom:: then letters, digits, '_', '@' or '-'", param_hint="--type")
+    folder = Path(name)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise click.ClickException(f"{folder} already exists and is not an empty folder: nothing written")
+    for path in scaffold(folder, name, rtype):
+        click.echo(f"wrote {path}")
+    click.echo(f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
+               f"  cd {name} && pip install -e '.[test]' && pytest")

@@ -1,0 +1,52 @@
+"""What simulate remembers between the operations on one stack: the handlers it served, the folders
+they were imported from, the endpoint, and the poll speed. `create` records them in the state file;
+`update` and `delete` use them again, with whatever is given anew on their command line on top
+(a `--handler` for a type replaces the remembered one for that type, and adds others)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@dataclass
+class Remembered:
+    handlers: list[str] = field(default_factory=list)  # "TYPE=MODULE[:ATTR]" or a bare "TYPE", as typed
+    handler_paths: list[str] = field(default_factory=list)  # absolute folders
+    endpoint: str | None = None  # --endpoint; None: the stack's own embedded emulator
+    region: str | None = None  # --region (with --endpoint)
+    poll_every: float | None = None  # --poll-every
+
+    def to_json(self) -> dict[str, Any]:
+        return {"Handlers": self.handlers, "HandlerPaths": self.handler_paths, "Endpoint": self.endpoint,
+                "Region": self.region, "PollEvery": self.poll_every}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | None) -> "Remembered":
+        doc = doc or {}
+        every = doc.get("PollEvery")
+        return cls([str(h) for h in doc.get("Handlers") or []], [str(p) for p in doc.get("HandlerPaths") or []],
+                   doc.get("Endpoint") or None, doc.get("Region") or None,
+                   float(every) if isinstance(every, (int, float)) else None)
+
+    def with_options(self, options: Mapping[str, Any]) -> "Remembered":
+        """These settings with the command line's on top; the current folder is the handler path when
+        none is given now or was remembered."""
+        by_type = {_type_of(h): h for h in self.handlers}
+        by_type.update({_type_of(h): h for h in options.get("handlers") or ()})
+        paths = [str(Path(p).expanduser().resolve()) for p in options.get("handler_paths") or ()]
+        return Remembered(
+            handlers=list(by_type.values()),
+            handler_paths=paths or self.handler_paths or [str(Path.cwd())],
+            endpoint=options.get("endpoint") or self.endpoint,
+            region=options.get("region") or self.region,
+            poll_every=options["poll_every"] if options.get("poll_every") is not None else self.poll_every,
+        )
+
+    def describe(self) -> str:
+        where = ", ".join(self.handler_paths)
+        return f"handler modules from installed packages and {where} (--handler-path)"
+
+
+def _type_of(option: str) -> str:
+    return option.partition("=")[0].strip()

@@ -1,0 +1,85 @@
+"""cfn_provider.local.scaffold: `cfn-provider init NAME` writes a handler project whose own test
+passes out of the box (run here as its author would, with this virtualenv), whose packaging
+registers the resource as an entry point, and which `simulate` serves by that entry point."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cfn_provider import cli
+from tests.support.stack_emulators import stop_stack_emulators
+
+CLI = Path(sys.executable).with_name("cfn-provider")
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CFN_PROVIDER_", "PYTEST_"))}
+
+
+def init(tmp_path: Path, *args: str):
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        return CliRunner().invoke(cli.main, ["init", *args], catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.slow
+def test_the_generated_project_passes_its_own_test_runs_under_simulate_and_registers_its_entry_point(tmp_path):
+    made = init(tmp_path, "acme-things")
+    assert made.exit_code == 0, made.output
+    project = tmp_path / "acme-things"
+    assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} == {
+        "pyproject.toml", "README.md", "template.yaml", "src/acme_things/__init__.py", "src/acme_things/thing.py",
+        "tests/test_thing.py"}
+    assert "Custom::AcmeThings" in (project / "src/acme_things/thing.py").read_text()
+
+    # its own test, as its author runs it
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env(),
+                            capture_output=True, text=True, timeout=600)
+    assert tested.returncode == 0 and "2 passed" in tested.stdout, tested.stdout + tested.stderr
+
+    # its packaging: setuptools reads the entry point (group cfn_provider.handlers) from pyproject.toml;
+    # with the metadata beside the package (as an install puts it), the bare type names it
+    meta = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "egg_info", "--egg-base",
+                           "src"], cwd=project, env=env(), capture_output=True, text=True, timeout=300)
+    assert meta.returncode == 0, meta.stderr
+    assert (project / "src/acme_things.egg-info/entry_points.txt").read_text().split() == [
+        "[cfn_provider.handlers]", "Custom::AcmeThings", "=", "acme_things.thing:handler"]
+    listed = subprocess.run([str(CLI), "handlers", "--handler-path", "src", "--handler", "Custom::AcmeThings"],
+                            cwd=project, env=env(), capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and ["Custom::AcmeThings", "acme_things.thing:handler", "entry", "point", "of",
+                                       "acme-things"] == listed.stdout.splitlines()[1].split()[:6], listed.stdout
+
+    # simulate on it, served by its entry point
+    try:
+        shown = []
+        for args in (["create", "template.yaml", "--handler", "Custom::AcmeThings", "--handler-path", "src"],
+                     ["update", "--parameter", "Size=7"], ["delete"]):
+            done = subprocess.run([str(CLI), "simulate", *args], cwd=project, env=env(), capture_output=True,
+                                  text=True, timeout=180)
+            assert done.returncode == 0, done.stdout + done.stderr
+            shown.append([line.split() for line in done.stdout.splitlines()])
+        assert ["Size", "3"] in shown[0] and ["Size", "7"] in shown[1]
+        assert ["Stack", "template:", "DELETE_COMPLETE"] in shown[2]
+    finally:
+        stop_stack_emulators(project)
+
+
+def test_init_refuses_a_bad_name_a_bad_type_and_a_folder_in_use(tmp_path):
+    assert init(tmp_path, "9lives").exit_code == 2
+    assert init(tmp_path, "ok", "--type", "AWS::S3::Bucket").exit_code == 2
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    refused = init(tmp_path, "taken")
+    assert refused.exit_code == 1 and "already exists" in refused.output
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine" and len(list((tmp_path / "taken").iterdir())) == 1
+    typed = init(tmp_path, "my_thing", "--type", "Custom::Widget")
+    assert typed.exit_code == 0
+    assert '"Custom::Widget" = "my_thing.thing:handler"' in (tmp_path / "my_thing" / "pyproject.toml").read_text()
