@@ -9,6 +9,8 @@ JSON, or a shell block with a `cfn-provider simulate` line, carries a marker on 
   `<!-- example: NAME, base: OTHER -->`: OTHER's files and commands, with NAME's files on top.
 - `<!-- not-run: WHY -->`: a fragment or sketch, not run (a CloudFormation template among them is
   still checked with cfn-lint).
+- `<!-- run-by: tests/PATH.py -->`: run by a test of its own (one that needs more than `simulate`,
+  e.g. a daemon with its configuration file); that test must exist and read the page.
 A new block of those kinds without a marker fails this test, naming its page and line.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 CLI = Path(sys.executable).with_name("cfn-provider")
 FILE_LANGS = {"python", "py", "yaml", "yml", "json"}
 SHELL_LANGS = {"sh", "bash", "shell", "console", ""}
-_MARKER = re.compile(r"^<!--\s*(example|not-run):\s*(.*?)\s*-->\s*$")
+_MARKER = re.compile(r"^<!--\s*(example|not-run|run-by):\s*(.*?)\s*-->\s*$")
 _FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 
 
@@ -40,7 +42,7 @@ class Block:
     line: int
     lang: str
     text: str
-    kind: str | None = None  # "example" | "not-run" | None
+    kind: str | None = None  # "example" | "not-run" | "run-by" | None
     value: str = ""
 
     @property
@@ -131,6 +133,10 @@ def test_every_example_or_fragment_is_marked():
     assert not unmarked, ("these code blocks are neither run nor marked as fragments: add <!-- example: NAME --> "
                           f"or <!-- not-run: WHY --> on the line before each (docs/architecture.md): {unmarked}")
     assert all(b.value for b in ALL_BLOCKS if b.kind == "not-run"), "a not-run marker says why"
+    for block in (b for b in ALL_BLOCKS if b.kind == "run-by"):
+        test = REPO / block.value
+        assert test.is_file() and test.name.startswith("test_"), f"{block.where}: run-by names no test file"
+        assert Path(block.page).name in test.read_text(), f"{block.where}: {block.value} does not read {block.page}"
     assert len(EXAMPLES) >= 6  # README's first handler, handlers.md's five, porting-lambda.md's seeded function
 
 
