@@ -403,6 +403,8 @@ main.add_command(simulate)
 from .ops.commands import answer_command, requests_command  # noqa: E402 - operator commands on the store
 main.add_command(requests_command)
 main.add_command(answer_command)
+from .ops.web_token import web_token_command  # noqa: E402 - the web listener's ServiceTokens
+main.add_command(web_token_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .transports.web_settings import WebSettings
+
 
 def default_state_dir() -> Path:
     """systemd's $STATE_DIRECTORY, else $XDG_STATE_HOME/cfn-provider, else ~/.local/state/cfn-provider."""
@@ -53,7 +55,7 @@ class Settings:
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
     metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
-    transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default)
+    transport: str = "sqs"  # sqs (queue_url) | mns (mns_endpoint + mns_queue; ROS by default) | web (ROS)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
     mns_queue: str | None = None
     mns_allow_http: bool = False  # an http:// mns_endpoint (local emulators only): refused otherwise
@@ -62,9 +64,10 @@ class Settings:
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
+    web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
 
-_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url")
+_REPEATABLE = ("handler", "topic_arn", "allow_response_url", "trust_signing_cert_url", "web_allow_source")
 
 
 class ConfigError(ValueError):

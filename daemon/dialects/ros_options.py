@@ -6,14 +6,16 @@ from typing import Any, Callable
 import click
 
 from .ros import URL_MODES
+from .ros_web_options import WEB_OPTIONS, refuse_other_transports, web_settings
 
 ENV = "CFN_PROVIDER_"
 
 RUN_OPTIONS = [
-    click.option("--transport", type=click.Choice(["sqs", "mns"]), default="sqs", show_default=True,
+    click.option("--transport", type=click.Choice(["sqs", "mns", "web"]), default="sqs", show_default=True,
                  envvar=ENV + "TRANSPORT",
-                 help="The queue to serve: sqs (--queue-url; CloudFormation through SNS) or mns (--mns-endpoint "
-                      "and --mns-queue; Alibaba Cloud ROS). Each request's dialect is detected either way."),
+                 help="Where requests come from: sqs (--queue-url; CloudFormation through SNS), mns (--mns-endpoint "
+                      "and --mns-queue; Alibaba Cloud ROS) or web (an HTTP(S) listener for ROS's web[sync,idempotent]:URL "
+                      "ServiceToken: the --web-* options; print the ServiceToken with `cfn-provider web-token`)."),
     click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL",
                  help="With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com. Credentials come from "
                       "ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET or ~/.alibabacloud/credentials."),
@@ -31,8 +33,8 @@ RUN_OPTIONS = [
 
 
 def ros_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate `run` with RUN_OPTIONS (in --help they follow the options above them)."""
-    for option in reversed(RUN_OPTIONS):
+    """Decorate `run` with RUN_OPTIONS and WEB_OPTIONS (in --help they follow the options above them)."""
+    for option in reversed([*RUN_OPTIONS, *WEB_OPTIONS]):
         command = option(command)
     return command
 
@@ -40,6 +42,7 @@ def ros_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def transport_settings(options: dict[str, Any]) -> dict[str, Any]:
     """Settings fields from the options, after checking the transport has what it needs."""
     ctx = click.get_current_context()
+    refuse_other_transports(ctx, options["transport"])
     if options["transport"] == "sqs" and not options["queue_url"]:
         raise click.MissingParameter(ctx=ctx, param=_param(ctx, "queue_url"))
     if options["transport"] == "mns":
@@ -48,9 +51,11 @@ def transport_settings(options: dict[str, Any]) -> dict[str, Any]:
                 raise click.UsageError(f"--transport mns needs --{name.replace('_', '-')}", ctx)
         if not options["mns_allow_http"] and options["mns_endpoint"].lower().startswith("http://"):
             raise click.UsageError(plain_http_refused(options["mns_endpoint"]), ctx)
+    web = web_settings(options, ctx) if options["transport"] == "web" else None
     return {"queue_url": options["queue_url"] or "", "transport": options["transport"],
             "mns_endpoint": options["mns_endpoint"], "mns_queue": options["mns_queue"],
-            "ros_response_url": options["ros_response_url"], "mns_allow_http": options["mns_allow_http"]}
+            "ros_response_url": options["ros_response_url"], "mns_allow_http": options["mns_allow_http"],
+            **({"web": web} if web else {})}
 
 
 def plain_http_refused(endpoint: str) -> str:
