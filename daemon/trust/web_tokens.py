@@ -108,8 +108,8 @@ class Tokens:
     def route(self, path: str) -> Route:
         """The mode `path` asks for, when its first segment is a valid token; compared in constant time
         with every valid token (whichever matches, and whether any does, takes the same time)."""
-        segment, _, rest = path.lstrip("/").partition("/")
-        mode = {"": ASYNC, "sync": SYNC}.get(rest.rstrip("/"))
+        segment, slash, rest = path[1:].partition("/") if path.startswith("/") else ("", "/", "")
+        mode = SYNC if slash and rest == "sync" else (None if slash else ASYNC)  # exactly /TOKEN or /TOKEN/sync
         matched = False
         candidate = segment.encode("utf-8", "surrogateescape")
         for token in self.tokens:
