@@ -153,6 +153,32 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "daemon RSS while they wait (max)", f"{_f(po['rss_mb'])} MB", "<= 200 MB",
                            po["rss_mb"] <= 200))
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
+    out += _web_rows(results.get("web"))
+    return out
+
+
+def _web_rows(w: dict[str, Any] | None) -> list[Row]:
+    """Scenario 9: the web listener over HTTPS, sync and async (bench.web_listener)."""
+    if not w:
+        return []
+    out: list[Row] = []
+    for key, what in (("sync", "sync"), ("async", "async")):
+        run = w[key]
+        s = f"9 web (HTTPS): {run['requests']} {what}, {run['concurrency']} at a time"
+        flag = "" if run["verified"] else "  (unverified: see JSON)"
+        out.append(Row(s, "requests/s", f"{_f(run['rps'])} req/s{flag}"))
+        q = run["round_trip"]
+        label = "round trip (the answer)" if key == "sync" else "round trip (the 200)"
+        out.append(Row(s, f"{label} p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        if key == "async":
+            q = run["answer"]
+            out.append(Row(s, "POST sent -> answer at ResponseURL p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        out.append(Row(s, "daemon CPU per request", f"{_f(run['cpu_ms_per_request'], 2)} ms"))
+    for key, what in (("sync_lone", "sync"), ("async_lone", "async")):
+        run = w[key]
+        s = f"9 web (HTTPS): {run['requests']} {what}, one at a time"
+        q = run["answer"] if key == "async_lone" else run["round_trip"]
+        out.append(Row(s, "latency to the answer p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
     return out
 
 

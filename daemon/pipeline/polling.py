@@ -42,6 +42,7 @@ class PollScheduler:
         self.running: dict[str, asyncio.Task] = {}  # key -> its step
         self.steps = 0  # steps run, for the health of the loop
         self._soon: list[float] = []  # heap: when the polls this daemon scheduled come due
+        self._backlog = False  # the last look found more due than it had slots for: look again as one frees
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._health = StoreHealth()
@@ -63,7 +64,7 @@ class PollScheduler:
         while not self._stop.is_set():
             now = time.time()
             local = bool(self._soon) and self._soon[0] <= now
-            if (local or time.monotonic() >= next_look) and self.free > 0:
+            if (local or self._backlog or time.monotonic() >= next_look) and self.free > 0:
                 while self._soon and self._soon[0] <= now:
                     heapq.heappop(self._soon)
                 await self.look()
@@ -84,8 +85,9 @@ class PollScheduler:
         """Take and start the due polls there are free slots for; how many were started."""
         if self.free <= 0:
             return 0
+        limit = self.free + len(self.running)
         try:
-            keys = await self.store.due_polls(time.time(), self.free + len(self.running))
+            keys = await self.store.due_polls(time.time(), limit)
         except Exception as exc:  # noqa: BLE001 - looked at again next interval
             self._look_failed(exc)
             return 0
@@ -104,6 +106,8 @@ class PollScheduler:
             task = asyncio.create_task(self._run(key, token, record), name="poll-step")
             self.running[key] = task
             started += 1
+        # more may be due than were taken (not after a look that took nothing: a stale index's keys)
+        self._backlog = started > 0 and (len(keys) >= limit or self.free <= 0)
         return started
 
     async def _take(self, key: str, token: str) -> Record | None:
