@@ -61,6 +61,7 @@ class Policy:
     verify_signatures: bool = True
     topic_arns: tuple[str, ...] = ()  # empty: any topic
     lease_seconds: int = 60
+    wait_poll_max: float = WAIT_POLL_MAX  # seconds, at most, between looks at a request another attempt holds
 
 
 class Worker:
@@ -239,8 +240,7 @@ class Worker:
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
                 return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline, outlet)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None,
-                                       outlet=outlet)
+            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None, outlet=outlet)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
@@ -315,7 +315,7 @@ class Worker:
                 return False
             except asyncio.TimeoutError:
                 pass
-            pause = min(WAIT_POLL_MAX, pause * 2)
+            pause = min(self.policy.wait_poll_max, pause * 2)
             now = await self.calls.call(lambda: self.store.get(record.key))
             if (now is None or now.token != record.token or now.state != record.state
                     or not now.leased(time.time())):

@@ -21,6 +21,7 @@ headers (aiohttp's keep-alive timer, which also closes a connection that sends n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Callable
 
@@ -37,6 +38,7 @@ from .web_tls import ServerTls, TlsError
 
 log = structlog.get_logger("web")
 SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled requests to answer or let go
+WAIT_POLL_MAX = 1.0  # seconds, at most, a sync copy waits between looks at the attempt it waits for
 
 
 class WebListener:
@@ -52,6 +54,8 @@ class WebListener:
         self.requests = Requests(s, worker, self.tokens, metrics, concurrency=settings.concurrency,
                                  lease_seconds=settings.visibility_timeout)
         self.worker, self.grace_period, self.on_ready = worker, settings.grace_period, on_ready
+        # a caller waits on its connection (and holds a slot) while a copy waits: look often
+        worker.policy = dataclasses.replace(worker.policy, wait_poll_max=WAIT_POLL_MAX)
         self.port: int | None = None  # once listening (--web-port 0 picks a free one)
         self.last_receive_ok: bool | None = None  # the health file's fields: listening, and since when
         self.last_receive_at: float | None = None
