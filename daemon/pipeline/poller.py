@@ -259,17 +259,7 @@ class Poller:
 
     # ------------------------------------------------------------------ stopping
     async def _drain(self) -> None:
-        if not self.tasks:
-            return
-        log.info("draining", in_flight=len(self.tasks), grace_period=self.grace_period)
-        _, pending = await asyncio.wait(set(self.tasks), timeout=self.grace_period)
-        if not pending:
-            return
-        log.warning("grace_period_over", cancelling=len(pending))
-        self.worker.stopping = True
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=SETTLE_SECONDS)
+        await drain(set(self.tasks), self.worker, self.grace_period)
 
     def abort(self) -> None:
         """Second signal: stop now, whatever is in flight."""
@@ -280,3 +270,20 @@ class Poller:
         self.deletes.abandon()
         for task in list(self.tasks):
             task.cancel()
+
+
+async def drain(tasks: set[asyncio.Task], worker: Worker, grace_period: float) -> None:
+    """The second phase of a stop (the poller's, the web listener's): let `tasks` finish within the
+    grace period, then cancel the rest with `worker.stopping` set, so that the worker answers FAILED
+    or hands each back, and give them SETTLE_SECONDS to."""
+    if not tasks:
+        return
+    log.info("draining", in_flight=len(tasks), grace_period=grace_period)
+    _, pending = await asyncio.wait(tasks, timeout=grace_period)
+    if not pending:
+        return
+    log.warning("grace_period_over", cancelling=len(pending))
+    worker.stopping = True
+    for task in pending:
+        task.cancel()
+    await asyncio.wait(pending, timeout=SETTLE_SECONDS)

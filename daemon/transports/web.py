@@ -30,6 +30,7 @@ from aiohttp import web
 
 from ..config import Settings, TransportConfigError
 from ..ops.metrics import Metrics
+from ..pipeline.poller import drain
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
 from .web_requests import Requests
@@ -37,7 +38,7 @@ from .web_settings import web_http_refused
 from .web_tls import ServerTls, TlsError
 
 log = structlog.get_logger("web")
-SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled requests to answer or let go
+SETTLE_SECONDS = 15.0  # at close: how long open connections get (the grace period is over by then)
 WAIT_POLL_MAX = 1.0  # seconds, at most, a sync copy waits between looks at the attempt it waits for
 
 
@@ -130,18 +131,8 @@ class WebListener:
             task.cancel()
 
     async def _drain(self) -> None:
-        tasks = set(self.requests.tasks)
-        if not tasks or self._aborted:
-            return
-        log.info("draining", in_flight=len(tasks), grace_period=self.grace_period)
-        _, pending = await asyncio.wait(tasks, timeout=self.grace_period)
-        if not pending or self._aborted:
-            return
-        log.warning("grace_period_over", cancelling=len(pending))
-        self.worker.stopping = True
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=SETTLE_SECONDS)
+        if not self._aborted:
+            await drain(set(self.requests.tasks), self.worker, self.grace_period)
 
     # ------------------------------------------------------------------ SIGHUP
     def reload(self) -> None:

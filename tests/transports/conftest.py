@@ -2,6 +2,7 @@
 listener's tests get a test CA, a token file, in-process daemons on transport web and an HTTPS client."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -14,6 +15,20 @@ from tests.support.daemons import in_process_daemons
 from tests.support.stub_s3 import StubS3
 from tests.support.tls import CertAuthority
 from tests.support.web import WebDaemon, web_settings
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """`cfn-provider run` parses its options into Settings and stops there: the Settings it would serve."""
+    import cfn_provider.cli as cli
+
+    settings: list[Any] = []
+    monkeypatch.setattr(cli, "_serve", lambda s: settings.append(s) or 0)
+    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
+    for name in list(os.environ):
+        if name.startswith("CFN_PROVIDER_"):
+            monkeypatch.delenv(name)
+    return settings
 
 
 @pytest.fixture

@@ -23,17 +23,6 @@ from tests.support.daemons import REPO
 from tests.support.web import free_port
 
 
-@pytest.fixture
-def captured(monkeypatch):
-    settings = []
-    monkeypatch.setattr(cli, "_serve", lambda s: settings.append(s) or 0)
-    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
-    for name in list(os.environ):
-        if name.startswith("CFN_PROVIDER_"):
-            monkeypatch.delenv(name)
-    return settings
-
-
 def test_web_options_reach_settings_without_a_queue_url(captured, token_file: Path, tmp_path: Path):
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
     result = CliRunner().invoke(cli.main, [
