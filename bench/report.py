@@ -162,23 +162,23 @@ def _web_rows(w: dict[str, Any] | None) -> list[Row]:
     if not w:
         return []
     out: list[Row] = []
-    for key, what in (("sync", "sync"), ("async", "async")):
+    for key in ("sync", "async"):
         run = w[key]
-        s = f"9 web (HTTPS): {run['requests']} {what}, {run['concurrency']} at a time"
+        s = f"9 web (HTTPS): {run['requests']} {key}, {run['concurrency']} in flight"
         flag = "" if run["verified"] else "  (unverified: see JSON)"
-        out.append(Row(s, "requests/s", f"{_f(run['rps'])} req/s{flag}"))
-        q = run["round_trip"]
-        label = "round trip (the answer)" if key == "sync" else "round trip (the 200)"
-        out.append(Row(s, f"{label} p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        out.append(Row(s, "requests/s (each until answered)", f"{_f(run['rps'])} req/s{flag}"))
+        q = run["answer"]
+        out.append(Row(s, "to the answer p50 / p99" + ("" if key == "sync" else " (at the ResponseURL)"),
+                       f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
         if key == "async":
-            q = run["answer"]
-            out.append(Row(s, "POST sent -> answer at ResponseURL p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+            q = run["round_trip"]
+            out.append(Row(s, "to the 200 p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
         out.append(Row(s, "daemon CPU per request", f"{_f(run['cpu_ms_per_request'], 2)} ms"))
-    for key, what in (("sync_lone", "sync"), ("async_lone", "async")):
+    for key in ("sync_lone", "async_lone"):
         run = w[key]
-        s = f"9 web (HTTPS): {run['requests']} {what}, one at a time"
-        q = run["answer"] if key == "async_lone" else run["round_trip"]
-        out.append(Row(s, "latency to the answer p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        s = f"9 web (HTTPS): {run['requests']} {key.split('_')[0]}, one at a time"
+        q = run["answer"]
+        out.append(Row(s, "to the answer p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
     return out
 
 

@@ -2,12 +2,12 @@
 
 One daemon process (HTTPS with a certificate from a test CA, the trivial handler, SQLite state);
 the load comes from this process over keep-alive HTTPS connections (aiohttp), `concurrency`
-requests at a time, each with its own RequestId. A sync request is done when its response (the
-answer) arrives; an async one when its answer reaches the ResponseURL, a small aiohttp server in
-a process of its own standing in for ROS's (it notes when each answer came). Figures: requests a
-second over the whole run, latency p50 / p99 (sync: the round trip; async: the 200's round trip
-and the time until the answer arrived), the daemon's CPU per request; then the same one request
-at a time, for the latency of a lone request.
+requests in flight at a time (closed loop), each with its own RequestId. A sync request is done
+when its response (the answer) arrives; an async one when its answer reaches the ResponseURL, a
+small aiohttp server on this process's loop standing in for ROS's. Figures: requests a second over
+the whole run, latency p50 / p99 (sync: the round trip; async: the 200's round trip, and from
+sending the request to its answer's arrival), the daemon's CPU per request; then the same one
+request at a time, for the latency of a lone request.
 
     python -m bench --only web [--quick]
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -34,32 +33,33 @@ from .harness import REPO, cpu_seconds
 LOADED_CONCURRENCY = 16
 
 
-def _receiver(conn: Any) -> None:
-    """The ROS response endpoint, in its own process: POST /ans/<RequestId> -> 200; reports arrivals."""
-    arrivals: dict[str, float] = {}
+class Receiver:
+    """The ROS response endpoint: POST /ans/<RequestId> -> 200; wakes whoever waits for that answer."""
 
-    async def answer(request: web.Request) -> web.Response:
+    def __init__(self) -> None:
+        self.arrived: dict[str, asyncio.Event] = {}
+        self.runner: web.AppRunner | None = None
+        self.base = ""
+
+    def expect(self, rid: str) -> asyncio.Event:
+        return self.arrived.setdefault(rid, asyncio.Event())
+
+    async def _answer(self, request: web.Request) -> web.Response:
         await request.read()
-        arrivals.setdefault(request.match_info["rid"], time.time())
+        self.expect(request.match_info["rid"]).set()
         return web.Response(status=200)
 
-    async def main() -> None:
+    async def start(self) -> None:
         app = web.Application()
-        app.router.add_post("/ans/{rid}", answer)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        conn.send(runner.addresses[0][1])
-        loop = asyncio.get_running_loop()
-        while True:
-            command = await loop.run_in_executor(None, conn.recv)
-            if command == "stop":
-                break
-            conn.send(dict(arrivals))
-        await runner.cleanup()
+        app.router.add_post("/ans/{rid}", self._answer)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        self.base = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
 
-    asyncio.run(main())
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
 
 
 def _quantiles(values: list[float]) -> dict[str, float]:
@@ -79,96 +79,70 @@ def _request(response_base: str) -> dict[str, Any]:
             "ResourceOwnerId": "1", "CallerId": "1", "RegionId": "cn-hangzhou", "ResourceProperties": {}}
 
 
-async def _load(session: aiohttp.ClientSession, url: str, requests: list[dict[str, Any]], concurrency: int
-                ) -> tuple[list[float], dict[str, float], float]:
-    """Send every request, `concurrency` at a time: (round trips, when each was sent, seconds)."""
+async def _load(session: aiohttp.ClientSession, url: str, requests: list[dict[str, Any]], concurrency: int,
+                receiver: Receiver | None) -> tuple[list[float], list[float], float]:
+    """Every request, `concurrency` in flight at a time, each until answered (with `receiver`: until its
+    answer reached the ResponseURL): (round trips, times to the answer, seconds)."""
     pending = list(reversed(requests))
     trips: list[float] = []
-    sent: dict[str, float] = {}
+    answers: list[float] = []
 
     async def worker() -> None:
         while pending:
             req = pending.pop()
-            sent[req["RequestId"]] = time.time()
+            arrived = receiver.expect(req["RequestId"]) if receiver else None
             started = time.perf_counter()
             async with session.post(url, data=json.dumps(req).encode()) as resp:
                 body = await resp.read()
                 if resp.status != 200:
                     raise RuntimeError(f"HTTP {resp.status}: {body[:200]!r}")
             trips.append(time.perf_counter() - started)
+            if arrived is not None:
+                await asyncio.wait_for(arrived.wait(), 60)
+            answers.append(time.perf_counter() - started)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return trips, sent, time.perf_counter() - started
+    return trips, answers, time.perf_counter() - started
 
 
-async def _answers(conn: Any, sent: dict[str, float], timeout: float = 120.0) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        conn.send("arrivals")
-        arrivals = await asyncio.to_thread(conn.recv)
-        if all(rid in arrivals for rid in sent) or time.monotonic() > deadline:
-            return arrivals
-        await asyncio.sleep(0.05)
-
-
-async def _run(base: str, token: str, ctx: Any, conn: Any, response_base: str, n: int, lone: int, pid: int
-               ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    connector = aiohttp.TCPConnector(ssl=ctx, limit=LOADED_CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
-        await _load(session, f"{base}/{token}/sync", [_request(response_base) for _ in range(20)], 4)  # warm up
-        for mode, concurrency, count in (("sync", LOADED_CONCURRENCY, n), ("async", LOADED_CONCURRENCY, n),
-                                         ("sync_lone", 1, lone), ("async_lone", 1, lone)):
-            url = f"{base}/{token}" + ("/sync" if mode.startswith("sync") else "")
-            requests = [_request(response_base) for _ in range(count)]
-            cpu0 = cpu_seconds(pid)
-            started = time.time()
-            trips, sent, seconds = await _load(session, url, requests, concurrency)
-            run: dict[str, Any] = {"requests": count, "concurrency": concurrency, "round_trip": _quantiles(trips)}
-            if mode.startswith("async"):
-                arrivals = await _answers(conn, sent)
-                answered = [arrivals[r] - sent[r] for r in sent if r in arrivals]
-                run["answer"] = _quantiles(answered)
-                run["answered"] = len(answered)
-                seconds = max(arrivals.get(r, started) for r in sent) - started
-            run["seconds"], run["rps"] = seconds, count / seconds if seconds else float("nan")
-            run["cpu_ms_per_request"] = (cpu_seconds(pid) - cpu0) * 1000 / count
-            run["verified"] = len(trips) == count and run.get("answered", count) == count
-            out[mode] = run
-    return out
-
-
-def run_web(opts: Any) -> dict[str, Any]:
-    """Scenario 9; `opts` is bench.scenarios.Options (its logdir, concurrency, event_loop; quick sizes
-    when opts.latency_count is the quick one)."""
-    sys.path.insert(0, str(REPO))
+async def _run(work: Path, opts: Any, n: int, lone: int) -> dict[str, Any]:
     from cfn_provider.trust.web_tokens import new_token
     from tests.support.tls import CertAuthority
 
-    n = 600 if opts.latency_count < 100 else 3000
-    lone = 50 if opts.latency_count < 100 else 200
-    work = Path(tempfile.mkdtemp(prefix="web-", dir=opts.logdir))
     ca = CertAuthority(work)
     cert, key = ca.issue(work / "server")
     token = new_token()
     (work / "token").write_text(token + "\n")
-    parent, child = multiprocessing.Pipe()
-    receiver = multiprocessing.Process(target=_receiver, args=(child,), daemon=True)
-    receiver.start()
-    response_base = f"http://127.0.0.1:{parent.recv()}"
+    receiver = Receiver()
+    await receiver.start()
     log = open(work / "daemon.log", "w")
     daemon = subprocess.Popen(
         [sys.executable, "-m", "cfn_provider", "run", "--transport", "web", "--web-address", "127.0.0.1",
          "--web-port", "0", "--web-cert", str(cert), "--web-key", str(key), "--web-token-file", str(work / "token"),
          "--state", f"sqlite://{work}/state.db", "--handler", "Custom::Bench=bench.handlers:trivial",
-         "--allow-response-url", response_base + "/", "--concurrency", str(opts.concurrency),
+         "--allow-response-url", receiver.base + "/", "--concurrency", str(opts.concurrency),
          "--event-loop", opts.event_loop, "--log-format", "json"],
         env={**os.environ, "PYTHONPATH": str(REPO), "STATE_DIRECTORY": str(work)}, stdout=log,
         stderr=subprocess.STDOUT, cwd=REPO)
+    out: dict[str, Any] = {}
     try:
-        base = _listening(work / "daemon.log", daemon)
-        result = asyncio.run(_run(base, token, ca.client_context(), parent, response_base, n, lone, daemon.pid))
+        base = await asyncio.to_thread(_listening, work / "daemon.log", daemon)
+        connector = aiohttp.TCPConnector(ssl=ca.client_context(), limit=LOADED_CONCURRENCY)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+            warm = [_request(receiver.base) for _ in range(20)]
+            await _load(session, f"{base}/{token}/sync", warm, 4, None)
+            for mode, concurrency, count in (("sync", LOADED_CONCURRENCY, n), ("async", LOADED_CONCURRENCY, n),
+                                             ("sync_lone", 1, lone), ("async_lone", 1, lone)):
+                sync = mode.startswith("sync")
+                url = f"{base}/{token}" + ("/sync" if sync else "")
+                requests = [_request(receiver.base) for _ in range(count)]
+                cpu0 = cpu_seconds(daemon.pid)
+                trips, answers, seconds = await _load(session, url, requests, concurrency, None if sync else receiver)
+                out[mode] = {"requests": count, "concurrency": concurrency, "round_trip": _quantiles(trips),
+                             "answer": _quantiles(answers), "seconds": seconds, "rps": count / seconds,
+                             "cpu_ms_per_request": (cpu_seconds(daemon.pid) - cpu0) * 1000 / count,
+                             "verified": len(answers) == count}
     finally:
         daemon.terminate()
         try:
@@ -176,8 +150,18 @@ def run_web(opts: Any) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             daemon.kill()
         log.close()
-        parent.send("stop")
-        receiver.join(10)
+        await receiver.stop()
+    return out
+
+
+def run_web(opts: Any) -> dict[str, Any]:
+    """Scenario 9; `opts` is bench.scenarios.Options (its logdir, concurrency, event_loop; quick sizes
+    when opts.latency_count is the quick one)."""
+    sys.path.insert(0, str(REPO))
+    n = 600 if opts.latency_count < 100 else 3000
+    lone = 50 if opts.latency_count < 100 else 200
+    work = Path(tempfile.mkdtemp(prefix="web-", dir=opts.logdir))
+    result = asyncio.run(_run(work, opts, n, lone))
     result.update(handler="trivial (sync, thread pool)", tls="HTTPS, keep-alive", logs=str(work))
     return result
 

@@ -65,7 +65,8 @@ def main() -> None:
               help="Requests worked on at once; a receive never asks for more messages than there are free slots.")
 @click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
               envvar=ENV + "VISIBILITY_TIMEOUT",
-              help="Seconds a received message stays hidden; renewed every third of it while in flight.")
+              help="Seconds a received message stays hidden (--transport web: a request's store lease); "
+                   "renewed every third of it while in flight.")
 @click.option("--grace-period", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
               envvar=ENV + "GRACE_PERIOD",
               help="On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are handed "

@@ -43,6 +43,8 @@ WAIT_POLL_MAX = 1.0  # seconds, at most, a sync copy waits between looks at the 
 
 
 class WebListener:
+    """The listener: the server, its TLS and tokens, and its stop (see the module docstring)."""
+
     def __init__(self, settings: Settings, worker: Worker, metrics: Metrics,
                  on_ready: Callable[[], object] | None = None) -> None:
         s = self.settings = settings.web
@@ -58,9 +60,9 @@ class WebListener:
         # a caller waits on its connection (and holds a slot) while a copy waits: look often
         worker.policy = dataclasses.replace(worker.policy, wait_poll_max=WAIT_POLL_MAX)
         self.port: int | None = None  # once listening (--web-port 0 picks a free one)
-        self.last_receive_ok: bool | None = None  # the health file's fields: listening, and since when
-        self.last_receive_at: float | None = None
-        self.last_error: str | None = None
+        self.last_receive_ok: bool | None = None  # the health file's fields: listening, the last request
+        self.last_error: str | None = None  # (a failed reload: still serving what was loaded before)
+        self._listening_since: float | None = None
         self._stop = asyncio.Event()
         self._aborted = False
 
@@ -72,6 +74,11 @@ class WebListener:
     @property
     def handled(self) -> int:
         return self.requests.handled
+
+    @property
+    def last_receive_at(self) -> float | None:
+        """When the last request was served (else since when the listener listens)."""
+        return self.requests.last_request_at or self._listening_since
 
     def oldest_in_flight(self) -> float:
         return self.requests.oldest_in_flight()
@@ -98,7 +105,7 @@ class WebListener:
             except OSError as exc:
                 raise TransportConfigError(f"cannot listen on {s.address}:{s.port}: {exc.strerror or exc}") from None
             self.port = runner.addresses[0][1]
-            self.last_receive_ok, self.last_receive_at = True, time.time()
+            self.last_receive_ok, self._listening_since = True, time.time()
             log.info("web.listening", url=self.url, tls=self.tls is not None, tokens=len(self.tokens.tokens),
                      paths="/<token>: asynchronous (web:), /<token>/sync: synchronous (web[sync]:)",
                      allow_sources=list(s.allow_sources) or "any", sync_timeout=s.sync_timeout)

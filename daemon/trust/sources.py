@@ -2,10 +2,10 @@
 limit on refused requests (a wrong or missing path token, a source outside the allowlist).
 
 The limit is a token bucket per source address: BURST refusals at once, then one every
-1/RATE seconds. A source past it is answered 429 (Retry-After) without its path being looked
-at, and its refusals are logged once a minute as a count instead of once each, so a scanner can
-neither fill the log nor make the daemon compare tokens for it at line rate. Requests that carry
-a valid token are never limited: behind a load balancer every request comes from its address.
+1/RATE seconds. Past it a refused request is answered 429 (Retry-After) instead of 403/404, and
+the source's refusals are logged once a minute as a count instead of once each, so a scanner
+cannot fill the log. Requests that carry a valid token are never limited: behind a load balancer
+every request, ROS's and a scanner's, comes from the balancer's address.
 At most MAX_SOURCES addresses are remembered (the least recently refused are forgotten first).
 """
 from __future__ import annotations
@@ -63,11 +63,6 @@ class RefusalLimiter:
                  max_sources: int = MAX_SOURCES) -> None:
         self.burst, self.rate, self.clock, self.max_sources = burst, rate, clock, max_sources
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-
-    def limited(self, source: str) -> bool:
-        """Whether `source` is past its limit now (checked before anything else is looked at)."""
-        bucket = self._buckets.get(source)
-        return bucket is not None and self._level(bucket) < 1.0
 
     def refused(self, source: str) -> bool:
         """Count a refusal of `source`; False when it was past the limit (answer 429, log only a summary)."""
