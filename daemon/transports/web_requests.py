@@ -216,6 +216,8 @@ class Requests:
         limit = self.settings.max_body
         if http.content_length is not None and http.content_length > limit:
             raise Refused(413, f"the body is {http.content_length} bytes; at most {limit} are accepted", close=True)
+        if http.headers.get("Expect", "").lower() == "100-continue" and http.version >= (1, 1):
+            await http.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second for it otherwise
         try:
             return await asyncio.wait_for(self._body(http, limit), self.settings.body_timeout)
         except asyncio.TimeoutError:

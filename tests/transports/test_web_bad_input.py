@@ -174,3 +174,16 @@ async def test_a_slow_body_gets_408(web_daemon, ca: CertAuthority, stub_s3):
     head = await asyncio.wait_for(reader.readline(), 15)
     assert head.startswith(b"HTTP/1.1 408") and d.listener.handled == 0
     writer.close()
+
+
+async def test_expect_100_continue_is_answered_before_the_body(web_daemon, ca: CertAuthority, stub_s3):
+    d = await web_daemon()
+    body = json.dumps(ros_request("Create", stub_s3.url("ros/expect"))).encode()
+    reader, writer = await _raw(d.listener.port or 0, ca)
+    writer.write(f"POST /{d.token}/sync HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+                 "Expect: 100-continue\r\n\r\n".encode())
+    assert await asyncio.wait_for(reader.readline(), 15) == b"HTTP/1.1 100 Continue\r\n"
+    await reader.readline()
+    writer.write(body)
+    assert (await asyncio.wait_for(reader.readline(), 15)).startswith(b"HTTP/1.1 200")
+    writer.close()
