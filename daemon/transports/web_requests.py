@@ -241,8 +241,8 @@ class Requests:
             request = self.worker.admit_request(body.decode("utf-8"))
         except UnicodeDecodeError:
             raise self._rejected(400, "the body is not UTF-8 text") from None
-        except Worker.Rejected as exc:
-            raise self._rejected(403 if exc.security else 400, str(exc), exc.security) from None
+        except Worker.Rejected as exc:  # "message is not JSON", "ResponseURL ... rejected", ...
+            raise self._rejected(403 if exc.security else 400, f"the body: {exc}", exc.security) from None
         if request.dialect is not ROS:  # the transport decides the dialect: a body never changes it
             raise self._rejected(400, "the listener serves Alibaba Cloud ROS requests; this one is CloudFormation's "
                                       "(an ARN StackId)")

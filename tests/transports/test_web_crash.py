@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,7 +16,7 @@ import aiohttp
 import pytest
 
 from tests.dialects.conftest import ros_request
-from tests.support.daemons import SubprocessDaemon, recorded_calls, stop_gracefully, wait_for_event, wait_until
+from tests.support.daemons import REPO, SubprocessDaemon, recorded_calls, stop_gracefully, wait_for_event, wait_until
 from tests.support.stub_s3 import StubS3
 from tests.support.tls import CertAuthority, serial_in, serial_of
 from tests.support.web import free_port, listening, post, posted, web_subprocess
@@ -96,6 +98,9 @@ async def test_sighup_reloads_the_certificate(spawn_web, ca: CertAuthority, tmp_
     await asyncio.to_thread(wait_for_event, daemon, 10, event="web.tls_reloaded")
     assert await _presented(spawn_web.port, ca) == serial_in(spawn_web.cert) != before
     assert daemon.proc is not None and daemon.proc.poll() is None  # still serving
+    check = subprocess.run([sys.executable, "-m", "cfn_provider", "check", "--state", f"sqlite://{tmp_path}/state.db"],
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert check.returncode == 0 and f"ok (pid {daemon.proc.pid})" in check.stdout, check.stdout + check.stderr
     assert stop_gracefully(daemon) == 0
 
 
