@@ -218,7 +218,7 @@ class Worker:
             if record.answered(digest) and not outlet.caller_waits:  # a waiting caller gets the stored body
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
-            if record.state == POLLING:  # a long-running action: its polls answer it, never a second create
+            if record.state == POLLING or (not run_here and record.next_poll is not None):  # polls answer it, not us
                 outcome.update(outcome="polling-elsewhere", owner=record.owner)
                 return Disposition.DELETE
             if self._must_wait(record, digest):

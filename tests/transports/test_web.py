@@ -122,6 +122,22 @@ async def test_retries_while_the_first_call_runs_never_run_it_twice(web_daemon, 
     assert status == 200 and handlers.count(asyn["RequestId"]) == 1
 
 
+async def test_an_async_copy_is_acknowledged_while_the_answer_is_being_delivered(web_daemon, https, stub_s3: StubS3):
+    d = await web_daemon()
+    stub_s3.stall(4, times=1, key="ros/slow-oss")  # ROS's endpoint takes its time over the first POST
+    req = ros_request("Create", stub_s3.url("ros/slow-oss"), rtype="Custom::Stamped")
+    assert (await post(https, d.url(), req))[0] == 200
+    for _ in range(200):
+        if stub_s3.requests_for("ros/slow-oss", "POST"):
+            break
+        await asyncio.sleep(0.05)
+    status, _, body = await post(https, d.url(), req)  # ROS's retry: the answer is stored and on its way
+    assert (status, json.loads(body)) == (200, {"Accepted": True})
+    assert [r.status for r in stub_s3.requests_for("ros/slow-oss", "POST")] == [None]  # still stalled: no wait
+    await posted(stub_s3, "ros/slow-oss")
+    assert handlers.count(req["RequestId"]) == 1
+
+
 async def test_a_long_running_action_is_refused_to_a_waiting_caller(web_daemon, https, stub_s3: StubS3):
     d = await web_daemon(handlers=(("Custom::Polled", "tests.support.polling_handlers"),))
     req = ros_request("Create", stub_s3.url("ros/polled"), rtype="Custom::Polled")
