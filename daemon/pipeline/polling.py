@@ -47,12 +47,31 @@ class PollScheduler:
         self._changed = asyncio.Event()
         self._health = StoreHealth()
         self._said: tuple[str, float] | None = None  # the last failed look logged (error, when)
-        polls.wake = self.wake
+        polls.wake, polls.take_now = self.wake, self.take_now
 
     def wake(self, when: float) -> None:
         """A poll this daemon stored is due at `when` (epoch seconds): look then, not at the next interval."""
         heapq.heappush(self._soon, when)
         self._changed.set()
+
+    def take_now(self, key: str) -> None:
+        """A poll this daemon just stored due at once (a web request it accepted): take it and run its step
+        here while a slot is free, without a look (a fleet table's index may not show it yet); else a look will."""
+        if self.free > 0 and key not in self.running and not self._stop.is_set():
+            self.free -= 1
+            self.running[key] = asyncio.create_task(self._take_and_run(key), name="poll-step")
+
+    async def _take_and_run(self, key: str) -> None:
+        token, record = new_token(), None
+        try:
+            record = await self._take(key, token)
+        finally:
+            if record is None:  # another daemon's, or stopping: the slot back (a lease taken unknowingly lapses)
+                self.running.pop(key, None)
+                self.free += 1
+                self._changed.set()
+        if record is not None:
+            await self._run(key, token, record)
 
     def stop(self) -> None:
         self._stop.set()

@@ -109,6 +109,7 @@ class Polls:
     def __init__(self, worker: Any) -> None:
         self.worker = worker
         self.wake: Callable[[float], None] = lambda when: None  # the scheduler's: a poll is due at `when`
+        self.take_now: Callable[[str], None] = lambda key: None  # the scheduler's: run this due poll here, now
 
     # ------------------------------------------------------------------ the worker's side
     async def wait(self, request: Request, token: str, pending: InProgress, deadline: float,
@@ -128,6 +129,7 @@ class Polls:
         if not await self._park(request, token, PollState(None, None, deadline, 0, now, started=False), now, outcome):
             return Disposition.LEAVE
         outcome.update(outcome="accepted")
+        self.take_now(request.key)
         return Disposition.DELETE
 
     async def _park(self, request: Request, token: str, state: PollState, next_poll: float,

@@ -116,3 +116,23 @@ async def test_more_due_than_slots_run_as_slots_free_not_an_interval_later(tmp_p
             await running
     finally:
         await store.close()
+
+
+async def test_take_now_runs_a_poll_without_a_look_and_gives_the_slot_back_if_another_has_it(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        [key] = await fill(store, waiting=0, due=1)
+        steps = Steps()
+        steps.release.set()
+        scheduler = PollScheduler(steps, store, owner="me", concurrency=1, lease_seconds=60, interval=300)
+        scheduler.take_now(key)
+        assert scheduler.free == 0
+        await asyncio.wait(set(scheduler.running.values()))
+        assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+        record = await store.get(key)
+        assert (record.owner, record.state) == ("me", POLLING)
+        scheduler.take_now(key)  # leased by the step that ran: not ours to take again
+        await asyncio.wait(set(scheduler.running.values()))
+        assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+    finally:
+        await store.close()

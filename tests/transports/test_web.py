@@ -42,7 +42,11 @@ async def test_async_answer_goes_to_the_response_url_after_a_durable_claim(web_d
     assert doc["Status"] == "SUCCESS" and {k: doc[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
         k: req[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
     assert handlers.count(req["RequestId"]) == 1
-    lines = [e for e in json_log.events(event="request") if e.get("request_id") == req["RequestId"]]
+    for _ in range(100):  # the step's line follows its POST
+        lines = [e for e in json_log.events(event="request") if e.get("request_id") == req["RequestId"]]
+        if len(lines) == 2:
+            break
+        await asyncio.sleep(0.05)
     assert [e["outcome"] for e in lines] == ["accepted", "answered"]
     assert lines[0]["transport"] == "web" and lines[0]["mode"] == "async" and lines[1]["dialect"] == "ros"
 
