@@ -154,6 +154,32 @@ def rows(results: dict[str, Any]) -> list[Row]:
                            po["rss_mb"] <= 200))
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
     out += _lambda_rows(results.get("lambda"))
+    out += _web_rows(results.get("web"))
+    return out
+
+
+def _web_rows(w: dict[str, Any] | None) -> list[Row]:
+    """Scenario 10: the web listener over HTTPS, sync and async (bench.web_listener)."""
+    if not w:
+        return []
+    out: list[Row] = []
+    for key in ("sync", "async"):
+        run = w[key]
+        s = f"10 web (HTTPS): {run['requests']} {key}, {run['concurrency']} in flight"
+        flag = "" if run["verified"] else "  (unverified: see JSON)"
+        out.append(Row(s, "requests/s (each until answered)", f"{_f(run['rps'])} req/s{flag}"))
+        q = run["answer"]
+        out.append(Row(s, "to the answer p50 / p99" + ("" if key == "sync" else " (at the ResponseURL)"),
+                       f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        if key == "async":
+            q = run["round_trip"]
+            out.append(Row(s, "to the 200 p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        out.append(Row(s, "daemon CPU per request", f"{_f(run['cpu_ms_per_request'], 2)} ms"))
+    for key in ("sync_lone", "async_lone"):
+        run = w[key]
+        s = f"10 web (HTTPS): {run['requests']} {key.split('_')[0]}, one at a time"
+        q = run["answer"]
+        out.append(Row(s, "to the answer p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
     return out
 
 

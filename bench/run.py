@@ -1,7 +1,7 @@
 """`python -m bench` (`make bench`): every scenario in one run, one table, the same figures as JSON.
 
     python -m bench                         # every scenario (about 10 minutes on 2 vCPUs)
-    python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite inflight polls lambda
+    python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite inflight polls lambda web
     python -m bench --only burst --rounds 3 --requests 200   # the CPU and throughput ratios, quicker
     python -m bench --event-loop asyncio    # the daemon on asyncio's own loop (default: auto, uvloop if installed)
     python -m bench --quick                 # small sizes, for trying the bench itself
@@ -26,10 +26,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import functions, noise, report, scale, scenarios, scenarios_more
+from . import functions, noise, report, scale, scenarios, scenarios_more, web_listener
 from .harness import REPO, cpu_pressure_s, machine, pressure_share
 
-SCENARIOS = ("burst", "slow", "latency", "idle", "scale", "scale_dynalite", "inflight", "polls", "lambda")
+SCENARIOS = ("burst", "slow", "latency", "idle", "scale", "scale_dynalite", "inflight", "polls", "lambda", "web")
 DEFAULT_JSON = REPO / "bench" / "results.json"
 
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     runners = {"burst": scenarios.burst, "slow": scenarios.slow, "latency": scenarios.latency,
                "idle": scenarios.idle, "scale": scale.scale_out, "scale_dynalite": scale.scale_out_dynalite,
                "inflight": scenarios_more.inflight, "polls": scenarios_more.waiting_polls,
-               "lambda": functions.isolation}
+               "lambda": functions.isolation, "web": web_listener.run_web}
     for name in chosen:
         t0 = time.monotonic()
         print(f"  {name} ...", flush=True)

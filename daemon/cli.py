@@ -71,7 +71,8 @@ def main() -> None:
               help="Requests worked on at once; a receive never asks for more messages than there are free slots.")
 @click.option("--visibility-timeout", type=click.IntRange(5, 43200), default=60, show_default=True,
               envvar=ENV + "VISIBILITY_TIMEOUT",
-              help="Seconds a received message stays hidden; renewed every third of it while in flight.")
+              help="Seconds a received message stays hidden (--transport web: a request's store lease); "
+                   "renewed every third of it while in flight.")
 @click.option("--grace-period", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
               envvar=ENV + "GRACE_PERIOD",
               help="On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are handed "
@@ -388,6 +389,8 @@ from .ops.daemon_commands import check_command, invoke_command, redrive_command 
 main.add_command(check_command)
 main.add_command(redrive_command)
 main.add_command(invoke_command)
+from .ops.web_token import web_token_command  # noqa: E402 - the web listener's ServiceTokens
+main.add_command(web_token_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

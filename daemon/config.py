@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .transports.web_settings import WebSettings
+
 
 def default_state_dir() -> Path:
     """systemd's $STATE_DIRECTORY, else $XDG_STATE_HOME/cfn-provider, else ~/.local/state/cfn-provider."""
@@ -27,9 +29,12 @@ def default_state_url() -> str:
 
 
 def daemon_id(transport: str = "sqs", queue_url: str | None = None, mns_endpoint: str | None = None,
-              mns_queue: str | None = None) -> str | None:
-    """The daemon as its operator knows it: the queue it serves (`sqs URL`, `mns ENDPOINT/queues/NAME`);
-    None when the options do not name one. `run` and `check` both derive it from the same options."""
+              mns_queue: str | None = None, web_listen: str | None = None) -> str | None:
+    """The daemon as its operator knows it: the queue it serves (`sqs URL`, `mns ENDPOINT/queues/NAME`)
+    or the address it listens on (`web ADDRESS:PORT`); None when the options do not name one. `run`
+    and `check` both derive it from the same options."""
+    if transport == "web":
+        return f"web {web_listen}" if web_listen else None
     if transport == "mns":
         if not (mns_endpoint and mns_queue):
             return None
@@ -86,7 +91,7 @@ class Settings:
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
     metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
-    transport: str = "sqs"  # sqs (queue_url; CloudFormation) | mns (mns_endpoint + mns_queue; ROS)
+    transport: str = "sqs"  # sqs (queue_url; CloudFormation) | mns (mns_endpoint + mns_queue; ROS) | web (ROS)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
     mns_queue: str | None = None
     mns_allow_http: bool = False  # an http:// mns_endpoint (local emulators only): refused otherwise
@@ -98,15 +103,17 @@ class Settings:
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
+    web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
     @property
     def daemon(self) -> str:
         """This daemon as `check` and the health file name it (config.daemon_id)."""
-        return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue) or "sqs (no queue)"
+        return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue,
+                         f"{self.web.address}:{self.web.port}") or "sqs (no queue)"
 
 
 _REPEATABLE = ("handler", "handler_path", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function",
-               "mns_topic")
+               "mns_topic", "web_allow_source")
 
 
 class ConfigError(ValueError):

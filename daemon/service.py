@@ -29,6 +29,7 @@ from .pipeline.poller import Poller
 from .pipeline.polling import PollScheduler, scheduler_for
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
+from .transports.web import WebListener
 from .pipeline.responder import Responder
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .pipeline.router import Router
@@ -53,7 +54,7 @@ class Service:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points, functions=settings.functions,
                              handler_paths=settings.handler_paths)
-        self.poller: Poller | None = None
+        self.poller: Poller | WebListener | None = None  # what brings requests in: the queue's poller, or the listener
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None
         self.health_file = health_path(settings.state, settings.health_file, settings.daemon)
@@ -86,6 +87,13 @@ class Service:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+        if self.settings.transport == "web":
+            loop.add_signal_handler(signal.SIGHUP, self.reload)
+
+    def reload(self) -> None:
+        """SIGHUP (transport web): the listener reads its TLS certificate and token file again."""
+        if isinstance(self.poller, WebListener):
+            self.poller.reload()
 
     async def run(self) -> int:
         s = self.settings
@@ -98,7 +106,7 @@ class Service:
                 session = aiobotocore.session.get_session()
                 http = await stack.enter_async_context(aiohttp.ClientSession())
                 await self._start_functions(stack)
-                queue = await self._open_queue(session, stack)
+                queue = await self._open_queue(session, stack) if s.transport != "web" else None
                 sns = s.transport == "sqs"  # SNS signatures and topics exist only on that path
                 verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
                 inside = s.alibaba_cloud if s.alibaba_cloud is not None else inside_alibaba_cloud()
@@ -109,11 +117,14 @@ class Service:
                     executor=executor, owner=self.owner, session=session, metrics=self.metrics,
                     dialect=CLOUDFORMATION if sns else ROS, url_choice=ResponseUrlChoice(s.ros_response_url, inside),
                 )
-                self.poller = Poller(
-                    queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
-                    wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
-                    on_ready=self._ready, on_receive_error=self.metrics.receive_failed,
-                )
+                if queue is None:
+                    self.poller = WebListener(s, worker, self.metrics, on_ready=self._ready)
+                else:
+                    self.poller = Poller(
+                        queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
+                        wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
+                        on_ready=self._ready, on_receive_error=self.metrics.receive_failed,
+                    )
                 poller = self.poller
                 self.metrics.watch(lambda: len(poller.tasks), poller.oldest_in_flight)
                 if s.metrics_port is not None:
@@ -129,7 +140,7 @@ class Service:
                 if self._early_stop:
                     self.polls.stop()
                 self.dead_letters = await watcher_for(queue, worker, interval=s.dead_letter_interval,
-                                                      visibility_timeout=s.visibility_timeout)
+                                                      visibility_timeout=s.visibility_timeout) if queue else None
                 watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
                 if self._early_stop and self.dead_letters:
                     self.dead_letters.stop()
@@ -240,9 +251,10 @@ class Service:
                                        allow_http=s.mns_allow_http)
         return await SqsQueue.open(session, s.queue_url, s.region, stack)
 
-    def _log_start(self, queue: Queue) -> None:
+    def _log_start(self, queue: Queue | None) -> None:
         s = self.settings
-        log.info("started", queue_url=redact(queue.url), transport=s.transport, owner=self.owner,
+        where = {"queue_url": redact(queue.url)} if queue else {"listen": f"{s.web.address}:{s.web.port}"}
+        log.info("started", **where, transport=s.transport, owner=self.owner,
                  concurrency=s.concurrency, state=s.state.split("?")[0], event_loop=loops.running(),
                  health_file=str(self.health_file),
                  handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
@@ -250,6 +262,10 @@ class Service:
         if not self.router.routes():
             log.warning("no_handlers", detail="no handler is named, so every request is answered FAILED "
                                               "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]")
+        if s.transport == "web":
+            log.info("web_trust", ros_response_url=s.ros_response_url, detail="ROS does not sign web requests: trust "
+                     "rests on the URL's path token (and --web-allow-source, if given)")
+            return
         if s.transport == "mns":
             log.info("mns_trust", ros_response_url=s.ros_response_url, topics=list(s.mns_topics),
                      bare_messages=not s.mns_topics or s.mns_allow_bare_messages,

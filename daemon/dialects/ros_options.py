@@ -9,9 +9,10 @@ from click.core import ParameterSource
 
 from .ros import URL_MODES
 from ..trust.topics import FORM, allowlist
+from .ros_web_options import WEB_OPTIONS, WEB_ONLY, web_settings
 
 ENV = "CFN_PROVIDER_"
-TRANSPORTS = ("sqs", "mns")
+TRANSPORTS = ("sqs", "mns", "web")
 
 # The `run` options that apply to some transports only (by parameter name) and the transports they
 # apply to; every option not named here applies to all. Given (on the command line, in the
@@ -27,15 +28,18 @@ APPLIES_TO: dict[str, tuple[str, ...]] = {
     "mns_allow_http": ("mns",),
     "mns_topic": ("mns",),
     "mns_allow_bare_messages": ("mns",),
-    "ros_response_url": ("mns",),
+    "ros_response_url": ("mns", "web"),
+    "dead_letter_interval": ("sqs", "mns"),
+    **{name: ("web",) for name in WEB_ONLY},
 }
 
 RUN_OPTIONS = [
     click.option("--transport", type=click.Choice(TRANSPORTS), default="sqs", show_default=True,
                  envvar=ENV + "TRANSPORT",
-                 help="The queue to serve, which decides the dialect of every request on it: sqs (--queue-url; "
-                      "CloudFormation through SNS) or mns (--mns-endpoint and --mns-queue; Alibaba Cloud ROS). "
-                      "Options of another transport are refused."),
+                 help="Where requests come from, which decides the dialect of every request: sqs (--queue-url; "
+                      "CloudFormation through SNS), mns (--mns-endpoint and --mns-queue; Alibaba Cloud ROS) or web "
+                      "(an HTTP(S) listener for ROS's web[sync,idempotent]:URL ServiceToken: the --web-* options; "
+                      "print the ServiceToken with `cfn-provider web-token`). Options of another transport are refused."),
     click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL",
                  help="With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com. Credentials come from "
                       "ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET or ~/.alibabacloud/credentials."),
@@ -60,8 +64,8 @@ RUN_OPTIONS = [
 
 
 def ros_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate `run` with RUN_OPTIONS (in --help they follow the options above them)."""
-    for option in reversed(RUN_OPTIONS):
+    """Decorate `run` with RUN_OPTIONS and WEB_OPTIONS (in --help they follow the options above them)."""
+    for option in reversed([*RUN_OPTIONS, *WEB_OPTIONS]):
         command = option(command)
     return command
 
@@ -86,7 +90,8 @@ def transport_settings(options: dict[str, Any]) -> dict[str, Any]:
     return {"queue_url": options["queue_url"] or "", "transport": options["transport"],
             "mns_endpoint": options["mns_endpoint"], "mns_queue": options["mns_queue"],
             "ros_response_url": options["ros_response_url"], "mns_allow_http": options["mns_allow_http"],
-            "mns_topics": tuple(options["mns_topic"]), "mns_allow_bare_messages": options["mns_allow_bare_messages"]}
+            "mns_topics": tuple(options["mns_topic"]), "mns_allow_bare_messages": options["mns_allow_bare_messages"],
+            **({"web": web_settings(options, ctx)} if options["transport"] == "web" else {})}
 
 
 _GIVEN = {ParameterSource.COMMANDLINE: "on the command line", ParameterSource.DEFAULT_MAP: "in the --config file"}

@@ -46,6 +46,9 @@ class Metrics:
                                    registry=self.registry)
         self.polls = Counter("cfn_provider_polls", "Long-running requests: polls started, and poll steps by outcome "
                              "(waiting, answered, failed, timed-out, lost)", ["outcome"], registry=self.registry)
+        self.web_responses = Counter("cfn_provider_web_responses", "Web listener responses, by mode (sync, async, "
+                                     "- before the path was known) and HTTP status", ["mode", "status"],
+                                     registry=self.registry)
         self.in_flight = Gauge("cfn_provider_in_flight", "Messages being worked on", registry=self.registry)
         self.oldest_in_flight = Gauge("cfn_provider_oldest_in_flight_seconds",
                                       "Age of the oldest message being worked on", registry=self.registry)
@@ -70,6 +73,10 @@ class Metrics:
 
     def handler_ran(self, resource_type: str, request_type: str, seconds: float) -> None:
         self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(seconds)
+
+    def web_answered(self, mode: str | None, status: int) -> None:
+        """One web listener response (`mode` None: not a valid path; `status` one the listener sends)."""
+        self.web_responses.labels(mode or "-", str(status)).inc()
 
     def poll_ran(self, outcome: str) -> None:
         self.polls.labels(outcome).inc()

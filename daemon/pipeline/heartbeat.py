@@ -16,9 +16,12 @@ class Heartbeat:
 
     `start()` ... `stop()` around the work: until the first beat is due there is only a timer, no
     task (most messages are done long before; a task per message, started and cancelled, was a
-    measurable share of the daemon's CPU per request)."""
+    measurable share of the daemon's CPU per request).
 
-    def __init__(self, queue: Queue, message: Message, visibility_timeout: int):
+    Without a queue message (the web listener's requests: `Heartbeat(None, None, lease_seconds)`)
+    only the extras beat: the store lease is all that holds such a request."""
+
+    def __init__(self, queue: Queue | None, message: Message | None, visibility_timeout: int):
         self.queue, self.message, self.visibility_timeout = queue, message, visibility_timeout
         self._extras: list[Callable[[], Awaitable[object]]] = []
         self.defer_seconds: float | None = None  # set by defer()
@@ -53,7 +56,8 @@ class Heartbeat:
     async def _beats(self) -> None:
         while True:
             try:
-                await self.queue.set_visibility(self.message, self.visibility_timeout)
+                if self.queue is not None and self.message is not None:
+                    await self.queue.set_visibility(self.message, self.visibility_timeout)
                 for extend in self._extras:
                     await extend()
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried on the next one

@@ -271,18 +271,7 @@ class Poller:
 
     # ------------------------------------------------------------------ stopping
     async def _drain(self) -> None:
-        if not self.tasks:
-            return
-        log.info("draining", in_flight=len(self.tasks), grace_period=self.grace_period,
-                 seconds_left=round(self.grace_left(), 1))
-        _, pending = await asyncio.wait(set(self.tasks), timeout=self.grace_left())
-        if not pending:
-            return
-        log.warning("grace_period_over", cancelling=len(pending))
-        self.worker.stopping = True
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=SETTLE_SECONDS)
+        await drain(set(self.tasks), self.worker, self.grace_left())
 
     def abort(self) -> None:
         """Second signal: stop now, whatever is in flight."""
@@ -293,3 +282,21 @@ class Poller:
         self.deletes.abandon()
         for task in list(self.tasks):
             task.cancel()
+
+
+async def drain(tasks: set[asyncio.Task], worker: Worker, seconds_left: float) -> None:
+    """The second phase of a stop (the poller's, the web listener's): let `tasks` finish within what
+    is left of the grace period (it counts from the stop), then cancel the rest with
+    `worker.stopping` set, so that the worker answers FAILED or hands each back, and give them
+    SETTLE_SECONDS to."""
+    if not tasks:
+        return
+    log.info("draining", in_flight=len(tasks), seconds_left=round(seconds_left, 1))
+    _, pending = await asyncio.wait(tasks, timeout=seconds_left)
+    if not pending:
+        return
+    log.warning("grace_period_over", cancelling=len(pending))
+    worker.stopping = True
+    for task in pending:
+        task.cancel()
+    await asyncio.wait(pending, timeout=SETTLE_SECONDS)

@@ -42,16 +42,36 @@ class PollScheduler:
         self.running: dict[str, asyncio.Task] = {}  # key -> its step
         self.steps = 0  # steps run, for the health of the loop
         self._soon: list[float] = []  # heap: when the polls this daemon scheduled come due
+        self._backlog = False  # the last look found more due than it had slots for: look again as one frees
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._health = StoreHealth()
         self._said: tuple[str, float] | None = None  # the last failed look logged (error, when)
-        polls.wake = self.wake
+        polls.wake, polls.take_now = self.wake, self.take_now
 
     def wake(self, when: float) -> None:
         """A poll this daemon stored is due at `when` (epoch seconds): look then, not at the next interval."""
         heapq.heappush(self._soon, when)
         self._changed.set()
+
+    def take_now(self, key: str) -> None:
+        """A poll this daemon just stored due at once (a web request it accepted): take it and run its step
+        here while a slot is free, without a look (a fleet table's index may not show it yet); else a look will."""
+        if self.free > 0 and key not in self.running and not self._stop.is_set():
+            self.free -= 1
+            self.running[key] = asyncio.create_task(self._take_and_run(key), name="poll-step")
+
+    async def _take_and_run(self, key: str) -> None:
+        token, record = new_token(), None
+        try:
+            record = await self._take(key, token)
+        finally:
+            if record is None:  # another daemon's, or stopping: the slot back (a lease taken unknowingly lapses)
+                self.running.pop(key, None)
+                self.free += 1
+                self._changed.set()
+        if record is not None:
+            await self._run(key, token, record)
 
     def stop(self) -> None:
         self._stop.set()
@@ -63,7 +83,7 @@ class PollScheduler:
         while not self._stop.is_set():
             now = time.time()
             local = bool(self._soon) and self._soon[0] <= now
-            if (local or time.monotonic() >= next_look) and self.free > 0:
+            if (local or self._backlog or time.monotonic() >= next_look) and self.free > 0:
                 while self._soon and self._soon[0] <= now:
                     heapq.heappop(self._soon)
                 await self.look()
@@ -84,8 +104,9 @@ class PollScheduler:
         """Take and start the due polls there are free slots for; how many were started."""
         if self.free <= 0:
             return 0
+        limit = self.free + len(self.running)
         try:
-            keys = await self.store.due_polls(time.time(), self.free + len(self.running))
+            keys = await self.store.due_polls(time.time(), limit)
         except Exception as exc:  # noqa: BLE001 - looked at again next interval
             self._look_failed(exc)
             return 0
@@ -104,6 +125,8 @@ class PollScheduler:
             task = asyncio.create_task(self._run(key, token, record), name="poll-step")
             self.running[key] = task
             started += 1
+        # more may be due than were taken (not after a look that took nothing: a stale index's keys)
+        self._backlog = started > 0 and (len(keys) >= limit or self.free <= 0)
         return started
 
     async def _take(self, key: str, token: str) -> Record | None:

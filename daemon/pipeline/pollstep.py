@@ -4,6 +4,9 @@
   progress that is not JSON, is answered FAILED at once, saying so.
 - `Polls.wait` (the worker's side): store the progress (POLLING, with the request), so that the
   queue message is deleted and the slot freed; `create` is never called again for the request.
+- `Polls.accept` (the web listener's asynchronous mode): store a claimed request whose action has
+  not run yet (`PollState.started` False), due at once: the first step runs the action itself,
+  on whichever fleet member takes it, so a request the listener said 200 to outlives its process.
 - `Polls.step` (the scheduler's side, cfn_provider.pipeline.polling): with a poll leased by
   `take_poll`, call the handler's poll function with the stored progress, then store the next
   progress, or store the answer and deliver it; FAILED "timed out" before the request's
@@ -43,6 +46,7 @@ class PollState:
     deadline: float  # epoch seconds: the request's (SNS Timestamp + ServiceTimeout)
     polls: int = 0  # poll steps run so far
     since: float = 0.0  # when the action first returned InProgress
+    started: bool = True  # False: the action itself has not run yet (Polls.accept): the next step runs it
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True, allow_nan=False)
@@ -51,7 +55,7 @@ class PollState:
     def loads(cls, text: str) -> "PollState":
         doc = json.loads(text)
         return cls(doc.get("progress"), doc.get("physical_id"), float(doc["deadline"]), int(doc.get("polls", 0)),
-                   float(doc.get("since", 0.0)))
+                   float(doc.get("since", 0.0)), bool(doc.get("started", True)))
 
 
 def _failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:
@@ -105,23 +109,47 @@ class Polls:
     def __init__(self, worker: Any) -> None:
         self.worker = worker
         self.wake: Callable[[float], None] = lambda when: None  # the scheduler's: a poll is due at `when`
+        self.take_now: Callable[[str], None] = lambda key: None  # the scheduler's: run this due poll here, now
 
     # ------------------------------------------------------------------ the worker's side
     async def wait(self, request: Request, token: str, pending: InProgress, deadline: float,
                    outcome: dict[str, Any]) -> Disposition:
-        w, now = self.worker, time.time()
+        now = time.time()
         state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now)
         next_poll = min(now + pending.after, deadline - response_margin(request.service_timeout))
+        if not await self._park(request, token, state, next_poll, outcome):
+            return Disposition.LEAVE
+        outcome.update(outcome="polling", physical_id=pending.physical_id, next_poll_in=round(next_poll - now, 1))
+        self.worker.metrics.poll_ran("started")
+        return Disposition.DELETE  # the store holds the request now: no receive is spent while it waits
+
+    async def accept(self, request: Request, token: str, deadline: float, outcome: dict[str, Any]) -> Disposition:
+        """The claimed request stored (durably) for a step to run its action, due now: DELETE once it is."""
+        now = time.time()
+        if not await self._park(request, token, PollState(None, None, deadline, 0, now, started=False), now, outcome):
+            return Disposition.LEAVE
+        outcome.update(outcome="accepted")
+        self.take_now(request.key)
+        return Disposition.DELETE
+
+    async def _park(self, request: Request, token: str, state: PollState, next_poll: float,
+                    outcome: dict[str, Any]) -> bool:
+        w = self.worker
         saved, _ = await w.calls.write(lambda: w.store.save_progress(
             request.key, token, state.dumps(), next_poll, stored_form(request)))
         if not saved:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not polling it here")
-            return Disposition.LEAVE
-        outcome.update(outcome="polling", physical_id=pending.physical_id, next_poll_in=round(next_poll - now, 1))
-        w.metrics.poll_ran("started")
+            return False
         self.wake(next_poll)
-        return Disposition.DELETE  # the store holds the request now: no receive is spent while it waits
+        return True
+
+    @staticmethod
+    def unwaitable(request: Request, pending: InProgress) -> responses.Response:
+        """FAILED for an action that returned InProgress to a caller waiting on its connection (web[sync])."""
+        return _failed(request, "the handler's action is long-running (it returned InProgress), which a caller "
+                                "waiting on its connection (web[sync]) cannot wait for: use the asynchronous "
+                                "web: ServiceToken for this resource", pending.physical_id)
 
     # ------------------------------------------------------------------ the scheduler's side
     async def step(self, record: Record, token: str) -> str:
@@ -158,12 +186,16 @@ class Polls:
             await self._deliver(request, record.body or b"", state, token, outcome)
             return
         left = state.deadline - response_margin(request.service_timeout) - time.time()
-        if left <= 0:
+        if left <= 0 and not state.started:
+            kind, answer = "timed-out", responses.failure(request, (
+                f"timed out: the handler could not start before the request's deadline (its timeout is "
+                f"{request.service_timeout} s); every slot was busy"))
+        elif left <= 0:
             kind, answer = "timed-out", _failed(request, (
                 f"timed out: the long-running {request.request_type} did not finish within its ServiceTimeout "
                 f"({request.service_timeout} s) after {state.polls} polls"), state.physical_id)
         else:
-            result = await self._poll(request, state, left)
+            result = await (self._poll(request, state, left) if state.started else w._answer(request, state.deadline))
             if isinstance(result, InProgress):
                 await self._again(request, state, result, token, outcome)
                 return
@@ -217,7 +249,7 @@ class Polls:
                      outcome: dict[str, Any]) -> None:
         """Not done yet: store the new progress and when to look next (never past the deadline)."""
         w, now = self.worker, time.time()
-        state.progress, state.polls = json.loads(pending.progress_json()), state.polls + 1
+        state.progress, state.polls, state.started = json.loads(pending.progress_json()), state.polls + 1, True
         state.physical_id = pending.physical_id or state.physical_id
         next_poll = min(now + pending.after, state.deadline - response_margin(request.service_timeout))
         saved, _ = await w.calls.write(lambda: w.store.save_progress(request.key, token, state.dumps(), next_poll))

@@ -71,6 +71,15 @@ def handler_budget(left: float, service_timeout: int) -> float:
     return left - min(response_margin(service_timeout), left / 2)
 
 
+def deadline_for(handler_seconds: float, service_timeout: int) -> float:
+    """handler_budget's inverse: the seconds to leave before a deadline so that the handler gets
+    `handler_seconds` of them (for an outlet that needs no response margin of its own)."""
+    if handler_seconds <= 0:
+        return 0.0
+    margin = response_margin(service_timeout)
+    return handler_seconds + margin if handler_seconds >= margin else 2 * handler_seconds
+
+
 @functools.lru_cache(maxsize=256)
 def _wants_context(fn: Callable[..., Any]) -> bool:
     try:

@@ -32,6 +32,7 @@ from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
 from ..transports.queue import Message
+from .outlets import Outlet, ResponseUrl
 from .request import NotARequest, Request, parse, stored_form
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
@@ -63,15 +64,19 @@ class Policy:
     lease_seconds: int = 60
     forms: str = SNS_FORMS  # the message forms the transport carries (cfn_provider.pipeline.envelope)
     bare_messages: bool = True  # MNS: serve messages that are not topic notifications
+    wait_poll_max: float = WAIT_POLL_MAX  # seconds, at most, between looks at a request another attempt holds
 
 
 class Worker:
+    Rejected = _Rejected  # what admit_request raises, saying why (the web listener's 400)
+
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
                  session: Any = None, metrics: Metrics | None = None, dialect: Dialect = CLOUDFORMATION,
                  url_choice: ResponseUrlChoice = ResponseUrlChoice()):
         self.router, self.store, self.responder = router, store, responder
         self.dialect, self.url_choice = dialect, url_choice  # the transport's dialect; ROS URL choice
+        self.outlet: Outlet = ResponseUrl(responder, url_choice)  # where answers go unless `handle` is told
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
@@ -96,13 +101,19 @@ class Worker:
             envelope, request = await self._admit(message)
         except _Rejected as exc:
             return self._rejected(message, exc)
+        return await self.handle(envelope, request, heartbeat, started)
+
+    async def handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat, started: float, *,
+                     outlet: Outlet | None = None, run_here: bool = True) -> Disposition:
+        """An admitted request claimed, answered, sent to `outlet` (default: its ResponseURL), logged. `run_here`
+        False: once claimed it is stored for the poll scheduler to run (pipeline.pollstep.Polls.accept)."""
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
             resource_type=request.resource_type, request_type=request.request_type,
         )
         outcome: dict[str, Any] = {}
         try:
-            disposition = await self._handle(envelope, request, heartbeat, outcome)
+            disposition = await self._handle(envelope, request, heartbeat, outcome, outlet or self.outlet, run_here)
         except Exception as exc:
             if not (self.stopping and transient(exc)):
                 raise
@@ -135,8 +146,12 @@ class Worker:
                 raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
             if self.verifier is not None:
                 await self._verify(message, envelope)
+        return envelope, self.admit_request(envelope.message)
+
+    def admit_request(self, text: str) -> Request:
+        """The request in `text`, parsed and its ResponseURLs checked; Rejected saying why not."""
         try:
-            request = parse(envelope.message, self.dialect)
+            request = parse(text, self.dialect)
         except NotARequest as exc:
             raise _Rejected(str(exc)) from None
         if request.ignored:  # another dialect's fields: they change nothing, but say they were there
@@ -146,7 +161,7 @@ class Worker:
                 self.url_policy.check(url, request.dialect.response_hosts)
             except UrlRejected as exc:
                 raise _Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
-        return envelope, request
+        return request
 
     async def _verify(self, message: Message, envelope: Envelope) -> None:
         """Verify the signature. A certificate that cannot be fetched right now is retried here,
@@ -186,7 +201,7 @@ class Worker:
 
     # ------------------------------------------------------------------ idempotent handling
     async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
-                      outcome: dict[str, Any]) -> Disposition:
+                      outcome: dict[str, Any], outlet: Outlet, run_here: bool) -> Disposition:
         digest = url_digest(request.response_url)
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
@@ -205,10 +220,10 @@ class Worker:
             if record is None:  # refused, then gone before it could be read (an endpoint without ALL_OLD)
                 await asyncio.sleep(0.05)
                 continue
-            if record.answered(digest):
+            if record.answered(digest) and not outlet.caller_waits:  # a waiting caller gets the stored body
                 outcome.update(outcome="duplicate", status=record.status)
                 return Disposition.DELETE
-            if record.state == POLLING:  # a long-running action: its polls answer it, never a second create
+            if record.state == POLLING or (not run_here and record.next_poll is not None):  # polls answer it, not us
                 outcome.update(outcome="polling-elsewhere", owner=record.owner)
                 return Disposition.DELETE
             if self._must_wait(record, digest):
@@ -228,14 +243,16 @@ class Worker:
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
             replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
-                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline)
+                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline, outlet)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None)
+            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None, outlet=outlet)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
+        deadline = outlet.deadline(request, envelope.timestamp.timestamp() + request.service_timeout)
+        if not run_here:
+            return await self.polls.accept(request, token, deadline, outcome)
         heartbeat.also(lambda: self.calls.extend(key, token, lease))
-        deadline = envelope.timestamp.timestamp() + request.service_timeout
         try:
             answer = await self._answer(request, deadline)
         except asyncio.CancelledError:
@@ -247,6 +264,8 @@ class Worker:
                 outcome.update(outcome="released")
                 return Disposition.RELEASE
             answer = responses.cut_short(request, "provider shutting down before the handler finished")
+        if isinstance(answer, InProgress) and outlet.caller_waits:  # nothing polls for a waiting caller
+            answer = self.polls.unwaitable(request, answer)
         if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.pipeline.pollstep)
             return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
@@ -262,10 +281,10 @@ class Worker:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not sending")
             return Disposition.LEAVE
-        return await self._deliver(request, answer.body, digest, outcome, deadline, token=token)
+        return await self._deliver(request, answer.body, digest, outcome, deadline, token=token, outlet=outlet)
 
     async def _replay_scrubbed(self, request: Request, record: Any, digest: str, outcome: dict[str, Any],
-                               deadline: float) -> Disposition:
+                               deadline: float, outlet: Outlet) -> Disposition:
         """The stored SUCCESS held NoEcho Data and the replay window is over (cfn_provider.trust.retention):
         CloudFormation no longer waits for this request. Never re-run the handler (a second
         Create makes a second resource); answer FAILED with the stored id, in case it does."""
@@ -277,7 +296,7 @@ class Worker:
                      "Retry the stack operation.", retention.physical_id(record.body))
         log.warning("replay.scrubbed", detail="NoEcho answer past the replay window: answering FAILED, not re-running")
         outcome.update(outcome="replayed-scrubbed", status=answer.status)
-        return await self._deliver(request, answer.body, digest, outcome, deadline, token=None)
+        return await self._deliver(request, answer.body, digest, outcome, deadline, token=None, outlet=outlet)
 
     @staticmethod
     def _must_wait(record: Record, digest: str) -> bool:
@@ -301,7 +320,7 @@ class Worker:
                 return False
             except asyncio.TimeoutError:
                 pass
-            pause = min(WAIT_POLL_MAX, pause * 2)
+            pause = min(self.policy.wait_poll_max, pause * 2)
             now = await self.calls.call(lambda: self.store.get(record.key))
             if (now is None or now.token != record.token or now.state != record.state
                     or not now.leased(time.time())):
@@ -377,15 +396,14 @@ class Worker:
             DEAD_LETTER.reset(token)
 
     async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
-                       deadline: float | None = None, *, token: str | None) -> Disposition:
-        """PUT `body`; `token` is this attempt's when it stored the body, None for a replay."""
+                       deadline: float | None = None, *, token: str | None, outlet: Outlet | None = None) -> Disposition:
+        """Send `body` to `outlet` (default: the ResponseURL); `token`: this attempt's when it stored it, or None."""
         # CloudFormation stops listening at the request's deadline, so no PUT outlives it. ROS's
         # deadline is only a lower bound (its Timeout rarely reaches the properties): the URL's
         # expiry alone bounds that delivery.
         deadline = deadline if request.dialect is CLOUDFORMATION else None
         try:
-            delivery = await self.responder.send(self.url_choice.urls(request), body, request.dialect,
-                                                 deadline=deadline)
+            delivery = await (outlet or self.outlet).send(request, body, deadline)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise

@@ -95,3 +95,44 @@ async def test_a_draining_scheduler_hands_its_step_over_due_at_once(tmp_path):
         assert await store.due_polls(time.time(), 10) == [key]  # another daemon takes it at once
     finally:
         await store.close()
+
+
+async def test_more_due_than_slots_run_as_slots_free_not_an_interval_later(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        due = await fill(store, waiting=0, due=6)
+        steps = Steps()
+        steps.release.set()  # every step ends at once
+        scheduler = PollScheduler(steps, store, owner="me", concurrency=2, lease_seconds=60, interval=300)
+        running = asyncio.create_task(scheduler.run())
+        try:
+            for _ in range(500):
+                if len(steps.ran) == 6:
+                    break
+                await asyncio.sleep(0.01)
+            assert sorted(steps.ran) == sorted(due)  # within seconds, though the next interval is 5 minutes off
+        finally:
+            scheduler.stop()
+            await running
+    finally:
+        await store.close()
+
+
+async def test_take_now_runs_a_poll_without_a_look_and_gives_the_slot_back_if_another_has_it(tmp_path):
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        [key] = await fill(store, waiting=0, due=1)
+        steps = Steps()
+        steps.release.set()
+        scheduler = PollScheduler(steps, store, owner="me", concurrency=1, lease_seconds=60, interval=300)
+        scheduler.take_now(key)
+        assert scheduler.free == 0
+        await asyncio.wait(set(scheduler.running.values()))
+        assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+        record = await store.get(key)
+        assert (record.owner, record.state) == ("me", POLLING)
+        scheduler.take_now(key)  # leased by the step that ran: not ours to take again
+        await asyncio.wait(set(scheduler.running.values()))
+        assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+    finally:
+        await store.close()

@@ -14,7 +14,7 @@ import structlog
 import structlog.testing
 
 from cfn_provider.pipeline.request import Request, parse
-from cfn_provider.pipeline.runner import Context, HandlerTimeout, call, handler_budget, response_margin
+from cfn_provider.pipeline.runner import Context, HandlerTimeout, call, deadline_for, handler_budget, response_margin
 
 POOL_PREFIX = "handler-pool"
 
@@ -411,3 +411,9 @@ def test_a_request_still_inside_its_deadline_gets_its_handler_called(service_tim
 def test_a_1_s_service_timeout_leaves_the_handler_three_quarters_of_a_second():
     assert handler_budget(1.0, 1) == pytest.approx(0.75)
     assert handler_budget(3600.0, 3600) == pytest.approx(3570.0)
+
+
+@pytest.mark.parametrize("service_timeout", [1, 5, 60, 600, 3600])
+@pytest.mark.parametrize("wanted", [0.1, 0.5, 3.0, 6.0, 40.0])
+def test_deadline_for_gives_the_handler_what_was_asked(service_timeout, wanted):
+    assert handler_budget(deadline_for(wanted, service_timeout), service_timeout) == pytest.approx(wanted)

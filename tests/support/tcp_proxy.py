@@ -255,3 +255,27 @@ class TcpProxy:
         finally:
             with self._lock:
                 self._connections.discard(conn)
+
+
+class RoundRobinProxy(TcpProxy):
+    """A TcpProxy that sends each new connection to the next of several targets in turn: a small load
+    balancer in front of a fleet (every connection a request's copy opens may reach another member).
+
+        with RoundRobinProxy([("127.0.0.1", a_port), ("127.0.0.1", b_port)]) as lb:
+            ...  # https://127.0.0.1:<lb.port>/...
+    """
+
+    def __init__(self, targets: list[tuple[str, int]], host: str = "127.0.0.1") -> None:
+        self.targets = list(targets)
+        self._next = 0
+        super().__init__(*targets[0], host=host)
+
+    @property  # type: ignore[override]
+    def target(self) -> tuple[str, int]:
+        chosen = self.targets[self._next % len(self.targets)]
+        self._next += 1
+        return chosen
+
+    @target.setter
+    def target(self, _value: tuple[str, int]) -> None:
+        pass  # TcpProxy.__init__ sets one target; the list above is used instead

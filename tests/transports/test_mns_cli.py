@@ -21,17 +21,6 @@ pytestmark = pytest.mark.skipif(not any(p.name == "transport" for p in cli.run.p
                                 reason="daemon/cli.py's run has no --transport yet (apply the ros_options diff)")
 
 
-@pytest.fixture
-def captured(monkeypatch):
-    settings = []
-    monkeypatch.setattr(cli, "_serve", lambda s: settings.append(s) or 0)
-    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
-    for name in list(os.environ):
-        if name.startswith("CFN_PROVIDER_"):
-            monkeypatch.delenv(name)
-    return settings
-
-
 def test_options_reach_settings(captured):
     result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
                                            "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q",
