@@ -108,6 +108,7 @@ def test_the_emulator_process_watches_its_state_file(tmp_path: Path):
         assert not gone(emulator.pid, 0)
         state.write_text(json.dumps({"Emulator": emulator.record}))
         assert stackemulator.StackEmulator.attach(emulator.record, state).reused
+        time.sleep(2 * stackemulator.WATCH_EVERY)  # it has seen itself named (it looks every WATCH_EVERY)
         state.write_text(json.dumps({"Emulator": {"Pid": emulator.pid + 1, "Endpoint": emulator.endpoint}}))
         assert gone(emulator.pid)  # the state file names another emulator: this one stops
     finally:
