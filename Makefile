@@ -13,7 +13,17 @@ DYNALITE := $(VENV)/.dynalite-$(DYNALITE_VERSION)
 SOURCES := $(VENV)/.sources
 EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: demo test chaos bench venv clean FORCE
+# The tests run on parallel workers (pytest-xdist): the suite mostly waits on sockets, timers and
+# subprocesses, so more workers than cores pays. `--dist loadgroup` keeps each xdist_group (tests
+# sharing an expensive fixture, or that must not overlap) on one worker. docs/architecture.md: the
+# rules a test keeps to run in parallel.
+TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
+# Branch coverage of cfn_provider (setup.cfg [coverage:*]: the daemons tests start as subprocesses
+# count too); `make test` fails under this floor. Raise it when coverage rises; never lower it.
+COVERAGE_FLOOR := 0
+
+.PHONY: demo test check chaos bench venv clean FORCE
 
 venv: $(STAMP)
 
@@ -35,9 +45,12 @@ $(DYNALITE): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/cfn-provider demo
 
-test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then the tests
+test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then every test, with coverage
 	$(BIN)/mypy -p cfn_provider
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) --cov --cov-report=term --cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
+
+check: $(STAMP)   # the fast loop, before every commit: every test not marked slow or chaos
+	$(BIN)/pytest $(XDIST) -m "not slow and not chaos" -q -p no:cacheprovider $(PYTEST_ARGS)
 
 chaos: $(STAMP) $(DYNALITE)   # the chaos suites at full size, with their table of figures
 	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)

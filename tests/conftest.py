@@ -7,10 +7,39 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
+import cfn_provider
+from cfn_provider import editable
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support import handlers
 from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
 from tests.support.stub_s3 import StubS3
+
+pytest_plugins = ("tests.support.figures",)  # the chaos suites' table of figures, gathered from every worker
+
+# pytest-timeout: a hung test fails with its traceback instead of eating CI's time. The default (setup.cfg,
+# `timeout`) covers a unit or in-process integration test many times over; these cover the rest.
+SLOW_TIMEOUT = 600  # a test marked slow (daemon subprocesses, a virtualenv) or a chaos suite, reduced
+FULL_CHAOS_TIMEOUT = 3600  # the chaos suites at full size (`make chaos`)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run on an editable install older than the checkout's modules stops here, saying what to do
+    (`make test` / `make check` rebuild it themselves: the Makefile's $(SOURCES) list)."""
+    stale = editable.missing(Path(cfn_provider.__file__).parent)
+    if stale:
+        names = ", ".join(str(p.relative_to(Path(__file__).parents[1])) for p in stale)
+        pytest.exit(f"{names}: not in the installed package; {editable.HINT}", returncode=4)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    full = os.environ.get("CFN_CHAOS") == "full"
+    for item in items:
+        if item.get_closest_marker("timeout"):
+            continue  # a test's own timeout wins
+        if full and "/tests/chaos/" in item.path.as_posix():
+            item.add_marker(pytest.mark.timeout(FULL_CHAOS_TIMEOUT))
+        elif item.get_closest_marker("slow") or "/tests/chaos/" in item.path.as_posix():
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 @pytest.fixture(scope="session")
