@@ -14,11 +14,11 @@ SOURCES := $(VENV)/.sources
 EDITABLE := --config-settings editable_mode=strict
 
 # The tests run on parallel workers (pytest-xdist): the suite mostly waits on sockets, timers and
-# subprocesses, so more workers than cores pays. `--dist loadgroup` keeps each xdist_group (tests
-# sharing an expensive fixture, or that must not overlap) on one worker. docs/architecture.md: the
-# rules a test keeps to run in parallel.
+# subprocesses, so more workers than cores pays. Each test file runs on one worker (`--dist loadfile`:
+# a module's fixtures are built once), in the order tests/conftest.py gives (the long files first).
+# docs/architecture.md: the rules a test keeps to run in parallel.
 TEST_WORKERS ?= 4
-XDIST := -n $(TEST_WORKERS) --dist loadgroup
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Branch coverage of cfn_provider (setup.cfg [coverage:*]: the daemons tests start as subprocesses
 # count too); `make test` fails under this floor. Raise it when coverage rises; never lower it.
 COVERAGE_FLOOR := 0
@@ -49,8 +49,8 @@ test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy
 	$(BIN)/mypy -p cfn_provider
 	$(BIN)/pytest $(XDIST) --cov --cov-report=term --cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
 
-check: $(STAMP)   # the fast loop, before every commit: every test not marked slow or chaos
-	$(BIN)/pytest $(XDIST) -m "not slow and not chaos" -q -p no:cacheprovider $(PYTEST_ARGS)
+check: $(STAMP)   # the fast loop, before every commit: the tests that need no emulator and take no seconds
+	$(BIN)/pytest $(XDIST) -m "not slow and not chaos and not emulator" -q -p no:cacheprovider $(PYTEST_ARGS)
 
 chaos: $(STAMP) $(DYNALITE)   # the chaos suites at full size, with their table of figures
 	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)

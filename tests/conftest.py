@@ -31,15 +31,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"{names}: not in the installed package; {editable.HINT}", returncode=4)
 
 
+# A test that uses one of these talks to the AWS emulator (moto's server) or runs the daemon: it is
+# marked `emulator` here, and `make check` leaves it to `make test`.
+EMULATOR_FIXTURES = {"emulator", "ros_daemon", "sim"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers and timeouts by kind (above); and the long tests first: under `make test` each file
+    goes to one worker (`--dist loadfile`), in this order, so the longest start early, not end late."""
     full = os.environ.get("CFN_CHAOS") == "full"
+
+    def long(item: pytest.Item) -> bool:
+        return bool(item.get_closest_marker("slow")) or "/tests/chaos/" in item.path.as_posix()
+
     for item in items:
+        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.emulator)
         if item.get_closest_marker("timeout"):
             continue  # a test's own timeout wins
         if full and "/tests/chaos/" in item.path.as_posix():
             item.add_marker(pytest.mark.timeout(FULL_CHAOS_TIMEOUT))
-        elif item.get_closest_marker("slow") or "/tests/chaos/" in item.path.as_posix():
+        elif long(item):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+    items.sort(key=lambda item: not long(item))  # stable: the order within each kind is kept
 
 
 @pytest.fixture(scope="session")

@@ -38,8 +38,7 @@ import pytest
 
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 
-# one worker builds the images, once (debootstrap: minutes, charged to the first test), and runs every test here
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800), pytest.mark.xdist_group("container")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test builds the images (debootstrap: minutes)
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "localhost/cfn-provider-test-base:bookworm"

@@ -47,13 +47,10 @@ class Thing(Resource):
 """
 
 
-# The mypy runs share one cache, on one worker, as a handler author's runs do: the first analyses
-# cfn_provider and its dependencies (tens of seconds), the others only their handler.py.
-pytestmark = pytest.mark.xdist_group("sdk-mypy")
-
-
 @pytest.fixture(scope="module")
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module's mypy runs, as a handler author's runs share theirs: the first
+    analyses cfn_provider and its dependencies, the others only their handler.py."""
     return tmp_path_factory.mktemp("mypy-cache")
 
 
@@ -67,6 +64,7 @@ def mypy(tmp_path: Path, source: str, cache: Path) -> subprocess.CompletedProces
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow  # mypy runs: the first analyses cfn_provider and its dependencies
 def test_an_annotated_handler_passes_strict_mypy(tmp_path: Path, mypy_cache: Path):
     checked = mypy(tmp_path, TYPED_HANDLER, mypy_cache)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -92,6 +90,7 @@ MISTAKES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake", list(MISTAKES))
 def test_mypy_flags_a_wrong_key_or_value(tmp_path: Path, mistake: str, mypy_cache: Path):
     body, message = MISTAKES[mistake]
