@@ -20,8 +20,9 @@ EDITABLE := --config-settings editable_mode=strict
 TEST_WORKERS ?= 4
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Branch coverage of cfn_provider (setup.cfg [coverage:*]: the daemons tests start as subprocesses
-# count too); `make test` fails under this floor. Raise it when coverage rises; never lower it.
-COVERAGE_FLOOR := 0
+# count too); `make test` fails under this floor. Measured 91.0 % (90.9 % without the MemoryQueue and
+# stale-install modules, i.e. before them) on 2026-11-26. Raise it when coverage rises; never lower it.
+COVERAGE_FLOOR := 90.9
 
 .PHONY: demo test check chaos bench venv clean FORCE
 
