@@ -13,7 +13,19 @@ DYNALITE := $(VENV)/.dynalite-$(DYNALITE_VERSION)
 SOURCES := $(VENV)/.sources
 EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: demo test chaos bench dist faketime venv clean FORCE
+# The tests run on parallel workers (pytest-xdist): the suite mostly waits on sockets, timers and
+# subprocesses, so more workers than cores pays. Each test file runs on one worker (`--dist loadfile`:
+# a module's fixtures are built once), in the order tests/conftest.py gives (the long files first).
+# docs/architecture.md: the rules a test keeps to run in parallel.
+TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# Branch coverage of cfn_provider (setup.cfg [coverage:*]: the daemons tests start as subprocesses
+# count too); `make test` fails under this floor. On 2026-11-26 two runs measured 91.01 % and 90.95 %
+# (90.86 % and 90.80 % without the MemoryQueue and stale-install modules, i.e. before them): runs differ
+# by about 0.06 (retry paths taken or not). Raise it when coverage rises; never lower it.
+COVERAGE_FLOOR := 90.8
+
+.PHONY: demo test check chaos bench dist faketime venv clean FORCE
 
 venv: $(STAMP)
 
@@ -43,9 +55,12 @@ $(DEMO_STAMP): setup.cfg pyproject.toml constraints.txt $(SOURCES)
 demo: $(DEMO_STAMP)
 	$(BIN)/cfn-provider demo
 
-test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then the tests
+test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then every test, with coverage
 	$(BIN)/mypy -p cfn_provider
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) --cov --cov-report=term --cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
+
+check: $(STAMP)   # the fast loop, before every commit: the tests that need no emulator and take no seconds
+	$(BIN)/pytest $(XDIST) -m "not slow and not chaos and not emulator" -q -p no:cacheprovider $(PYTEST_ARGS)
 
 chaos: $(STAMP) $(DYNALITE) faketime   # the chaos suites at full size, with their table of figures
 	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)

@@ -5,6 +5,7 @@ Everything else in the package is internal and may change without notice.
 """
 from __future__ import annotations
 
+import os as _os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
     from .sdk.resource import Resource
     from .sdk.schema import PropertyError
     from .sdk.types import CustomResourceRequest, HandlerResult
+
+if _os.path.islink(__file__):  # an editable install (make venv): a module it does not link yet says "run make venv"
+    try:
+        from .editable import watch
+    except ModuleNotFoundError:  # this very check is newer than the install
+        raise ImportError("cfn_provider: the editable install predates its source: run `make venv`") from None
+    watch(__name__, __file__)
 
 _PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner",
            "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types", "InProgress": "pipeline.progress"}

@@ -7,10 +7,53 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
+import cfn_provider
+from cfn_provider import editable
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support import handlers
 from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
 from tests.support.stub_s3 import StubS3
+
+pytest_plugins = ("tests.support.figures",)  # the chaos suites' table of figures, gathered from every worker
+
+# pytest-timeout: a hung test fails with its traceback instead of eating CI's time. The default (setup.cfg,
+# `timeout`) covers a unit or in-process integration test many times over; these cover the rest.
+SLOW_TIMEOUT = 600  # a test marked slow (daemon subprocesses, a virtualenv) or a chaos suite, reduced
+FULL_CHAOS_TIMEOUT = 3600  # the chaos suites at full size (`make chaos`)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run on an editable install older than the checkout's modules stops here, saying what to do
+    (`make test` / `make check` rebuild it themselves: the Makefile's $(SOURCES) list)."""
+    stale = editable.missing(Path(cfn_provider.__file__).parent)
+    if stale:
+        names = ", ".join(str(p.relative_to(Path(__file__).parents[1])) for p in stale)
+        pytest.exit(f"{names}: not in the installed package; {editable.HINT}", returncode=4)
+
+
+# A test that uses one of these talks to the AWS emulator (moto's server) or runs the daemon: it is
+# marked `emulator` here, and `make check` leaves it to `make test`.
+EMULATOR_FIXTURES = {"emulator", "ros_daemon", "sim"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers and timeouts by kind (above); and the long tests first: under `make test` each file
+    goes to one worker (`--dist loadfile`), in this order, so the longest start early, not end late."""
+    full = os.environ.get("CFN_CHAOS") == "full"
+
+    def long(item: pytest.Item) -> bool:
+        return bool(item.get_closest_marker("slow")) or "/tests/chaos/" in item.path.as_posix()
+
+    for item in items:
+        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.emulator)
+        if item.get_closest_marker("timeout"):
+            continue  # a test's own timeout wins
+        if full and "/tests/chaos/" in item.path.as_posix():
+            item.add_marker(pytest.mark.timeout(FULL_CHAOS_TIMEOUT))
+        elif long(item):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+    items.sort(key=lambda item: not long(item))  # stable: the order within each kind is kept
 
 
 @pytest.fixture(scope="session")

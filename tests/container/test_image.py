@@ -41,7 +41,7 @@ import pytest
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 from tests.support.release import make_dist
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test builds the images (debootstrap: minutes)
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "localhost/cfn-provider-test-base:bookworm"

@@ -147,6 +147,7 @@ def test_deploy_has_the_two_templates() -> None:
     assert PROVIDER in TEMPLATES and CONSUMER in TEMPLATES, TEMPLATES
 
 
+@pytest.mark.slow  # cfn-lint loads its resource schemas for each run: seconds of CPU
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
 def test_cfn_lint_finds_nothing(template: Path) -> None:
     """Errors, warnings and informational findings, in a few partitions' regions. cfn-lint ships
@@ -159,6 +160,7 @@ def test_cfn_lint_finds_nothing(template: Path) -> None:
         f"cfn-lint exit {result.returncode}:\n{result.stdout}{result.stderr}")
 
 
+@pytest.mark.slow
 def test_cfn_lint_is_not_vacuous(tmp_path: Path) -> None:
     """The same invocation does report a broken template (so exit 0 above means something)."""
     broken = tmp_path / "broken.yaml"

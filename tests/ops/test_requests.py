@@ -18,6 +18,7 @@ from cfn_provider.ops.requests import duration, parse_duration, state_names
 from cfn_provider.dialects.base import CLOUDFORMATION
 from cfn_provider.dialects.ros import ROS
 from cfn_provider.pipeline.request import idempotency_key, parse, stored_form
+from tests.support.aws import wait_until_queue_empty
 
 STACK_A = "arn:aws:cloudformation:eu-west-1:123456789012:stack/shop/11111111-2222-3333-4444-555555555555"
 STACK_B = "arn:aws:cloudformation:eu-west-1:123456789012:stack/blog/66666666-2222-3333-4444-555555555555"
@@ -186,6 +187,9 @@ async def test_a_request_a_daemon_answered_is_listed_with_its_logical_id(state_u
     request = stack.request("Create", "Answered", properties={"Echo": "x"})
     stack.publish(request)
     assert (await asyncio.to_thread(stack.response, request))["Status"] == "SUCCESS"
+    # the daemon's `request` log line comes before the message's delete: once the queue is empty it
+    # has been written, and cannot land in the CLI's output below (CliRunner swaps this process's stdout)
+    await wait_until_queue_empty(stack.provider)
     for _ in range(50):  # the SENT mark follows the PUT
         rows = await asyncio.to_thread(listing, state_url, "--stack", stack.name)
         if rows and rows[0]["state"] == "SENT":

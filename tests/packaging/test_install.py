@@ -191,6 +191,15 @@ def test_the_distribution_installs_one_import_name(venv: Path):
     assert (site / "cfn_provider" / "handlers" / "echo.py").is_file()
 
 
+def test_every_module_of_the_checkout_is_installed_without_a_package_list(venv: Path):
+    """setup.cfg names no packages: setuptools finds them in the folders package_dir maps, so a new
+    subpackage ships without an edit there."""
+    site = _site_packages(venv) / "cfn_provider"
+    source = {p.relative_to(REPO / "daemon") for p in (REPO / "daemon").rglob("*.py")}
+    source |= {"handlers" / p.relative_to(REPO / "handlers") for p in (REPO / "handlers").rglob("*.py")}
+    assert {p.relative_to(site) for p in site.rglob("*.py")} == source
+
+
 def test_python_daemon_and_the_provider_side_by_side(venv: Path):
     python = venv / "bin" / "python"
     both = _run(python, "-I", "-c", "import daemon, cfn_provider; from cfn_provider import Resource, Call; "

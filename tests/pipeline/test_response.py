@@ -520,6 +520,7 @@ def _check_contract(req: Request, resp: Response) -> None:
         assert pid == req.physical_id
 
 
+@pytest.mark.slow  # hypothesis at size: 200 examples of bodies up to 12 KB
 @PROPERTY_SETTINGS
 @given(req=requests(), result=RESULTS, reason=REASONS)
 def test_property_never_raises_and_keeps_the_contract(req, result, reason):
@@ -527,6 +528,7 @@ def test_property_never_raises_and_keeps_the_contract(req, result, reason):
     _check_contract(req, failure(req, reason))
 
 
+@pytest.mark.slow  # hypothesis at size: 200 examples of bodies up to 12 KB
 @PROPERTY_SETTINGS
 @given(req=requests(), result=RESULTS, reason=REASONS)
 def test_property_body_is_at_most_4096_bytes(req, result, reason):

@@ -47,18 +47,26 @@ class Thing(Resource):
 """
 
 
-def mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module's mypy runs, as a handler author's runs share theirs: the first
+    analyses cfn_provider and its dependencies, the others only their handler.py."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(tmp_path: Path, source: str, cache: Path) -> subprocess.CompletedProcess[str]:
     """mypy --strict on one handler file, as a handler author runs it: outside this repository's
     config, finding cfn_provider where it is installed (its py.typed)."""
     (tmp_path / "handler.py").write_text(source)
     (tmp_path / "mypy.ini").write_text("[mypy]\n")
     return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini",
-                           "--cache-dir", str(tmp_path / "cache"), "handler.py"],
+                           "--cache-dir", str(cache), "handler.py"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
-def test_an_annotated_handler_passes_strict_mypy(tmp_path: Path):
-    checked = mypy(tmp_path, TYPED_HANDLER)
+@pytest.mark.slow  # mypy runs: the first analyses cfn_provider and its dependencies
+def test_an_annotated_handler_passes_strict_mypy(tmp_path: Path, mypy_cache: Path):
+    checked = mypy(tmp_path, TYPED_HANDLER, mypy_cache)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Success: no issues found" in checked.stdout
 
@@ -82,8 +90,9 @@ MISTAKES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake", list(MISTAKES))
-def test_mypy_flags_a_wrong_key_or_value(tmp_path: Path, mistake: str):
+def test_mypy_flags_a_wrong_key_or_value(tmp_path: Path, mistake: str, mypy_cache: Path):
     body, message = MISTAKES[mistake]
     source = textwrap.dedent("""\
         from cfn_provider import Context, CustomResourceRequest, HandlerResult
@@ -91,7 +100,7 @@ def test_mypy_flags_a_wrong_key_or_value(tmp_path: Path, mistake: str):
         def create(event: CustomResourceRequest, context: Context) -> HandlerResult:
             {body}
     """).format(body=body)
-    checked = mypy(tmp_path, source)
+    checked = mypy(tmp_path, source, mypy_cache)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and errors[0].startswith("handler.py:4: error:"), checked.stdout
