@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cfn_provider import PropertyError
 from cfn_provider.pipeline.raised import TRACEBACK_HINT, reason
-from cfn_provider.sdk.lambda_adapter import FunctionBusy, FunctionFailed
+from cfn_provider.functions.function import FunctionFailed
 
 
 def test_the_reason_names_the_exception_type_and_where_the_traceback_is():
@@ -22,4 +22,3 @@ def test_answers_that_are_exceptions_keep_their_message_alone():
     assert reason(PropertyError("invalid ResourceProperties: Size: must be at most 20 (maximum)")) == \
         "invalid ResourceProperties: Size: must be at most 20 (maximum)"
     assert reason(FunctionFailed("the bucket exists")) == "the bucket exists"
-    assert reason(FunctionBusy("timed out waiting")) == "timed out waiting"
