@@ -93,6 +93,7 @@ class Store(Protocol):
                             request: str | None = None) -> bool: ...
     async def due_polls(self, now: float, limit: int) -> list[str]: ...
     async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None: ...
+    async def park(self, key: str, token: str) -> bool: ...
     async def get(self, key: str) -> Record | None: ...
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
@@ -155,6 +156,18 @@ def transient(exc: BaseException) -> bool:
 def _saved_by(record: Record | None, token: str, body: bytes) -> bool:
     """After a conditional save failed: had this attempt's earlier try stored this very body?"""
     return record is not None and record.token == token and record.state != CLAIMED and record.body == bytes(body)
+
+
+def _progress_saved_by(record: Record | None, token: str, progress: str, next_poll: float) -> bool:
+    """After a conditional save_progress failed: had this attempt's earlier try stored this very progress?"""
+    return (record is not None and record.token == token and record.state == POLLING and record.progress == progress
+            and record.next_poll is not None and abs(record.next_poll - next_poll) < 1e-6)
+
+
+def _parked_by(record: Record | None, token: str) -> bool:
+    """After a conditional park failed: had this attempt's earlier try parked the record?"""
+    return (record is not None and record.token == token and record.state in (POLLING, RESPONSE_READY)
+            and record.next_poll is None and not record.lease_until)
 
 
 class StoreConfigError(ValueError):

@@ -56,11 +56,13 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 from ..trust import retention
-from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
+from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError
+from .base import _parked_by, _progress_saved_by, _saved_by
 from .dynamodb_items import KEY_ATTRIBUTE, NEXT_POLL_ATTRIBUTE, POLL_INDEX, POLL_SHARDS
 from .dynamodb_items import names as _names, number as _n, record as _record, shard
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+DUE_PAGES, DUE_PAGE_SIZE = 8, 25  # due_polls reads at most this many pages of at least this many items per shard
 
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
                  "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #progress, #next, #shard")
@@ -73,6 +75,7 @@ _CLAIM_CONDITION = (
     f" OR (#state <> :claimed AND #status = :failed AND #digest <> :digest AND {_LAPSED})))"
 )
 _OWNED_CLAIM = "#token = :token AND #state = :claimed"
+_HELD = "#token = :token AND (#state = :claimed OR (#state = :polling AND #lease > :now))"  # see base: HELD
 
 
 class TableNotFound(RuntimeError):
@@ -214,17 +217,18 @@ class DynamoDBStore:
         return ok
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
-        scrub_at = retention.scrub_at(body, self.clock())
+        now = self.clock()
+        scrub_at = retention.scrub_at(body, now)
         scrubbing = {":scrub": _n(scrub_at)} if scrub_at is not None else {}
         ok, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
                              + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
-            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
+            ConditionExpression=_HELD,
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub", "#lease"),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
-                                       ":body": {"B": bytes(body)}, ":token": {"S": token},
+                                       ":body": {"B": bytes(body)}, ":token": {"S": token}, ":now": _n(now),
                                        ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -292,32 +296,61 @@ class DynamoDBStore:
     async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
                             request: str | None = None) -> bool:
         values = {":polling": {"S": POLLING}, ":claimed": {"S": CLAIMED}, ":token": {"S": token},
-                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0)}
+                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0),
+                  ":now": _n(self.clock())}
         update = "SET #state = :polling, #progress = :progress, #next = :next, #shard = :shard, #lease = :zero"
         if request is not None:
             update, values[":request"] = update + ", #request = :request", {"S": request}
-        ok, _ = await self._conditional(
+        ok, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression=update,
-            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
+            ConditionExpression=_HELD,
             ExpressionAttributeNames=_names("#state", "#progress", "#next", "#shard", "#lease", "#token",
                                             *(["#request"] if request is not None else [])),
             ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        return ok
+        if ok:
+            return True
+        return _progress_saved_by(await self._in_the_way(key, resp), token, progress, next_poll)  # an earlier try
+
+    async def park(self, key: str, token: str) -> bool:
+        """RESPONSE_READY (or a held POLLING) under this token: no lease, and out of the `polls` index for good."""
+        ok, resp = await self._conditional(
+            "update_item",
+            Key=self._key(key),
+            UpdateExpression="SET #lease = :zero REMOVE #next, #shard",
+            ConditionExpression="#token = :token AND (#state = :ready OR (#state = :polling AND #lease > :now))",
+            ExpressionAttributeNames=_names("#lease", "#next", "#shard", "#token", "#state"),
+            ExpressionAttributeValues={":zero": _n(0), ":token": {"S": token}, ":ready": {"S": RESPONSE_READY},
+                                       ":polling": {"S": POLLING}, ":now": _n(self.clock())},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return ok or _parked_by(await self._in_the_way(key, resp), token)  # an earlier try was applied
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
+        """The due keys, oldest first. DynamoDB applies a query's Limit before its filter, so a
+        shard's first page may hold only polls that are not free (a step running, an answer being
+        delivered): each shard is read page by page until it gave `limit` due keys, up to DUE_PAGES
+        pages (a parked answer leaves the index, so only live leases stand in the way)."""
         due: list[tuple[float, str]] = []
         for part in range(POLL_SHARDS):
-            resp = await self._call(
-                "query", IndexName=POLL_INDEX, Limit=limit,
-                KeyConditionExpression="#shard = :shard AND #next <= :now",
-                FilterExpression=f"#expires > :now AND {_LAPSED}",
-                ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
-                ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
-            )
-            due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in resp.get("Items", [])]
+            found, start = 0, None
+            for _ in range(DUE_PAGES):
+                resp = await self._call(
+                    "query", IndexName=POLL_INDEX, Limit=max(limit, DUE_PAGE_SIZE),
+                    KeyConditionExpression="#shard = :shard AND #next <= :now",
+                    FilterExpression=f"#expires > :now AND {_LAPSED}",
+                    ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
+                    ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
+                    **({"ExclusiveStartKey": start} if start else {}),
+                )
+                items = resp.get("Items", [])
+                due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in items]
+                found, start = found + len(items), resp.get("LastEvaluatedKey")
+                if found >= limit or not start:
+                    break
         return [key for _, key in sorted(due)[:limit]]
 
     async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:

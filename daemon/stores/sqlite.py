@@ -18,7 +18,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_ex
 from ..trust import retention
 from ..trust.atrest import secure_sqlite
 from ..config import default_state_dir
-from .base import DEFAULT_TTL, Claim, Record, _saved_by
+from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
 from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
@@ -67,7 +67,9 @@ UPDATE records SET
     lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END,
     next_poll = CASE WHEN {moves} THEN NULL ELSE next_poll END
 WHERE key = :key""".format(
-    moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+    moves="(state IN ('RESPONSE_READY', 'SENT') AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+# A POLLING record takes its step's writes only while the step holds its lease (see base: `HELD`).
+_HELD = "(state = 'CLAIMED' OR (state = 'POLLING' AND lease_until > :now))"
 _PURGE_EVERY = 600.0
 
 
@@ -192,10 +194,11 @@ class SQLiteStore:
         return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
-               "WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
-        scrub_at = retention.scrub_at(body, self.clock())
-        if self._write(db, sql, (status, body, scrub_at, key, token)) == 1:
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, scrub_at = :scrub_at "
+               f"WHERE key = :key AND token = :token AND {_HELD}")
+        now = self.clock()
+        params = dict(status=status, body=body, scrub_at=retention.scrub_at(body, now), key=key, token=token, now=now)
+        if self._write(db, sql, params) == 1:
             return True
         record = self._record(db, key)  # an earlier try of this very write may have been applied
         return _saved_by(record, token, body)
@@ -258,10 +261,27 @@ class SQLiteStore:
                             request: str | None = None) -> bool:
         """CLAIMED or POLLING under this token -> POLLING with the progress, lease let go. Durable
         (fsync): the queue message is deleted next, and this record is then all there is."""
-        sql = ("UPDATE records SET state = 'POLLING', progress = ?, next_poll = ?, lease_until = 0, "
-               "request = coalesce(?, request) WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
-        params = (progress, next_poll, request, key, token)
-        return await self._thread.run_durable(self._write, sql, params) == 1  # applied twice: the same row
+        return await self._thread.run_durable(self._save_progress, key, token, progress, next_poll, request)
+
+    def _save_progress(self, db: sqlite3.Connection, key: str, token: str, progress: str, next_poll: float,
+                       request: str | None) -> bool:
+        sql = ("UPDATE records SET state = 'POLLING', progress = :progress, next_poll = :next_poll, lease_until = 0, "
+               f"request = coalesce(:request, request) WHERE key = :key AND token = :token AND {_HELD}")
+        params = dict(progress=progress, next_poll=next_poll, request=request, key=key, token=token, now=self.clock())
+        if self._write(db, sql, params) == 1:
+            return True
+        return _progress_saved_by(self._record(db, key), token, progress, next_poll)  # an earlier try applied
+
+    async def park(self, key: str, token: str) -> bool:
+        return await self._run(self._threads, self._park, key, token)
+
+    def _park(self, db: sqlite3.Connection, key: str, token: str) -> bool:
+        """RESPONSE_READY (or a held POLLING) under this token: no lease, out of the due polls for good."""
+        sql = ("UPDATE records SET lease_until = 0, next_poll = NULL WHERE key = :key AND token = :token "
+               "AND (state = 'RESPONSE_READY' OR (state = 'POLLING' AND lease_until > :now))")
+        if self._write(db, sql, dict(key=key, token=token, now=self.clock())) == 1:
+            return True
+        return _parked_by(self._record(db, key), token)  # an earlier try of this very call was applied
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
         sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "

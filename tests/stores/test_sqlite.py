@@ -19,6 +19,7 @@ from cfn_provider.stores.sqlite import SQLiteStore
 from cfn_provider.stores import open_store
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
 from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
+from tests.stores.transition_contract import *  # noqa: F401,F403 - the transition table
 from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
 
 
