@@ -33,7 +33,6 @@ from ..stores.base import RESPONSE_READY, Record, url_digest
 from ..trust.urls import redact
 
 log = structlog.get_logger("polling")
-PARKED = 30 * 24 * 3600.0  # an answer that cannot be delivered is leased this long: never due again
 
 
 @dataclass
@@ -133,7 +132,7 @@ class Polls:
         except (NotARequest, ValueError, TypeError, KeyError) as exc:
             log.error("poll.unreadable", error=f"{type(exc).__name__}"[:100],
                       detail="the stored request or progress cannot be read: it is not polled again")
-            await self.worker.calls.call(lambda: self.worker.store.extend(record.key, token, PARKED))
+            await self.worker.calls.write(lambda: self.worker.store.park(record.key, token))  # never due again
             return "unreadable"
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
@@ -230,4 +229,4 @@ class Polls:
         w = self.worker
         disposition = await w._deliver(request, body, url_digest(request.response_url), outcome, state.deadline, token=token)
         if disposition is Disposition.DELETE and not outcome.get("delivered"):  # undeliverable: stop trying
-            await w.calls.call(lambda: w.store.extend(request.key, token, PARKED))
+            await w.calls.write(lambda: w.store.park(request.key, token))  # out of the due polls, no lease held

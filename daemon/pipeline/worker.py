@@ -186,6 +186,7 @@ class Worker:
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
         wire = json.dumps(request.wire, separators=(",", ":"))  # stored: `cfn-provider requests` / `answer`
+        deadline = envelope.timestamp.timestamp() + request.service_timeout
         while True:
             claim, cut_off = await self.calls.write(
                 lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire))
@@ -206,12 +207,13 @@ class Worker:
             if record.state == POLLING:  # a long-running action: its polls answer it, never a second create
                 outcome.update(outcome="polling-elsewhere", owner=record.owner)
                 return Disposition.DELETE
-            if self._must_wait(record, digest):
+            if self._must_wait(record, digest, deadline):
                 # Another attempt holds it: wait here, the message kept hidden by its heartbeat,
                 # instead of handing it back to the queue (every receive counts toward the DLQ).
+                # The dead-letter watcher never waits: its next pass looks again.
                 outcome.setdefault("waited_for", record.owner)
                 try:
-                    if await self._wait_out(record):
+                    if DEAD_LETTER.get() is None and await self._wait_out(record):
                         continue
                 except asyncio.CancelledError:
                     if not self.stopping:
@@ -221,16 +223,14 @@ class Worker:
                 heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
                 return Disposition.DEFER
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
-            replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
-                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline)
+                return await self._replay_scrubbed(request, record, digest, outcome, deadline)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None)
+            return await self._deliver(request, record.body or b"", digest, outcome, deadline, token=None)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
         heartbeat.also(lambda: self.calls.extend(key, token, lease))
-        deadline = envelope.timestamp.timestamp() + request.service_timeout
         try:
             answer = await self._answer(request, deadline)
         except asyncio.CancelledError:
@@ -275,13 +275,17 @@ class Worker:
         return await self._deliver(request, answer.body, digest, outcome, deadline, token=None)
 
     @staticmethod
-    def _must_wait(record: Record, digest: str) -> bool:
+    def _must_wait(record: Record, digest: str, deadline: float) -> bool:
         """Whether a claim that was refused must wait for the attempt holding the request: it is
         running the handler, or delivering an answer to this URL (re-sending it would answer
         twice), or holds a FAILED that this URL is to re-run once it is let go. A stored SUCCESS
-        for another URL is re-sent at once, whoever holds it."""
+        for another URL is re-sent at once, whoever holds it; so is a stored answer whose lease
+        outlasts this copy's deadline (nothing waited for could still count: a lease written by an
+        older release that parked an undeliverable answer for 30 days, for one)."""
         if record.state == CLAIMED:
             return True  # held (or, by a clock that runs ahead of ours, only just let go)
+        if (record.lease_until or 0) > deadline:
+            return False
         return record.leased(time.time()) and (record.url_digest == digest or record.status == "FAILED")
 
     async def _wait_out(self, record: Record) -> bool:

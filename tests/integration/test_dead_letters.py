@@ -219,7 +219,7 @@ async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answer
         exhaust(dl_provider, [signer.body(req)])
         await start()
         assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30)
-        # it waited for the dead member's lease (in process, spending no receive), then answered
+        # deferred from pass to pass (the watcher never waits in the daemon) until the lease ran out, then answered
         assert time.monotonic() >= held_until - 0.5  # not before the lease ran out
         doc = json.loads(stub_s3.bodies(key_of(req))[0])
         assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)
@@ -227,3 +227,54 @@ async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answer
         assert stub_s3.put_count(key_of(req)) == 1
     finally:
         await store.close()
+
+
+async def held_by_a_live_claim(tmp_path: Path, req: dict[str, Any], seconds: float) -> None:
+    """A member claimed `req` and holds it (its lease runs `seconds` more): a handler still running."""
+    from cfn_provider.pipeline.request import idempotency_key
+    from cfn_provider.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        assert (await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "busy-member", "digest",
+                                  seconds, token="busy-member-attempt")).acquired
+    finally:
+        await store.close()
+
+
+async def test_a_held_request_does_not_stall_the_pass(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    """A request another member holds for an hour is put off to a later pass (hidden meanwhile):
+    the pass ends and answers the others, it never waits in the daemon for that lease."""
+    stack = Stack(dl_provider)
+    held, good = request_at(stack, stub_s3, "Create", "Held"), request_at(stack, stub_s3, "Create", "Good")
+    await held_by_a_live_claim(tmp_path, held, 3600)
+    exhaust(dl_provider, [signer.body(held), signer.body(good)])
+    with capture_logs() as logs:
+        await start()
+        assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(good), 1, 30)
+        await until(lambda: any(e["event"] == "deadletter.sweep" for e in logs), 15, "the pass to end")
+    sweep = next(e for e in logs if e["event"] == "deadletter.sweep")
+    assert (sweep.get("deleted"), sweep.get("deferred")) == (1, 1), sweep
+    assert stub_s3.put_count(key_of(held)) == 0 and in_dlq(dl_provider) == 1
+
+
+async def test_a_slow_message_does_not_stall_the_pass(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch) -> None:
+    """A pass waits a bounded time for any one message (here a PUT its endpoint holds for 20 s):
+    the others are answered and the pass ends; the slow one is finished in the background."""
+    from cfn_provider.pipeline import deadletters
+
+    monkeypatch.setattr(deadletters, "MESSAGE_SECONDS", 1.0)
+    stack = Stack(dl_provider)
+    slow, good = request_at(stack, stub_s3, "Create", "Slow"), request_at(stack, stub_s3, "Create", "Quick")
+    stub_s3.stall(20, times=1, key=key_of(slow))
+    exhaust(dl_provider, [signer.body(slow), signer.body(good)])
+    with capture_logs() as logs:
+        await start()
+        await until(lambda: any(e["event"] == "deadletter.sweep" for e in logs), 10, "the pass to end")
+        sweep = next(e for e in logs if e["event"] == "deadletter.sweep")
+        assert (sweep.get("deleted"), sweep.get("still-running")) == (1, 1), sweep
+        assert stub_s3.put_count(key_of(good)) == 1
+        assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(slow), 1, 60)  # finished after all
+        await until(lambda: in_dlq(dl_provider) == 0, 30, "both messages to leave the dead-letter queue")
