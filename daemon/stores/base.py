@@ -133,13 +133,21 @@ _THROTTLED = frozenset({
 })
 
 
+_SQLITE_TRANSIENT = frozenset({5, 6, 10, 13})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL (primary codes)
+
+
 def transient(exc: BaseException) -> bool:
     """A store call that failed this way may have been applied or not, and is worth retrying
-    (with the same token): a connection error or timeout, throttling, a 5xx, a locked SQLite file."""
+    (with the same token): a connection error or timeout, throttling, a 5xx; a locked SQLite
+    file, a full disk or an I/O error (space is freed, a disk comes back: a full disk is an
+    outage to wait out, not a reason to give up on a completed handler's answer)."""
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
         return True
     if isinstance(exc, sqlite3.OperationalError):
-        return "locked" in str(exc) or "busy" in str(exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None:
+            return code & 0xFF in _SQLITE_TRANSIENT
+        return any(word in str(exc) for word in ("locked", "busy", "disk is full", "disk I/O error"))
     try:
         import botocore.exceptions as bce
     except ImportError:  # pragma: no cover - botocore comes with aiobotocore

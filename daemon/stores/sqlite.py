@@ -19,6 +19,7 @@ from ..trust import retention
 from ..trust.atrest import secure_sqlite
 from ..config import default_state_dir
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
+from .sqlite_group import commit_group
 from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
@@ -206,26 +207,13 @@ class SQLiteStore:
     def _group(self, writes: list[tuple[Callable[..., Any], tuple]]) -> list[tuple[Any, BaseException | None]]:
         """On the store's thread: durable writes (`write(db, *args)` each), in one transaction that
         commits with an fsync (group commit: the stored bodies of requests that finish together
-        share one). Only these writes must survive power loss before what follows them (the PUT,
-        the queue delete); in WAL mode their fsync also makes every earlier commit durable, and a
-        claim or SENT mark lost with the power only costs a re-run of an unfinished handler or a
-        re-send of the same body. A write that fails fails alone; a failed commit fails them all."""
-        db = self._db
-        assert db is not None
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        db.execute("PRAGMA synchronous=FULL")
-        try:
-            with _immediate(db):
-                for write, args in writes:
-                    try:
-                        outcomes.append((write(db, *args), None))
-                    except Exception as exc:  # noqa: BLE001 - this write's caller hears of it
-                        outcomes.append((None, exc))
-        except Exception as exc:  # noqa: BLE001 - nothing was committed: every caller hears of it
-            return [(None, exc)] * len(writes)
-        finally:
-            db.execute("PRAGMA synchronous=NORMAL")
-        return outcomes
+        share one; cfn_provider.stores.sqlite_group says how a failure is kept to its own write).
+        Only these writes must survive power loss before what follows them (the PUT, the queue
+        delete); in WAL mode their fsync also makes every earlier commit durable, and a claim or
+        SENT mark lost with the power only costs a re-run of an unfinished handler or a re-send of
+        the same body."""
+        assert self._db is not None
+        return commit_group(self._db, writes)
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
         params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
