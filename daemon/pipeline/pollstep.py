@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 import structlog
 
 from . import response as responses
+from .cleanup import cleanup_failed
 from .disposition import Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from .request import NotARequest, Request, parse
@@ -167,6 +168,8 @@ class Polls:
                 await self._again(request, state, result, token, outcome)
                 return
             kind, answer = ("answered" if result.ok else "failed"), result
+        if not answer.ok and request.request_type == "Delete" and responses.is_timed_out_marker(request.physical_id):
+            answer = cleanup_failed(request, answer)  # the rollback of a cut-short Create: SUCCESS, the leak logged
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
