@@ -12,6 +12,7 @@ import click
 
 from ..config import apply_config_file, default_state_url
 from ..stores.base import StoreConfigError, url_digest
+from .requests import STATES_HELP
 
 ENV = "CFN_PROVIDER_"
 
@@ -49,8 +50,7 @@ def _run(coro: Any) -> Any:
 @click.option("--stack", help="Only this stack (its name or its StackId).")
 @click.option("--logical-id", help="Only this LogicalResourceId.")
 @click.option("--state-is", "states", multiple=True, metavar="STATE",
-              help="Only records in this state (repeatable): CLAIMED (in-flight), RESPONSE_READY (unconfirmed), "
-                   "SENT (answered).")
+              help=f"Only records in this state (repeatable; any case, or the word in brackets): {STATES_HELP}.")
 @click.option("--since", default="24h", show_default=True, metavar="DURATION",
               help="Only requests claimed within this window (90s, 30m, 24h, 2d; 0: everything stored).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
@@ -67,6 +67,10 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
         window = parse_duration(since)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from None
+    try:
+        wanted = state_names(states)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--state-is") from None
 
     async def go() -> list[dict[str, Any]]:
         store = open_listing(state, region)
@@ -75,7 +79,7 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
         finally:
             await store.close()
 
-    rows = select(_run(go()), stack=stack, logical_id=logical_id, states=state_names(states))
+    rows = select(_run(go()), stack=stack, logical_id=logical_id, states=wanted)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:

@@ -22,11 +22,13 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from ..pipeline.request import stack_name_from_id
-from ..stores.base import CLAIMED, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
+from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
 from ..trust.urls import redact, redact_text
 
 # --state-is accepts the store's states (any case) and these words for them
-ALIASES = {"in-flight": CLAIMED, "unconfirmed": RESPONSE_READY, "answered": SENT, "polling": "POLLING"}
+WORDS = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling", SENT: "answered"}
+ALIASES = {word: state for state, word in WORDS.items()}
+STATES_HELP = ", ".join(f"{state} ({word})" for state, word in WORDS.items())
 _ORDER = {CLAIMED: 0, RESPONSE_READY: 2, SENT: 3}  # any other state (POLLING) sorts between, at 1
 COLUMNS = [("STATE", "state"), ("STACK", "stack"), ("LOGICAL ID", "logical_id"), ("TYPE", "request_type"),
            ("REQUEST ID", "request_id"), ("OWNER", "owner"), ("LEASE LEFT", "lease_left"), ("AGE", "age"),
@@ -70,8 +72,15 @@ def parse_duration(text: str) -> float:
 
 
 def state_names(values: Iterable[str]) -> set[str]:
-    """--state-is values as store states ('in-flight' -> CLAIMED, 'sent' -> SENT)."""
-    return {ALIASES.get(v.lower(), v.upper().replace("-", "_")) for v in values}
+    """--state-is values as store states ('in-flight' -> CLAIMED, 'sent' -> SENT); ValueError for
+    a value that names no state (a typo would otherwise list nothing, as if nothing were there)."""
+    names = set()
+    for value in values:
+        name = ALIASES.get(value.lower(), value.upper().replace("-", "_"))
+        if name not in WORDS:
+            raise ValueError(f"{value!r} is not a state: use one of {STATES_HELP}")
+        names.add(name)
+    return names
 
 
 def key_ids(key: str) -> tuple[str, str]:

@@ -192,3 +192,16 @@ def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):
     result = CliRunner().invoke(main, ["requests", "--config", str(config), "--json", "--logical-id", "Web"])
     assert result.exit_code == 0, result.output
     assert [r["logical_id"] for r in json.loads(result.output)] == ["Web"]
+
+
+def test_help_lists_every_state_and_an_unknown_one_is_refused(state_url, in_store):
+    result = CliRunner().invoke(main, ["requests", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for state, word in (("CLAIMED", "in-flight"), ("RESPONSE_READY", "unconfirmed"), ("POLLING", "polling"),
+                        ("SENT", "answered")):
+        assert f"{state} ({word})" in text, text
+    populate(in_store)
+    result = CliRunner().invoke(main, ["requests", "--state", state_url, "--state-is", "polled"])
+    assert result.exit_code == 2 and "'polled' is not a state" in result.output and "POLLING" in result.output
+    assert "no requests" not in result.output  # refused, not an empty listing
