@@ -43,6 +43,7 @@ class PollState:
     deadline: float  # epoch seconds: the request's (SNS Timestamp + ServiceTimeout)
     polls: int = 0  # poll steps run so far
     since: float = 0.0  # when the action first returned InProgress
+    no_echo: bool = False  # `progress` holds NoEcho Data: scrubbed as a NoEcho body is (cfn_provider.trust.retention)
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True, allow_nan=False)
@@ -51,7 +52,7 @@ class PollState:
     def loads(cls, text: str) -> "PollState":
         doc = json.loads(text)
         return cls(doc.get("progress"), doc.get("physical_id"), float(doc["deadline"]), int(doc.get("polls", 0)),
-                   float(doc.get("since", 0.0)))
+                   float(doc.get("since", 0.0)), doc.get("no_echo") is True)
 
 
 def _failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:
@@ -110,7 +111,7 @@ class Polls:
     async def wait(self, request: Request, token: str, pending: InProgress, deadline: float,
                    outcome: dict[str, Any]) -> Disposition:
         w, now = self.worker, time.time()
-        state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now)
+        state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now, pending.no_echo)
         next_poll = min(now + pending.after, deadline - response_margin(request.service_timeout))
         saved, _ = await w.calls.write(lambda: w.store.save_progress(
             request.key, token, state.dumps(), next_poll, json.dumps(request.wire)))
@@ -220,6 +221,7 @@ class Polls:
         w, now = self.worker, time.time()
         state.progress, state.polls = json.loads(pending.progress_json()), state.polls + 1
         state.physical_id = pending.physical_id or state.physical_id
+        state.no_echo = state.no_echo or pending.no_echo  # once secret, always: an earlier step's may linger
         next_poll = min(now + pending.after, state.deadline - response_margin(request.service_timeout))
         saved, _ = await w.calls.write(lambda: w.store.save_progress(request.key, token, state.dumps(), next_poll))
         outcome.update(outcome="waiting" if saved else "lost-claim", next_poll_in=round(next_poll - now, 1))

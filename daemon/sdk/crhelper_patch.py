@@ -30,7 +30,8 @@ def patch() -> None:
     - `_setup_polling` / `_remove_polling`: the event gets CrHelperPoll and CrHelperData as crhelper
       gives them, but no CloudWatch Events rule, target or Lambda permission is made or removed;
     - `_polling_init`: when crhelper would wait for the next poll (nothing sent), the invocation
-      records a PollRequest (helper.Data, polling_interval): the adapter answers InProgress;
+      records a PollRequest (helper.Data, polling_interval, helper.NoEcho): the adapter answers
+      InProgress, a NoEcho one when helper.NoEcho is set (helper.Data is then kept as NoEcho Data is);
     - `_wait_for_cwlogs`' `sleep` default: no two-minute wait on Delete for CloudWatch Logs;
     - `log_helper.setup`: crhelper would set the root logger's level and formatters (and its
       JSON formatter would drop the daemon's redaction); the daemon's logging stays as it is."""
@@ -89,7 +90,8 @@ def _polling_init(init: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         result = init(self, event)
         invocation = current()
         if invocation is not None and not self._send_response:  # crhelper waits for its next poll
-            invocation.poll = PollRequest(self.Data, getattr(self, "_polling_interval", 2))
+            invocation.poll = PollRequest(self.Data, getattr(self, "_polling_interval", 2),
+                                          getattr(self, "NoEcho", False) is True)
         return result
 
     polling_init.__name__, polling_init.__doc__ = init.__name__, init.__doc__

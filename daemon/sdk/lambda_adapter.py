@@ -23,9 +23,10 @@ result, so the daemon's own pipeline (store, retries, 4096-byte guard, redaction
 crhelper's polling decorators (`@helper.poll_create` ...) map onto the daemon's poll contract
 (cfn_provider.pipeline.progress): when crhelper would set up its CloudWatch Events rule, the call
 returns InProgress, its progress crhelper's CrHelperData (helper.Data, with the id the action
-returned under PhysicalResourceId), `after` its `polling_interval` minutes. The daemon's poll_*
-call the function again with the event crhelper's rule would send (CrHelperPoll, CrHelperData);
-an answer it sends ends the request, none means "look again".
+returned under PhysicalResourceId), `after` its `polling_interval` minutes, NoEcho when helper.NoEcho
+is set (helper.Data is then kept as NoEcho Data is). The daemon's poll_* call the function again
+with the event crhelper's rule would send (CrHelperPoll, CrHelperData); an answer it sends ends the
+request, none means "look again".
 
 One invocation of a module runs at a time, as in one Lambda execution environment: crhelper keeps
 the request it is serving on its module-level helper, so two at once would mix their answers.
@@ -164,12 +165,13 @@ def _in_progress(event: Mapping[str, Any], poll: PollRequest, progress: Any) -> 
     except (TypeError, ValueError):
         after = 120.0  # crhelper's default: 2 minutes
     if progress is not None:
-        return InProgress(progress=progress, after=after)
+        return InProgress(progress=progress, after=after, no_echo=poll.no_echo)
     data = poll.data if isinstance(poll.data, Mapping) else {}
     physical_id = data.get("PhysicalResourceId")  # what the action returned; for a Create, its FAILED id
     if event.get("RequestType") != "Create" or not isinstance(physical_id, str) or not physical_id:
         physical_id = None
-    return InProgress(progress={"CrHelperData": dict(data)}, physical_id=physical_id, after=after)
+    return InProgress(progress={"CrHelperData": dict(data)}, physical_id=physical_id, after=after,
+                      no_echo=poll.no_echo)
 
 
 def _result(answer: Answer, request_id: str) -> Any:

@@ -50,6 +50,7 @@ class PollRequest:
 
     data: Any
     interval_minutes: Any = 2
+    no_echo: bool = False  # helper.NoEcho: the Data (so the progress) is to be hidden
 
 
 def log_hint(request_id: str) -> str:

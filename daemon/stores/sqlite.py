@@ -50,7 +50,7 @@ INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_
 VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at, :request)
 ON CONFLICT(key) DO UPDATE SET
     state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
-    url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at,
+    url_digest = excluded.url_digest, status = NULL, body = NULL, scrub_at = NULL, expires_at = excluded.expires_at,
     request = coalesce(excluded.request, records.request), progress = NULL, next_poll = NULL
 WHERE records.expires_at <= :now
    OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
@@ -195,7 +195,8 @@ class SQLiteStore:
         return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, scrub_at = :scrub_at "
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, "
+               "scrub_at = coalesce(:scrub_at, scrub_at) "  # a NoEcho progress's stays: it may be past the window
                f"WHERE key = :key AND token = :token AND {_HELD}")
         now = self.clock()
         params = dict(status=status, body=body, scrub_at=retention.scrub_at(body, now), key=key, token=token, now=now)
@@ -254,8 +255,11 @@ class SQLiteStore:
     def _save_progress(self, db: sqlite3.Connection, key: str, token: str, progress: str, next_poll: float,
                        request: str | None) -> bool:
         sql = ("UPDATE records SET state = 'POLLING', progress = :progress, next_poll = :next_poll, lease_until = 0, "
-               f"request = coalesce(:request, request) WHERE key = :key AND token = :token AND {_HELD}")
-        params = dict(progress=progress, next_poll=next_poll, request=request, key=key, token=token, now=self.clock())
+               "scrub_at = :scrub_at, request = coalesce(:request, request) "
+               f"WHERE key = :key AND token = :token AND {_HELD}")
+        now = self.clock()
+        params = dict(progress=progress, next_poll=next_poll, request=request, key=key, token=token, now=now,
+                      scrub_at=retention.progress_scrub_at(progress, now))
         if self._write(db, sql, params) == 1:
             return True
         return _progress_saved_by(self._record(db, key), token, progress, next_poll)  # an earlier try applied
@@ -302,12 +306,15 @@ class SQLiteStore:
         return await self._run(self._threads, self._scrub, None)
 
     def _scrub(self, db: sqlite3.Connection, key: str | None) -> int:
+        """The NoEcho Data out of the due records' bodies, and the handler's part out of their NoEcho progress."""
         now, where = self.clock(), "scrub_at > 0 AND scrub_at <= ?" + (" AND key = ?" if key is not None else "")
-        rows = db.execute(f"SELECT key, body FROM records WHERE {where}", (now, key) if key is not None else (now,))
-        done = sum(self._write(db, f"UPDATE records SET body = ?, scrub_at = {retention.SCRUBBED} "
-                                   "WHERE key = ? AND body IS ? AND scrub_at > 0 AND scrub_at <= ?",
-                               (retention.scrub(body) if body else None, k, body, now))
-                   for k, body in rows.fetchall())
+        rows = db.execute(f"SELECT key, body, progress FROM records WHERE {where}",
+                          (now, key) if key is not None else (now,))
+        done = sum(self._write(db, f"UPDATE records SET body = ?, progress = ?, scrub_at = {retention.SCRUBBED} "
+                                   "WHERE key = ? AND body IS ? AND progress IS ? AND scrub_at > 0 AND scrub_at <= ?",
+                               (retention.scrub(body) if body else None,
+                                retention.scrub_progress(progress) if progress else None, k, body, progress, now))
+                   for k, body, progress in rows.fetchall())
         if done:  # the old pages may still sit in the WAL: fold it in and empty it
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return done

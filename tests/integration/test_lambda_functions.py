@@ -26,6 +26,7 @@ LAMBDA_HANDLERS = (
     ("Custom::Twice", f"{FN}.cfnresponse_function.twice_handler"),
     ("Custom::Crh", f"{FN}.crhelper_function.handler"),
     ("Custom::CrhPoll", f"{FN}.crhelper_polling.handler"),
+    ("Custom::CrhSecret", f"{FN}.crhelper_secret.handler"),
 )
 
 
@@ -154,6 +155,56 @@ async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(dae
     rollback = stack.request("Delete", "Broken", resource_type="Custom::CrhPoll", physical_id="op-b1")
     stack.publish(rollback)
     assert (await response_of(stack, rollback))["Status"] == "SUCCESS"
+
+
+async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_leaves_with_the_window(
+        daemon, stack: Stack, tmp_path, monkeypatch) -> None:
+    """crhelper keeps helper.Data in CrHelperData from poll to poll, so it is stored as progress.
+    With helper.NoEcho set: `requests` (table and --json) never shows it while the request polls;
+    it is kept in clear only for the replay window, like the NoEcho body; after that the store
+    (any daemon that meets the record) takes it out of the progress and the body alike."""
+    import json as json_
+    import uuid
+
+    from click.testing import CliRunner
+
+    from cfn_provider.cli import main
+    from cfn_provider.pipeline.request import idempotency_key
+    from cfn_provider.stores.sqlite import SQLiteStore
+    from cfn_provider.trust.retention import NOECHO_REPLAY_WINDOW
+
+    secret = "pw-" + uuid.uuid4().hex
+    monkeypatch.setenv("CFN_TEST_NOECHO_SECRET", secret)  # what the function makes up and puts in helper.Data
+    request = stack.request("Create", "Vault", resource_type="Custom::CrhSecret", properties={"Polls": "3"})
+    key = idempotency_key(request["StackId"], request["RequestId"])
+    state_url = f"sqlite://{tmp_path}/state.db"
+    stack.publish(request)
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        deadline = time.monotonic() + 20
+        while (record := await store.get(key)) is None or record.state != "POLLING":
+            assert time.monotonic() < deadline, "never polled"
+            await asyncio.sleep(0.05)
+        assert secret in (record.progress or "")  # the poll needs it: kept while the request polls ...
+        assert record.scrub_at is not None and record.scrub_at > time.time() + NOECHO_REPLAY_WINDOW - 60  # ... for a while
+        for args in (["--json"], []):
+            shown = await asyncio.to_thread(CliRunner().invoke, main, ["requests", "--state", state_url, *args])
+            assert shown.exit_code == 0 and "Vault" in shown.output, shown.output
+            assert secret not in shown.output and "CrHelperData" not in shown.output
+        answer = await response_of(stack, request, timeout=30)
+        assert answer["Status"] == "SUCCESS" and answer["NoEcho"] is True and answer["Data"] == {"Password": secret}
+    finally:
+        await store.close()
+    later = SQLiteStore(tmp_path / "state.db", clock=lambda: time.time() + NOECHO_REPLAY_WINDOW + 1)
+    try:
+        await later.scrub(key)  # a daemon that meets the record past the window
+        record = await later.get(key)
+    finally:
+        await later.close()
+    assert secret not in (record.progress or "") and secret.encode() not in (record.body or b"")
+    assert json_.loads(record.progress)["polls"] == 2 and json_.loads(record.progress)["no_echo"] is True
+    for path in tmp_path.glob("state.db*"):
+        assert secret.encode() not in path.read_bytes(), path.name
 
 
 async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secret(spawn, stack: Stack) -> None:
