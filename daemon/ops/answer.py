@@ -13,6 +13,13 @@ Refused (`Refused`) when the request is already answered, when an answer is stor
 delivery, and when a daemon holds it under a live lease, unless `force`: then the holder's lease is
 ended first (with its own token, as it would end it), and the holder, when it finishes, finds its
 claim lost and sends nothing (`store.lost_claim` in its log).
+
+A long-running request (POLLING) is answered by its polls; one that is stuck (no daemon polls it,
+or a poll step never ends) can be answered FAILED with `force`, only while no poll step holds it
+or once its deadline has passed: the operator's answer takes the poll (`take_poll`, early: due
+or not; a step still holding it past the deadline has its lease ended first), stores the answer
+and sends it, which ends the polling (a step that was running finds its token gone). Its id is the
+one the action gave, when it gave one.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from typing import Any
 from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
 from ..pipeline.envelope import BadMessage, unwrap
+from ..pipeline.pollstep import PollState
 from ..pipeline.request import NotARequest, Request, idempotency_key, parse
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
@@ -105,7 +113,34 @@ def stored_text(record: Record | None) -> str:
     return record.request
 
 
-def check(record: Record | None, url_digest: str, now: float, force: bool) -> str | None:
+def poll_state(record: Record | None) -> PollState | None:
+    """A long-running request's stored progress (its deadline, its id so far), or None if unreadable."""
+    try:
+        return PollState.loads(record.progress or "") if record is not None else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _check_polling(record: Record, now: float, force: bool, status: str) -> str:
+    state = poll_state(record)
+    deadline = state.deadline if state is not None else None
+    if not force:
+        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
+                      "says done, or FAILED at its deadline (ServiceTimeout). If it is stuck (no daemon polls it), "
+                      "--force answers it FAILED and ends its polling")
+    if status != "FAILED":
+        raise Refused("a long-running request is ended by hand with --status FAILED only")
+    past = deadline is not None and deadline <= now
+    if record.leased(now) and record.lease_until is not None and not past:
+        raise Refused(f"a poll step holds it right now ({record.owner}, lease {round(record.lease_until - now)} s "
+                      "left) and its deadline has not passed: wait for the step to end")
+    left = "its deadline has passed" if past else ("no daemon holds it" if deadline is not None else
+                                                   "its progress cannot be read")
+    return (f"ENDING A LONG-RUNNING REQUEST ({left}): its polling stops and its action, if it is still "
+            "running somewhere, is not asked again; its own answer will not be sent.")
+
+
+def check(record: Record | None, url_digest: str, now: float, force: bool, status: str = "FAILED") -> str | None:
     """Refused when the answer must not be sent; a warning (str) when it may be sent only by force."""
     if record is None or record.expires_at <= now:
         return None
@@ -116,8 +151,7 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
         raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
                       "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
     if record.state == POLLING:  # a long-running request: its record, not a message, drives it
-        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
-                      "says done, or FAILED at its deadline (ServiceTimeout); it cannot be answered by hand")
+        return _check_polling(record, now, force, status)
     if record.leased(now) and record.lease_until is not None:  # CLAIMED (or any state a daemon holds under a lease)
         held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"
         if not force:
@@ -163,11 +197,17 @@ async def send(store: Store, request: Request, answer: responses.Response, recor
     for _ in range(TAKEOVER_TRIES):
         if force and record is not None and record.token and record.leased(time.time()):
             await store.extend(key, record.token, 0)  # end the holder's lease, as the holder would
+        if record is not None and record.state == POLLING:  # a claim never takes a poll: take the poll itself
+            if await store.take_poll(key, who, LEASE, token=token, early=True) is not None:
+                break
+            record = await store.get(key)
+            check(record, url_digest, time.time(), force, answer.status)  # raises unless it may try again
+            continue
         claim = await store.claim(key, who, url_digest, LEASE, token=token, request=text)
         if claim.acquired:
             break
         record = claim.record
-        check(record, url_digest, time.time(), force)  # raises unless a takeover may try again
+        check(record, url_digest, time.time(), force, answer.status)  # raises unless a takeover may try again
         if not force:
             raise Refused(f"the store refused the claim (state {record.state if record else '?'})")
     else:

@@ -106,7 +106,9 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
 @click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
               metavar="PREFIX", help="As for run: also allow ResponseURLs under this prefix.")
 @click.option("--force", is_flag=True, help="Take over a request a daemon holds under a live lease (its handler "
-                                            "may still be running; its own answer is then never sent).")
+                                            "may still be running; its own answer is then never sent), or end a "
+                                            "stuck long-running request with FAILED (none of its poll steps "
+                                            "running, or its deadline passed).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
 def answer_command(stack_id: str, request_id: str, status: str, reason: str, physical_id: str | None,
                    state: str, region: str | None, from_dlq: bool, queue_url: str | None, dlq_url: str | None,
@@ -134,9 +136,10 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         try:
             record = await store.get(idempotency_key(stack_id, request_id))
             request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id)
-            warning = ops.check(record, url_digest(request.response_url), time.time(), force)
+            warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
-            response = ops.build(request, status, reason, physical_id)
+            polled = ops.poll_state(record) if record is not None and record.state == "POLLING" else None
+            response = ops.build(request, status, reason, physical_id or (polled.physical_id if polled else None))
             _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)
             _confirm(yes)
             async with aiohttp.ClientSession() as session:

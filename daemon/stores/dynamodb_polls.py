@@ -9,7 +9,7 @@ the sparse index `polls` that lists them, by shard, for the poll scheduler.
     due_polls     Query the index (poll_shard, next_poll <= now) per shard, page by page past entries
                   whose lease lives (DynamoDB applies Limit before the filter), at most DUE_PAGES pages
     take_poll     UpdateItem owner/token/lease, next_poll = lease end; condition: POLLING (or a polled
-                  answer not yet sent: it keeps poll_shard until mark_sent), due, lease lapsed
+                  answer not yet sent: it keeps poll_shard until mark_sent), due (unless `early`), lease lapsed
 """
 from __future__ import annotations
 
@@ -100,13 +100,16 @@ class PollTransitions:
                     break
         return [key for _, key in sorted(due)[:limit]]
 
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
+                        early: bool = False) -> Record | None:
+        """`early`: due or not (the operator ending it: `cfn-provider answer --force`)."""
         now = self.clock()
+        due = "" if early else "#next <= :now AND "
         ok, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
-            ConditionExpression=f"#state IN (:polling, :ready) AND #next <= :now AND {_LAPSED} AND #expires > :now",
+            ConditionExpression=f"#state IN (:polling, :ready) AND {due}{_LAPSED} AND #expires > :now",
             ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
             ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
                                        ":polling": {"S": POLLING}, ":ready": {"S": RESPONSE_READY}, ":now": _n(now)},

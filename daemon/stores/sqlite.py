@@ -281,19 +281,20 @@ class SQLiteStore:
         rows = await self._run(self._threads, lambda db: db.execute(sql, (now, now, now, limit)).fetchall())
         return [row[0] for row in rows]
 
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
-        return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token)
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
+                        early: bool = False) -> Record | None:
+        return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token, early)
 
     def _take_poll(self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float,
-                   token: str) -> Record | None:
+                   token: str, early: bool) -> Record | None:
         """Lease a due POLLING record (or a polled answer stored but not sent: its owner died) to
         `token` for one step (not due again until the lease ends); the record, or None when
-        another step holds it or it is no longer due."""
+        another step holds it or it is no longer due. `early`: due or not (the operator ending it)."""
         now = self.clock()
         sql = ("UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
-               "AND state IN ('POLLING', 'RESPONSE_READY') AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND (? OR next_poll <= ?) AND coalesce(lease_until, 0) <= ? "
                "AND expires_at > ?")
-        self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, now, now, now))
+        self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, early, now, now, now))
         record = self._record(db, key)  # taken now, or by an earlier try of this very call
         taken = record is not None and record.state in ("POLLING", "RESPONSE_READY") and record.token == token
         return record if taken else None

@@ -111,15 +111,62 @@ def test_refused_while_a_daemon_holds_it_unless_forced(state_url, in_store, emul
     assert in_store(lambda s: s.get(key(request))).state == "SENT"
 
 
-def test_refused_for_a_long_running_request_waiting_for_its_poll(state_url, in_store, emulator, stack):
-    """Its record drives it (the queue message is gone): the daemon answers it at the latest at the
-    deadline, and an answer by hand would race the poll step."""
+def polling(in_store, request: dict[str, Any], deadline_in: float, physical_id: str | None = "snap-7",
+            held_for: float | None = None) -> None:
+    """A daemon's long-running request: POLLING with a PollState (deadline `deadline_in` s from now),
+    its next poll a minute away; `held_for`: a poll step holds it that long (taken when due)."""
+    from cfn_provider.pipeline.pollstep import PollState
+
+    state = PollState({"Operation": "op-1"}, physical_id, time.time() + deadline_in, 1, time.time() - 60).dumps()
+
+    async def calls(store) -> None:
+        assert (await store.claim(key(request), "daemon", digest(request), 60, token="daemon-token",
+                                  request=json.dumps(request))).acquired
+        assert await store.save_progress(key(request), "daemon-token", state,
+                                         time.time() + (-1 if held_for else 60))
+        if held_for:
+            assert await store.take_poll(key(request), "stuck-daemon", held_for, token="step-token") is not None
+    in_store(calls)
+
+
+def test_a_long_running_request_is_refused_without_force_and_ended_failed_with_it(state_url, in_store, emulator,
+                                                                                  stack):
+    """Its record drives it (the queue message is gone): without --force it is left to its polls; with
+    --force, while no step holds it, it is answered FAILED with the id its action gave, and its
+    polling ends: no daemon finds it due again."""
     request = stack.request("Create", "Slow")
-    claimed(in_store, request, ago=0)
-    assert in_store(lambda s: s.save_progress(key(request), "daemon-token", '{"progress": 1}', time.time() + 60))
+    polling(in_store, request, deadline_in=3000)
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "long-running" in result.output and "--force" in result.output
+    assert s3_body(stack, request) is None and in_store(lambda s: s.get(key(request))).state == "POLLING"
+    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--force")
+    assert result.exit_code == 1 and "--status FAILED only" in result.output and s3_body(stack, request) is None
+
     result = fail(state_url, emulator, request, "--force")
-    assert result.exit_code == 1 and "long-running" in result.output and s3_body(stack, request) is None
-    assert in_store(lambda s: s.get(key(request))).state == "POLLING"
+    assert result.exit_code == 0, result.output
+    assert "ENDING A LONG-RUNNING REQUEST" in result.output
+    sent = json.loads(s3_body(stack, request))
+    assert sent["Status"] == "FAILED" and sent["PhysicalResourceId"] == "snap-7"  # the rollback Delete reaches it
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.answered(digest(request))
+    assert key(request) not in in_store(lambda s: s.due_polls(time.time() + 3600, 100))  # its polling has ended
+    assert in_store(lambda s: s.take_poll(key(request), "daemon", 60, token="late")) is None
+
+
+def test_a_poll_step_that_holds_it_is_waited_for_until_the_deadline_has_passed(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Stepping")
+    polling(in_store, request, deadline_in=3000, held_for=600)
+    result = fail(state_url, emulator, request, "--force")
+    assert result.exit_code == 1 and "a poll step holds it" in result.output and s3_body(stack, request) is None
+    assert in_store(lambda s: s.get(key(request))).token == "step-token"
+
+    stuck = stack.request("Create", "Stuck")
+    polling(in_store, stuck, deadline_in=-10, held_for=600)  # a step that never ends, past the deadline
+    result = fail(state_url, emulator, stuck, "--force")
+    assert result.exit_code == 0, result.output
+    assert json.loads(s3_body(stack, stuck))["Status"] == "FAILED"
+    assert not in_store(lambda s: s.save_response(key(stuck), "step-token", "SUCCESS", b"{}"))  # the step lost it
+    assert in_store(lambda s: s.get(key(stuck))).state == "SENT"
 
 
 def test_refused_while_an_answer_is_stored_and_not_yet_confirmed(state_url, in_store, emulator, stack):

@@ -215,3 +215,17 @@ async def test_a_parked_answer_is_never_due_again_and_holds_no_lease(store, cloc
         assert await store.due_polls(clock.now, 10) == []
     claim = await store.claim(KEY, "w3", URL_A, LEASE, token="w3")  # a later copy: replays it at once
     assert not claim.acquired and claim.record.body == b"undeliverable" and not claim.record.leased(clock.now)
+
+
+async def test_take_poll_early_takes_a_waiting_poll_but_never_a_held_one(store, clock):
+    """The operator ending a stuck request (`answer --force`) takes its poll before it is due, never
+    from under a live step; a parked one (out of the index) too."""
+    await polling(store, clock, after=600)
+    taken = await store.take_poll(KEY, "operator", LEASE, token="op", early=True)
+    assert taken is not None and taken.token == "op" and taken.progress == STEP
+    assert await store.take_poll(KEY, "other", LEASE, token="other", early=True) is None  # held by "op" now
+    assert await store.park(KEY, "op")
+    assert await store.take_poll(KEY, "operator", LEASE, token="op2", early=True) is not None
+    assert await store.save_response(KEY, "op2", "FAILED", b"ended")
+    await store.mark_sent(KEY, URL_A, "op2")
+    assert (await store.get(KEY)).state == SENT and await store.due_polls(clock.now + LEASE * 10, 10) == []
