@@ -1,7 +1,9 @@
 """`cfn-provider answer`: the last resort, an operator's answer to a request the daemon cannot finish.
 
 The request (and so its ResponseURL) comes from the store's record, written when a daemon claimed
-it, or from the queue's dead-letter queue (`dead_letter_request`: read, never deleted). The answer
+it, or from the queue's dead-letter queue (`dead_letter_candidates`: read, never deleted), where
+each message goes through the main path's admission first (`admitted_dead_letter`) and two
+different requests under one StackId/RequestId are refused, listed. The answer
 is built by the daemon's own rules (cfn_provider.pipeline.response: ids copied, the 4096-byte
 guard; a FAILED Create gets the timed-out marker, so its rollback Delete still reaches the
 handler), the ResponseURL must pass the same allowlist as in `run`, and it goes through the store
@@ -33,10 +35,12 @@ from typing import Any
 
 from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
+from ..pipeline.admission import Admission, Rejected
 from ..pipeline.envelope import BadMessage, unwrap
 from ..pipeline.pollstep import PollState
 from ..pipeline.request import NotARequest, Request, idempotency_key, parse
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
+from ..transports.queue import Message
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
@@ -67,39 +71,65 @@ def request_from_text(text: str, stack_id: str, request_id: str) -> Request:
     return request
 
 
-def dead_letter_request(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000) -> str | None:
-    """The JSON of the request (StackId, RequestId) among the dead-letter queue's messages, or None.
+def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000
+                           ) -> list[Message]:
+    """Every message in the dead-letter queue whose body names this StackId and RequestId, as read
+    (nothing is believed yet: `admitted_dead_letter` puts each through the main path's admission).
     Nothing is deleted: the messages received are hidden while the search goes on (so each receive
     brings new ones), then made visible again at once."""
     held: list[str] = []
-    found = None
+    found: list[Message] = []
     try:
-        while found is None and len(held) < limit:
+        while len(held) < limit:
             batch = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
                                         VisibilityTimeout=60, AttributeNames=["SentTimestamp"]).get("Messages", [])
             if not batch:
                 break
             for message in batch:
                 held.append(message["ReceiptHandle"])
-                text = _request_text(message)
-                try:
-                    doc = json.loads(text) if text is not None else None
-                except ValueError:
-                    continue
-                if isinstance(doc, dict) and doc.get("StackId") == stack_id and doc.get("RequestId") == request_id:
-                    found = text
+                sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+                candidate = Message(message["MessageId"], message["Body"], message["ReceiptHandle"],
+                                    datetime.fromtimestamp(sent_ms / 1000, timezone.utc))
+                if _names(candidate, stack_id, request_id):
+                    found.append(candidate)
     finally:
         for receipt in held:
             sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0)
     return found
 
 
-def _request_text(message: dict[str, Any]) -> str | None:
-    sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+def _names(message: Message, stack_id: str, request_id: str) -> bool:
     try:
-        return unwrap(message["Body"], message["MessageId"], datetime.fromtimestamp(sent_ms / 1000, timezone.utc)).message
-    except BadMessage:
-        return None
+        doc = json.loads(unwrap(message.body, message.id, message.sent_at).message)
+    except (BadMessage, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("StackId") == stack_id and doc.get("RequestId") == request_id
+
+
+async def admitted_dead_letter(candidates: list[Message], admission: Admission) -> str:
+    """The request (its JSON) that the dead-letter queue's messages for it carry, once each has been
+    through the main path's admission (signature, topic allowlist, ResponseURL allowlist), so a
+    forged message never decides where the operator's answer goes or what it says. Refused when
+    none is admitted, or when different requests are (listed): the operator must choose, not the queue."""
+    admitted: dict[str, tuple[Message, Request]] = {}
+    rejected: list[str] = []
+    for message in candidates:
+        try:
+            envelope, request = await admission.admit(message)
+        except Rejected as exc:
+            rejected.append(f"message {message.id}: {exc}")
+            continue
+        admitted.setdefault(envelope.message, (message, request))  # copies of one request are one
+    if not admitted:
+        raise Refused("no message for this request in the dead-letter queue passes the checks a daemon makes "
+                      "(signature, --topic-arn, ResponseURL allowlist): " + "; ".join(rejected))
+    if len(admitted) > 1:
+        listed = "; ".join(f"message {m.id}: {r.request_type}, ResponseURL {redact(r.response_url)}, "
+                           f"PhysicalResourceId {r.physical_id or '-'}" for m, r in admitted.values())
+        raise Refused(f"{len(admitted)} different messages in the dead-letter queue carry this StackId and "
+                      f"RequestId: {listed}. Not choosing between them: find out which is CloudFormation's, "
+                      "remove the other(s) from the dead-letter queue, and run this again")
+    return next(iter(admitted))
 
 
 def stored_text(record: Record | None) -> str:

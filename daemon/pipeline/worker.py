@@ -29,30 +29,23 @@ from .pollstep import Polls, accepted
 from .progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
-from .envelope import BadMessage, Envelope, unwrap
+from .admission import Admission, Rejected
+from .envelope import Envelope
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
 from ..transports.queue import Message
-from .request import NotARequest, Request, parse
+from .request import Request
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, response_margin
-from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from ..trust.signature import SignatureVerifier
 from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
-from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
+from ..trust.urls import ResponseUrlPolicy, redact
 
 log = structlog.get_logger("worker")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
-CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
-MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str, security: bool = False, transient: bool = False):
-        super().__init__(reason)
-        self.security, self.transient = security, transient
 
 
 @dataclass(frozen=True)
@@ -70,6 +63,8 @@ class Worker:
         self.router, self.store, self.responder = router, store, responder
         self.dialect, self.url_choice = dialect, url_choice  # the transport's default dialect; ROS URL choice
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
+        self.admission = Admission(url_policy=url_policy, verifier=verifier, topic_arns=policy.topic_arns,
+                                   dialect=dialect, url_choice=url_choice, stopping=lambda: self.stopping)
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
@@ -90,8 +85,8 @@ class Worker:
         structlog.contextvars.bind_contextvars(message_id=message.id, dialect=self.dialect.name)
         started = time.monotonic()
         try:
-            envelope, request = await self._admit(message)
-        except _Rejected as exc:
+            envelope, request = await self.admission.admit(message)
+        except Rejected as exc:
             return self._rejected(message, exc)
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
@@ -115,57 +110,8 @@ class Worker:
             self.metrics.request_done(request.request_type, outcome.get("outcome", "?"), outcome.get("status"))
         return disposition
 
-    # ------------------------------------------------------------------ admission
-    async def _admit(self, message: Message) -> tuple[Envelope, Request]:
-        try:
-            envelope = unwrap(message.body, message.id, message.sent_at)
-        except BadMessage as exc:
-            raise _Rejected(str(exc)) from None
-        if envelope.raw and self.verifier is not None:
-            raise _Rejected("raw message delivery carries no signature; it is accepted only with "
-                            "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
-        if not envelope.raw:
-            # The allowlist first: a message from another topic never makes the daemon fetch anything.
-            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
-                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
-            if self.verifier is not None:
-                await self._verify(message, envelope)
-        try:
-            request = parse(envelope.message, self.dialect)
-        except NotARequest as exc:
-            structlog.contextvars.bind_contextvars(dialect=exc.dialect.name)
-            raise _Rejected(str(exc)) from None
-        structlog.contextvars.bind_contextvars(dialect=request.dialect.name)
-        for url in self.url_choice.urls(request):
-            try:
-                self.url_policy.check(url, request.dialect.response_hosts)
-            except UrlRejected as exc:
-                raise _Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
-        return envelope, request
-
-    async def _verify(self, message: Message, envelope: Envelope) -> None:
-        """Verify the signature. A certificate that cannot be fetched right now is retried here,
-        with backoff, while the heartbeat keeps the message hidden (no receive is spent on it),
-        until the message is too old for any request in it to be answered in time."""
-        assert self.verifier is not None
-        give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
-        pause = 1.0
-        while True:
-            try:
-                await self.verifier.verify(envelope.document)
-                return
-            except SignatureError as exc:
-                raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
-            except CertificateUnavailable as exc:
-                if pause == 1.0:
-                    log.warning("deferred", reason=f"SNS signing certificate unavailable, will retry: {exc}",
-                                receive_count=message.receive_count)
-                if self.stopping or time.time() + pause > give_up:
-                    raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
-            await asyncio.sleep(pause)
-            pause = min(CERT_RETRY_MAX, pause * 2)
-
-    def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
+    # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
+    def _rejected(self, message: Message, exc: Rejected) -> Disposition:
         if exc.transient:  # already logged ("deferred") when it first failed
             return Disposition.DEFER
         self.metrics.message_rejected("security" if exc.security else "rejected")

@@ -17,9 +17,9 @@ from structlog.testing import capture_logs
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
 from tests.support import handlers
-from tests.support.aws import queue_counts, wait_for_event
+from tests.support.aws import exhaust, queue_counts, wait_for_event
 from tests.support.daemons import in_process_daemons, settings_for
-from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
+from tests.support.sns_signing import CertServer, Signer
 from tests.support.stub_s3 import StubS3
 
 
@@ -46,20 +46,6 @@ async def start(dl_provider: Provider, tmp_path: Path, certs: CertServer, stub_s
         yield go
 
 
-class Signer:
-    def __init__(self, provider: Provider, certs: CertServer):
-        self.provider, self.identity = provider, make_identity()
-        self.cert_url = certs.add("SimpleNotificationService-dlq.pem", self.identity.cert_pem)
-
-    def envelope(self, request: dict[str, Any] | str, topic_arn: str | None = None, sign: bool = True) -> dict:
-        message = request if isinstance(request, str) else json.dumps(request)
-        envelope = notification(message, topic_arn or self.provider.topic_arn, self.cert_url)
-        return sign_envelope(envelope, self.identity) if sign else envelope
-
-    def body(self, request: dict[str, Any] | str, **kwargs: Any) -> str:
-        return json.dumps(self.envelope(request, **kwargs))
-
-
 @pytest.fixture
 def signer(dl_provider: Provider, certs: CertServer) -> Signer:
     return Signer(dl_provider, certs)
@@ -74,20 +60,6 @@ def request_at(stack: Stack, s3: StubS3, kind: str, logical_id: str, **kwargs: A
 
 def key_of(req: dict[str, Any]) -> str:
     return req["ResponseURL"].split("/", 3)[3].split("?")[0]
-
-
-def exhaust(provider: Provider, bodies: list[str]) -> None:
-    """Send `bodies` to the queue and spend their receives (no daemon runs yet), so that SQS
-    moves them to the dead-letter queue, as after a handler that crashed the process each time."""
-    sqs = provider.emulator.client("sqs")
-    for body in bodies:
-        sqs.send_message(QueueUrl=provider.queue_url, MessageBody=body)
-    deadline = time.monotonic() + 30
-    while queue_counts(sqs, provider.dlq_url)[0] < len(bodies):
-        assert time.monotonic() < deadline, "the redrive policy did not move the messages"
-        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
-                            WaitTimeSeconds=0)
-    assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
 
 def in_dlq(provider: Provider) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +18,8 @@ from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
 from cfn_provider.ops.answer import owner
 from cfn_provider.pipeline.request import idempotency_key
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
+from tests.support.aws import exhaust
+from tests.support.sns_signing import CertServer, Signer
 
 
 def digest(request: dict[str, Any]) -> str:
@@ -216,30 +218,33 @@ def dl_stack(emulator: Emulator) -> Stack:
     return Stack(Provider.create(emulator, dlq=True, max_receive_count=1))
 
 
-def dead_letter(stack: Stack, request: dict[str, Any]) -> None:
-    """Publish `request` and spend its receives on the queue until SQS moves it to the DLQ."""
-    sqs, provider = stack.provider.emulator.client("sqs"), stack.provider
-    def count() -> int:
-        attrs = sqs.get_queue_attributes(QueueUrl=provider.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+@pytest.fixture
+def signer(dl_stack: Stack) -> Iterator[Signer]:
+    """Signed notifications from the stack's topic, their certificate on a local server."""
+    with CertServer() as certs:
+        yield Signer(dl_stack.provider, certs)
 
-    before = count()
-    stack.publish(request)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=0, VisibilityTimeout=0)
-        if count() > before:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the message never reached the dead-letter queue")
+
+def from_dlq(signer: Signer, *topics: str) -> list[str]:
+    """The options that find and check a request in the DLQ as the daemon would: its queue, its topic
+    (or `topics`), and the local server signing certificates come from."""
+    return ["--from-dlq", "--queue-url", signer.provider.queue_url,
+            *[a for t in (topics or (signer.provider.topic_arn,)) for a in ("--topic-arn", t)],
+            "--trust-signing-cert-url", signer.cert_url.rsplit("/", 1)[0] + "/"]
+
+
+def dead_letter(signer: Signer, request: dict[str, Any], **envelope: Any) -> None:
+    """`request` as SNS delivers it (signed, from the topic), its receives spent until SQS moves it to
+    the dead-letter queue."""
+    exhaust(signer.provider, [signer.body(request, **envelope)])
 
 
 def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_there(
-        state_url, in_store, emulator, dl_stack):
+        state_url, in_store, emulator, dl_stack, signer):
     other, request = dl_stack.request("Create", "Other"), dl_stack.request("Create", "Lost")
-    dead_letter(dl_stack, other)
-    dead_letter(dl_stack, request)
-    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    dead_letter(signer, other)
+    dead_letter(signer, request)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
     assert result.exit_code == 0, result.output
     assert "from the dead-letter queue" in result.output
 
@@ -260,13 +265,55 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
             break
     assert any(request["RequestId"] in b for b in bodies) and any(other["RequestId"] in b for b in bodies)
 
-    again = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    again = fail(state_url, emulator, request, *from_dlq(signer))
     assert again.exit_code == 1 and "already answered" in again.output
 
 
-def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator, dl_stack):
+@pytest.mark.parametrize("forgery", ["unsigned", "tampered", "foreign-topic", "foreign-url"])
+def test_a_message_that_fails_the_daemons_checks_is_never_answered_from_the_dead_letter_queue(
+        state_url, in_store, emulator, dl_stack, signer, stub_s3, forgery):
+    """What the daemon would reject (no signature, a changed message, another topic, a ResponseURL
+    outside the allowlist) never decides where the operator's answer goes: nothing is sent."""
+    request = dl_stack.request("Create", "Forged")
+    if forgery == "unsigned":
+        dead_letter(signer, request, sign=False)
+    elif forgery == "tampered":
+        envelope = signer.envelope(request)
+        envelope["Message"] = envelope["Message"].replace("Forged", "Forget")
+        exhaust(signer.provider, [json.dumps(envelope)])
+    elif forgery == "foreign-topic":
+        dead_letter(signer, request, topic_arn=dl_stack.provider.topic_arn + "-other")
+    else:
+        request["ResponseURL"] = stub_s3.url("collect")  # a host outside the allowlist
+        dead_letter(signer, request)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
+    assert result.exit_code == 1 and "passes the checks a daemon makes" in result.output, result.output
+    assert in_store(lambda s: s.get(key(request))) is None and stub_s3.requests == []
+    if forgery != "foreign-url":
+        assert s3_body(dl_stack, request) is None
+
+
+def test_two_different_messages_for_one_request_are_listed_and_refused(state_url, in_store, emulator, dl_stack,
+                                                                      signer):
+    """Anyone who may publish to the topic (every stack deployer) can sign a copy of a victim's
+    request with their own ResponseURL and PhysicalResourceId: the operator is shown both and
+    chooses; the first one found never wins."""
+    request = dl_stack.request("Update", "Victim", physical_id="victim-1")
+    forged = {**request, "PhysicalResourceId": "attacker-9",
+              "ResponseURL": dl_stack.response_url(f"{dl_stack.name}/attacker/{request['RequestId']}")}
+    dead_letter(signer, forged)
+    dead_letter(signer, request)
+    dead_letter(signer, request)  # SNS delivered it twice: copies of one request are one
+    result = fail(state_url, emulator, request, *from_dlq(signer))
+    assert result.exit_code == 1 and "2 different messages" in result.output, result.output
+    assert "victim-1" in result.output and "attacker-9" in result.output and "X-Amz-Signature" not in result.output
+    assert s3_body(dl_stack, request) is None and s3_body(dl_stack, forged) is None
+    assert in_store(lambda s: s.get(key(request))) is None
+
+
+def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator, dl_stack, signer):
     request = dl_stack.request("Create", "Nowhere")
-    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
     assert result.exit_code == 1 and "is not in" in result.output
 
 
@@ -324,7 +371,7 @@ def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply
 
 
 def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_dead_letter_queue(
-        state_url, in_store, emulator, dl_stack):
+        state_url, in_store, emulator, dl_stack, signer):
     """The store's FAILED went to an earlier ResponseURL; the copy in the DLQ names a new one."""
     request = dl_stack.request("Create", "Again")
     earlier = {**request, "ResponseURL": dl_stack.response_url("earlier-url")}
@@ -336,9 +383,9 @@ def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_de
 
     in_store(failed_earlier, ago=120)
     assert "already answered" in fail(state_url, emulator, request).output  # the store's request: answered
-    dead_letter(dl_stack, request)
+    dead_letter(signer, request)
     result = answer(state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand",
-                    "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+                    *from_dlq(signer))
     assert result.exit_code == 0, result.output
     assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
     record = in_store(lambda s: s.get(key(request)))
