@@ -34,7 +34,14 @@ to a new token (one conditional write: one fleet member runs each poll step), af
 step ends in `save_progress` again or in `save_response`. A polled answer stays due (its
 `next_poll`, the lease's end) until `mark_sent`: there is no queue message to bring it back, so
 when its owner dies before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING record
-over: the request is answered by its polls, so a redelivered message is a duplicate.
+over: the request is answered by its polls, so a redelivered message is a duplicate. A POLLING
+record takes a step's writes (`save_progress`, `save_response`, `park`) only while that step holds
+its lease: once it let go (or the lease lapsed) the step's token writes nothing more, so a stale
+write loses to whoever takes the poll next. `park` takes an answer that cannot be delivered (or
+progress that cannot be read) out of the due polls for good, with no lease: nothing waits for it.
+`take_poll(early=True)` takes a poll before it is due (the operator ending it). Only a stored
+answer (RESPONSE_READY) becomes SENT. The whole table, every state against every operation, is
+tests/stores/transition_contract.py, run on every store.
 """
 from __future__ import annotations
 
