@@ -37,6 +37,15 @@ def provider(emulator: Emulator, request) -> Provider:
     return Provider.create(emulator, dlq=True, max_receive_count=getattr(request, "param", 1))
 
 
+async def a_handler_runs(timeout: float = 10.0) -> int:
+    """How many handlers run (tests.support.handlers), once one does or `timeout` seconds have passed."""
+    for _ in range(int(timeout / 0.05)):
+        if handlers.running["now"]:
+            break
+        await asyncio.sleep(0.05)
+    return handlers.running["now"]
+
+
 def dead_lettered(provider: Provider) -> int:
     return sum(queue_counts(provider.emulator.client("sqs"), provider.dlq_url))
 
@@ -165,10 +174,7 @@ async def test_a_full_disk_while_storing_an_answer_is_waited_out_and_never_rerun
                             properties={"DataSize": "3500", "SleepSeconds": "1"})
     with capture_logs() as logs:
         stack.publish(request)
-        for _ in range(200):
-            if handlers.running["now"]:
-                break
-            await asyncio.sleep(0.05)
+        assert await a_handler_runs(), "the handler never started"
         limit(None)  # claimed, the handler running: now the disk fills up
         await wait_for_event(logs, "store.unreachable", timeout=30)
         await asyncio.sleep(VISIBILITY * 2)  # the message stays hidden meanwhile
@@ -194,11 +200,7 @@ async def test_a_waiting_copy_is_handed_back_at_once_when_its_daemon_stops(
     holder = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1)
     request = stack.request("Create", "Held", resource_type="Custom::Test", properties={"SleepSeconds": "6"})
     stack.publish(request)
-    for _ in range(200):
-        if handlers.running["now"]:
-            break
-        await asyncio.sleep(0.05)
-    assert handlers.running["now"] == 1, "the holder is not running the handler"
+    assert await a_handler_runs() == 1, "the holder is not running the handler"
     waiter = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1, grace_period=60)
     with capture_logs() as logs:
         stack.publish(request)  # the copy: only the second daemon has a free slot
