@@ -246,19 +246,21 @@ def _event(wire: Mapping[str, Any], url: str, progress: Any) -> dict[str, Any]:
 
 def _in_progress(event: Mapping[str, Any], poll: Mapping[str, Any], progress: Any) -> InProgress:
     """crhelper waits for its next poll: InProgress with its CrHelperData, after polling_interval
-    minutes; a poll keeps the progress it was given (crhelper's rule sends the same event every time)."""
+    minutes, NoEcho when helper.NoEcho is set; a poll keeps the progress it was given (crhelper's rule
+    sends the same event every time)."""
+    no_echo = poll.get("no_echo") is True
     try:
         after = float(poll.get("interval", 2)) * 60
     except (TypeError, ValueError):
         after = 120.0
     if progress is not None:
-        return InProgress(progress=progress, after=after)
+        return InProgress(progress=progress, after=after, no_echo=no_echo)
     given = poll.get("data")
     data: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     physical_id = data.get("PhysicalResourceId")  # what the action returned: the Create's id from now on
     if event.get("RequestType") != "Create" or not isinstance(physical_id, str) or not physical_id:
         physical_id = None
-    return InProgress(progress={"CrHelperData": dict(data)}, physical_id=physical_id, after=after)
+    return InProgress(progress={"CrHelperData": dict(data)}, physical_id=physical_id, after=after, no_echo=no_echo)
 
 
 def _result(answer: Answer, request_id: str, log_stream: str) -> Any:

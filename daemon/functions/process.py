@@ -113,11 +113,16 @@ class FunctionProcess:
         self.calls += 1
         self._done = asyncio.get_running_loop().create_future()
         self.output.begin(ids)
+        done: dict[str, Any] | None = None
         try:
             await self._send({"op": "invoke", "call": call, "event": event, "context": context})
-            return await asyncio.shield(self._done)
+            done = await asyncio.shield(self._done)
+            return done
         finally:
             self._done = None
+            poll = done.get("poll") if isinstance(done, dict) else None
+            if isinstance(poll, dict) and poll.get("no_echo") is True:  # crhelper keeps NoEcho Data for its polls
+                self.output.answered(poll.get("data"))  # its values out of the call's lines, as for a NoEcho answer
             self.output.end()
 
     def kill(self) -> None:

@@ -9,7 +9,8 @@ What is changed, in crhelper 2.0.12's CfnResource, when the function's import of
   crhelper gives them, but no CloudWatch Events rule, target or Lambda permission is made or
   removed (there is no Lambda function for them to point at);
 - `_polling_init`: when crhelper would wait for its rule to invoke it again, the call's `done`
-  carries `poll` (helper.Data and polling_interval): the daemon answers InProgress and calls the
+  carries `poll` (helper.Data, polling_interval and helper.NoEcho): the daemon answers InProgress
+  (a NoEcho one when helper.NoEcho is set: helper.Data is then kept as NoEcho Data is) and calls the
   function again with crhelper's poll event when its poll is due;
 - `_wait_for_cwlogs`' sleep: no two-minute pause on Delete for CloudWatch Logs to flush (the
   daemon has every line already).
@@ -33,7 +34,8 @@ def begin():
 
 
 def poll():
-    """crhelper's wish to be polled, from the call just ended: {"data": helper.Data, "interval": minutes}."""
+    """crhelper's wish to be polled, from the call just ended: {"data": helper.Data, "interval": minutes,
+    "no_echo": helper.NoEcho}."""
     return _state["poll"]
 
 
@@ -49,7 +51,8 @@ def patch(module):
     def polling_init(self, event):
         result = init(self, event)
         if not self._send_response:  # crhelper waits for its rule to invoke it again
-            _state["poll"] = {"data": self.Data, "interval": getattr(self, "_polling_interval", 2)}
+            _state["poll"] = {"data": self.Data, "interval": getattr(self, "_polling_interval", 2),
+                              "no_echo": getattr(self, "NoEcho", False) is True}
         return result
 
     def setup_polling(self):

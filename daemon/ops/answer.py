@@ -1,7 +1,9 @@
 """`cfn-provider answer`: the last resort, an operator's answer to a request the daemon cannot finish.
 
 The request (and so its ResponseURL) comes from the store's record, written when a daemon claimed
-it, or from the queue's dead-letter queue (`dead_letter_request`: read, never deleted). The answer
+it, or from the queue's dead-letter queue (`dead_letter_candidates`: read, never deleted), where
+each message goes through the main path's admission first (`admitted_dead_letter`) and two
+different requests under one StackId/RequestId are refused, listed. The answer
 is built by the daemon's own rules (cfn_provider.pipeline.response: ids copied, the 4096-byte
 guard; a FAILED Create gets the timed-out marker, so its rollback Delete still reaches the
 handler), the ResponseURL must pass the same allowlist as in `run`, and it goes through the store
@@ -13,6 +15,13 @@ Refused (`Refused`) when the request is already answered, when an answer is stor
 delivery, and when a daemon holds it under a live lease, unless `force`: then the holder's lease is
 ended first (with its own token, as it would end it), and the holder, when it finishes, finds its
 claim lost and sends nothing (`store.lost_claim` in its log).
+
+A long-running request (POLLING) is answered by its polls; one that is stuck (no daemon polls it,
+or a poll step never ends) can be answered FAILED with `force`, only while no poll step holds it
+or once its deadline has passed: the operator's answer takes the poll (`take_poll`, early: due
+or not; a step still holding it past the deadline has its lease ended first), stores the answer
+and sends it, which ends the polling (a step that was running finds its token gone). Its id is the
+one the action gave, when it gave one.
 """
 from __future__ import annotations
 
@@ -26,9 +35,12 @@ from typing import Any
 
 from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
+from ..pipeline.admission import Admission, Rejected
 from ..pipeline.envelope import BadMessage, unwrap
+from ..pipeline.pollstep import PollState
 from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
+from ..transports.queue import Message
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
@@ -61,39 +73,65 @@ def request_from_text(text: str, stack_id: str, request_id: str, *, stored: bool
     return request
 
 
-def dead_letter_request(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000) -> str | None:
-    """The JSON of the request (StackId, RequestId) among the dead-letter queue's messages, or None.
+def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000
+                           ) -> list[Message]:
+    """Every message in the dead-letter queue whose body names this StackId and RequestId, as read
+    (nothing is believed yet: `admitted_dead_letter` puts each through the main path's admission).
     Nothing is deleted: the messages received are hidden while the search goes on (so each receive
     brings new ones), then made visible again at once."""
     held: list[str] = []
-    found = None
+    found: list[Message] = []
     try:
-        while found is None and len(held) < limit:
+        while len(held) < limit:
             batch = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
                                         VisibilityTimeout=60, AttributeNames=["SentTimestamp"]).get("Messages", [])
             if not batch:
                 break
             for message in batch:
                 held.append(message["ReceiptHandle"])
-                text = _request_text(message)
-                try:
-                    doc = json.loads(text) if text is not None else None
-                except ValueError:
-                    continue
-                if isinstance(doc, dict) and doc.get("StackId") == stack_id and doc.get("RequestId") == request_id:
-                    found = text
+                sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+                candidate = Message(message["MessageId"], message["Body"], message["ReceiptHandle"],
+                                    datetime.fromtimestamp(sent_ms / 1000, timezone.utc))
+                if _names(candidate, stack_id, request_id):
+                    found.append(candidate)
     finally:
         for receipt in held:
             sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0)
     return found
 
 
-def _request_text(message: dict[str, Any]) -> str | None:
-    sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+def _names(message: Message, stack_id: str, request_id: str) -> bool:
     try:
-        return unwrap(message["Body"], message["MessageId"], datetime.fromtimestamp(sent_ms / 1000, timezone.utc)).message
-    except BadMessage:
-        return None
+        doc = json.loads(unwrap(message.body, message.id, message.sent_at).message)
+    except (BadMessage, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("StackId") == stack_id and doc.get("RequestId") == request_id
+
+
+async def admitted_dead_letter(candidates: list[Message], admission: Admission) -> str:
+    """The request (its JSON) that the dead-letter queue's messages for it carry, once each has been
+    through the main path's admission (signature, topic allowlist, ResponseURL allowlist), so a
+    forged message never decides where the operator's answer goes or what it says. Refused when
+    none is admitted, or when different requests are (listed): the operator must choose, not the queue."""
+    admitted: dict[str, tuple[Message, Request]] = {}
+    rejected: list[str] = []
+    for message in candidates:
+        try:
+            envelope, request = await admission.admit(message)
+        except Rejected as exc:
+            rejected.append(f"message {message.id}: {exc}")
+            continue
+        admitted.setdefault(envelope.message, (message, request))  # copies of one request are one
+    if not admitted:
+        raise Refused("no message for this request in the dead-letter queue passes the checks a daemon makes "
+                      "(signature, --topic-arn, ResponseURL allowlist): " + "; ".join(rejected))
+    if len(admitted) > 1:
+        listed = "; ".join(f"message {m.id}: {r.request_type}, ResponseURL {redact(r.response_url)}, "
+                           f"PhysicalResourceId {r.physical_id or '-'}" for m, r in admitted.values())
+        raise Refused(f"{len(admitted)} different messages in the dead-letter queue carry this StackId and "
+                      f"RequestId: {listed}. Not choosing between them: find out which is CloudFormation's, "
+                      "remove the other(s) from the dead-letter queue, and run this again")
+    return next(iter(admitted))
 
 
 def stored_text(record: Record | None) -> str:
@@ -107,7 +145,34 @@ def stored_text(record: Record | None) -> str:
     return record.request
 
 
-def check(record: Record | None, url_digest: str, now: float, force: bool) -> str | None:
+def poll_state(record: Record | None) -> PollState | None:
+    """A long-running request's stored progress (its deadline, its id so far), or None if unreadable."""
+    try:
+        return PollState.loads(record.progress or "") if record is not None else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _check_polling(record: Record, now: float, force: bool, status: str) -> str:
+    state = poll_state(record)
+    deadline = state.deadline if state is not None else None
+    if not force:
+        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
+                      "says done, or FAILED at its deadline (ServiceTimeout). If it is stuck (no daemon polls it), "
+                      "--force answers it FAILED and ends its polling")
+    if status != "FAILED":
+        raise Refused("a long-running request is ended by hand with --status FAILED only")
+    past = deadline is not None and deadline <= now
+    if record.leased(now) and record.lease_until is not None and not past:
+        raise Refused(f"a poll step holds it right now ({record.owner}, lease {round(record.lease_until - now)} s "
+                      "left) and its deadline has not passed: wait for the step to end")
+    left = "its deadline has passed" if past else ("no daemon holds it" if deadline is not None else
+                                                   "its progress cannot be read")
+    return (f"ENDING A LONG-RUNNING REQUEST ({left}): its polling stops and its action, if it is still "
+            "running somewhere, is not asked again; its own answer will not be sent.")
+
+
+def check(record: Record | None, url_digest: str, now: float, force: bool, status: str = "FAILED") -> str | None:
     """Refused when the answer must not be sent; a warning (str) when it may be sent only by force."""
     if record is None or record.expires_at <= now:
         return None
@@ -118,8 +183,7 @@ def check(record: Record | None, url_digest: str, now: float, force: bool) -> st
         raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
                       "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
     if record.state == POLLING:  # a long-running request: its record, not a message, drives it
-        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
-                      "says done, or FAILED at its deadline (ServiceTimeout); it cannot be answered by hand")
+        return _check_polling(record, now, force, status)
     if record.leased(now) and record.lease_until is not None:  # CLAIMED (or any state a daemon holds under a lease)
         held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"
         if not force:
@@ -165,11 +229,17 @@ async def send(store: Store, request: Request, answer: responses.Response, recor
     for _ in range(TAKEOVER_TRIES):
         if force and record is not None and record.token and record.leased(time.time()):
             await store.extend(key, record.token, 0)  # end the holder's lease, as the holder would
+        if record is not None and record.state == POLLING:  # a claim never takes a poll: take the poll itself
+            if await store.take_poll(key, who, LEASE, token=token, early=True) is not None:
+                break
+            record = await store.get(key)
+            check(record, url_digest, time.time(), force, answer.status)  # raises unless it may try again
+            continue
         claim = await store.claim(key, who, url_digest, LEASE, token=token, request=text)
         if claim.acquired:
             break
         record = claim.record
-        check(record, url_digest, time.time(), force)  # raises unless a takeover may try again
+        check(record, url_digest, time.time(), force, answer.status)  # raises unless a takeover may try again
         if not force:
             raise Refused(f"the store refused the claim (state {record.state if record else '?'})")
     else:

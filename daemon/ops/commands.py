@@ -12,6 +12,7 @@ import click
 
 from ..config import apply_config_file, default_state_url
 from ..stores.base import StoreConfigError, url_digest
+from .requests import STATES_HELP
 
 ENV = "CFN_PROVIDER_"
 
@@ -49,8 +50,7 @@ def _run(coro: Any) -> Any:
 @click.option("--stack", help="Only this stack (its name or its StackId).")
 @click.option("--logical-id", help="Only this LogicalResourceId.")
 @click.option("--state-is", "states", multiple=True, metavar="STATE",
-              help="Only records in this state (repeatable): CLAIMED (in-flight), RESPONSE_READY (unconfirmed), "
-                   "SENT (answered).")
+              help=f"Only records in this state (repeatable; any case, or the word in brackets): {STATES_HELP}.")
 @click.option("--since", default="24h", show_default=True, metavar="DURATION",
               help="Only requests claimed within this window (90s, 30m, 24h, 2d; 0: everything stored).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
@@ -67,6 +67,10 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
         window = parse_duration(since)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from None
+    try:
+        wanted = state_names(states)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--state-is") from None
 
     async def go() -> list[dict[str, Any]]:
         store = open_listing(state, region)
@@ -75,7 +79,7 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
         finally:
             await store.close()
 
-    rows = select(_run(go()), stack=stack, logical_id=logical_id, states=state_names(states))
+    rows = select(_run(go()), stack=stack, logical_id=logical_id, states=wanted)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
@@ -101,24 +105,35 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
 @click.option("--dlq-url", help="The dead-letter queue, if not found from --queue-url.")
 @click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
               metavar="PREFIX", help="As for run: also allow ResponseURLs under this prefix.")
+@click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN", metavar="ARN",
+              help="As for run: with --from-dlq, only messages from this topic (repeatable; default: any topic).")
+@click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
+              envvar=ENV + "VERIFY_SIGNATURES", help="As for run: with --from-dlq, check each message's SNS signature.")
+@click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
+              envvar=ENV + "TRUST_SIGNING_CERT_URL", help="As for run (emulators and tests only).")
 @click.option("--force", is_flag=True, help="Take over a request a daemon holds under a live lease (its handler "
-                                            "may still be running; its own answer is then never sent).")
+                                            "may still be running; its own answer is then never sent), or end a "
+                                            "stuck long-running request with FAILED (none of its poll steps "
+                                            "running, or its deadline passed).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
 def answer_command(stack_id: str, request_id: str, status: str, reason: str, physical_id: str | None,
                    state: str, region: str | None, from_dlq: bool, queue_url: str | None, dlq_url: str | None,
-                   allow_response_url: tuple[str, ...], force: bool, yes: bool) -> None:
+                   allow_response_url: tuple[str, ...], topic_arn: tuple[str, ...], verify_signatures: bool,
+                   trust_signing_cert_url: tuple[str, ...], force: bool, yes: bool) -> None:
     """The last resort: send the answer to a request the daemon cannot finish, and record it in
     the store so no daemon answers it again. Refused when the request is already answered.
 
     The request's ResponseURL comes from the store's record (written when a daemon claimed it) or,
-    with --from-dlq, from the request in the queue's dead-letter queue."""
+    with --from-dlq, from the request in the queue's dead-letter queue, after the checks a daemon
+    makes there (SNS signature, --topic-arn, ResponseURL allowlist); two different messages for the
+    same StackId and RequestId are listed and refused."""
     from . import answer as ops
     from .requests import existing
     from ..stores import open_store
 
     if status == "FAILED" and not reason.strip():
         raise click.BadParameter("a FAILED answer needs a --reason saying why", param_hint="--reason")
-    dead_text = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
+    dead = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
 
     async def go() -> int:
         import aiohttp
@@ -127,13 +142,18 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         from ..pipeline.responder import Responder
 
         store = open_store(existing(state), region=region)
+        dead_text = None
         try:
+            if dead is not None:
+                dead_text = await _admitted(dead, allow_response_url, topic_arn, verify_signatures,
+                                            trust_signing_cert_url)
             record = await store.get(idempotency_key(stack_id, request_id))
             request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id,
                                             stored=dead_text is None)
-            warning = ops.check(record, url_digest(request.response_url), time.time(), force)
+            warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
-            response = ops.build(request, status, reason, physical_id)
+            polled = ops.poll_state(record) if record is not None and record.state == "POLLING" else None
+            response = ops.build(request, status, reason, physical_id or (polled.physical_id if polled else None))
             _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)
             _confirm(yes)
             async with aiohttp.ClientSession() as session:
@@ -153,11 +173,30 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
     sys.exit(_run(go()))
 
 
+async def _admitted(candidates: list[Any], allow_response_url: tuple[str, ...], topic_arns: tuple[str, ...],
+                    verify: bool, trusted_cert_urls: tuple[str, ...]) -> str:
+    """The request among the dead-letter queue's `candidates` that passes the main path's admission
+    (the queue is SQS: CloudFormation's rules)."""
+    from .answer import admitted_dead_letter
+    from ..pipeline.admission import Admission
+    from ..trust.signature import SignatureVerifier
+    from ..trust.urls import ResponseUrlPolicy
+
+    verifier = SignatureVerifier(None, trusted_cert_urls) if verify else None
+    try:
+        admission = Admission(url_policy=ResponseUrlPolicy(allow_response_url), verifier=verifier,
+                              topic_arns=topic_arns, stopping=lambda: True)  # an unreachable certificate: say so now
+        return await admitted_dead_letter(candidates, admission)
+    finally:
+        if verifier is not None:
+            await verifier.close()
+
+
 def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str | None, stack_id: str,
-                       request_id: str) -> str:
+                       request_id: str) -> list[Any]:
     import boto3
 
-    from .answer import dead_letter_request
+    from .answer import dead_letter_candidates
     from .redrive import dead_letter_queue_url
 
     if not dlq_url and not queue_url:
@@ -169,10 +208,10 @@ def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str |
             dlq_url = dead_letter_queue_url(sqs, queue_url)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    text = dead_letter_request(sqs, dlq_url, stack_id, request_id)
-    if text is None:
+    found = dead_letter_candidates(sqs, dlq_url, stack_id, request_id)
+    if not found:
         raise click.ClickException(f"request {request_id} of {stack_id} is not in {dlq_url}")
-    return text
+    return found
 
 
 def _show(request: Any, response: Any, record: Any, source: str, warning: str | None) -> None:

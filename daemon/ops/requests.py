@@ -6,7 +6,8 @@ claim stored; a record written before requests were stored shows only its ids), 
 for how long, its age, and the stored answer's status and Reason.
 
 Redacted as the logs are: a ResponseURL shows no query string (its presigned credentials), and
-no Data of a stored body is shown at all (NoEcho or not); Reasons and PhysicalResourceIds are.
+no Data of a stored body is shown at all (NoEcho or not), nor anything a handler put in a long-running
+request's progress (only how many polls ran, its deadline and size); Reasons and PhysicalResourceIds are.
 
 A row is a dict (`describe`): `--json` prints the dicts, the table prints `COLUMNS` of them. A
 new record field is shown by adding it to `describe` and, for the table, a (header, key) pair to
@@ -23,11 +24,13 @@ from typing import Any, Iterable
 
 from ..dialects.base import Dialect
 from ..pipeline.request import stack_name_from_id, stored_parts
-from ..stores.base import CLAIMED, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
+from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
 from ..trust.urls import redact, redact_text
 
 # --state-is accepts the store's states (any case) and these words for them
-ALIASES = {"in-flight": CLAIMED, "unconfirmed": RESPONSE_READY, "answered": SENT, "polling": "POLLING"}
+WORDS = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling", SENT: "answered"}
+ALIASES = {word: state for state, word in WORDS.items()}
+STATES_HELP = ", ".join(f"{state} ({word})" for state, word in WORDS.items())
 _ORDER = {CLAIMED: 0, RESPONSE_READY: 2, SENT: 3}  # any other state (POLLING) sorts between, at 1
 COLUMNS = [("STATE", "state"), ("STACK", "stack"), ("LOGICAL ID", "logical_id"), ("TYPE", "request_type"),
            ("REQUEST ID", "request_id"), ("OWNER", "owner"), ("LEASE LEFT", "lease_left"), ("AGE", "age"),
@@ -71,8 +74,15 @@ def parse_duration(text: str) -> float:
 
 
 def state_names(values: Iterable[str]) -> set[str]:
-    """--state-is values as store states ('in-flight' -> CLAIMED, 'sent' -> SENT)."""
-    return {ALIASES.get(v.lower(), v.upper().replace("-", "_")) for v in values}
+    """--state-is values as store states ('in-flight' -> CLAIMED, 'sent' -> SENT); ValueError for
+    a value that names no state (a typo would otherwise list nothing, as if nothing were there)."""
+    names = set()
+    for value in values:
+        name = ALIASES.get(value.lower(), value.upper().replace("-", "_"))
+        if name not in WORDS:
+            raise ValueError(f"{value!r} is not a state: use one of {STATES_HELP}")
+        names.add(name)
+    return names
 
 
 def key_ids(key: str) -> tuple[str, str]:
@@ -150,8 +160,24 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
         row.update(next_poll_at=_iso(next_poll), next_poll_in=round(next_poll - now, 1))
     progress = getattr(record, "progress", None)
     if progress is not None:
-        row["progress"] = redact_text(progress if isinstance(progress, str) else json.dumps(progress))
+        row.update(_progress(progress))
     return row
+
+
+def _progress(text: str) -> dict[str, Any]:
+    """What a polling request's stored progress may show: how far it got, never what the handler
+    put in it (a bookmark, or Data it will hide: crhelper keeps helper.Data there)."""
+    from ..pipeline.pollstep import PollState
+
+    shown: dict[str, Any] = {"progress_bytes": len(text.encode())}
+    try:
+        state = PollState.loads(text)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return shown
+    shown.update(polls=state.polls, deadline_at=_iso(state.deadline), progress_no_echo=state.no_echo)
+    if state.physical_id:
+        shown["polling_physical_id"] = state.physical_id
+    return shown
 
 
 def select(rows: list[dict[str, Any]], *, stack: str | None = None, logical_id: str | None = None,

@@ -60,10 +60,18 @@ class TimedOutCreates:
                                "stack, resource and properties (or its record has expired): delete is not called")
             return responses.success(request, None)
         answer = await run_handler(request, deadline, self._orphans.get(request.physical_id))
-        if isinstance(answer, responses.Response) and not answer.ok:  # an InProgress is polled, as any Delete
-            log.error("timed_out_create.cleanup_failed", reason=answer.reason,
-                      detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback "
-                             "goes on: check for a leaked resource")
-            return responses.success(request, None)
+        if isinstance(answer, responses.Response) and not answer.ok:  # an InProgress is polled: see cleanup_failed
+            return cleanup_failed(request, answer)
         log.info("timed_out_create.cleaned_up")
         return answer
+
+
+def cleanup_failed(request: Request, answer: responses.Response) -> responses.Response:
+    """`answer` is the FAILED of the rollback Delete that cleans up after a Create that was cut short
+    (its `delete` raised or timed out, there or in a later poll step when it went long-running):
+    answered SUCCESS, so the stack's rollback is not stuck on a resource that most likely never
+    existed, and logged loudly, since it may have."""
+    log.error("timed_out_create.cleanup_failed", reason=answer.reason, physical_id=request.physical_id[:120],
+              detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback goes on: "
+                     "the Create may have made a resource that is now left behind (a leak): check for it")
+    return responses.success(request, None)

@@ -28,6 +28,11 @@ first after a random part of it, so fleet members spread out), a pass ends at th
 that brings nothing new or after `max_per_pass` messages, and a message being worked on is kept
 hidden by a heartbeat, like on the main path. The dead-letter queue normally has no redrive
 policy of its own, so its receive counts are not a budget.
+
+One message never stalls a pass: the worker does not wait in the daemon for a request another
+attempt holds (DEFER: the next pass looks again), and a pass waits at most `message_seconds` for
+any one message (a slow PUT, a store outage); one still being worked on then goes on in the
+background, hidden by its heartbeat (`still-running`), and the pass moves on.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ log = structlog.get_logger("deadletters")
 DEFAULT_INTERVAL = 60.0  # seconds between passes
 LEAVE_SECONDS = 30  # a message left for the operator is hidden this long: the pass moves past it
 MAX_PER_PASS = 100  # messages looked at in one pass, at most
+MESSAGE_SECONDS = 60.0  # a pass waits this long, at most, for one message (a delivery gets at least 30 s)
 
 
 def queue_name(url: str) -> str:
@@ -59,13 +65,16 @@ class DeadLetterWatcher:
     """`await run()` until `stop()`; `sweep()` is one pass (returns what became of the messages)."""
 
     def __init__(self, queue: Queue, worker: Worker, *, interval: float = DEFAULT_INTERVAL,
-                 visibility_timeout: int = 60, max_per_pass: int = MAX_PER_PASS, wait_seconds: int = 1):
+                 visibility_timeout: int = 60, max_per_pass: int = MAX_PER_PASS, wait_seconds: int = 1,
+                 message_seconds: float | None = None):
         self.queue, self.worker = queue, worker
         self.name = queue_name(queue.url)
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.max_per_pass, self.wait_seconds = max_per_pass, wait_seconds
+        self.message_seconds = MESSAGE_SECONDS if message_seconds is None else message_seconds
         self._stop = asyncio.Event()
         self._receive_failed = False  # said once until a receive works again
+        self._behind: set[asyncio.Task] = set()  # messages an earlier pass stopped waiting for
 
     def stop(self) -> None:
         """No new pass, and the running one takes no new message (idempotent)."""
@@ -73,10 +82,16 @@ class DeadLetterWatcher:
 
     async def run(self) -> None:
         log.info("deadletter.watching", dead_letter_queue=self.name, interval=self.interval)
-        await self._pause(random.uniform(0, self.interval))
-        while not self._stop.is_set():
-            await self.sweep()
-            await self._pause(self.interval)
+        try:
+            await self._pause(random.uniform(0, self.interval))
+            while not self._stop.is_set():
+                await self.sweep()
+                await self._pause(self.interval)
+            if self._behind:  # stopping: the messages still being worked on are part of the last pass
+                await asyncio.wait(set(self._behind))
+        finally:
+            for task in self._behind:
+                task.cancel()
 
     async def _pause(self, seconds: float) -> None:
         try:
@@ -88,17 +103,33 @@ class DeadLetterWatcher:
         """One pass over the dead-letter queue."""
         outcomes: Counter = Counter()
         seen: set[str] = set()
-        while len(seen) < self.max_per_pass and not self._stop.is_set():
-            batch = await self._receive(min(self.queue.max_batch, self.max_per_pass - len(seen)))
+        while len(seen) + len(self._behind) < self.max_per_pass and not self._stop.is_set():
+            room = self.max_per_pass - len(seen) - len(self._behind)
+            batch = await self._receive(min(self.queue.max_batch, room))
             fresh = [m for m in batch if m.id not in seen]
             if not fresh:
                 break
             seen.update(m.id for m in fresh)
-            for disposition in await asyncio.gather(*(self._one(m) for m in fresh)):
+            for disposition in await self._bounded([self._one(m) for m in fresh]):
                 outcomes[disposition] += 1
         if outcomes:
             log.info("deadletter.sweep", dead_letter_queue=self.name, **{k: v for k, v in sorted(outcomes.items())})
         return outcomes
+
+    async def _bounded(self, work: list[Any]) -> list[str]:
+        """Each message's outcome, waiting at most `message_seconds` for any of them: one still
+        running then goes on in the background (its heartbeat keeps it hidden) as `still-running`."""
+        tasks = [asyncio.create_task(w, name="dead-letter") for w in work]
+        try:
+            done, pending = await asyncio.wait(tasks, timeout=self.message_seconds)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
+        for task in pending:
+            self._behind.add(task)
+            task.add_done_callback(self._behind.discard)
+        return [task.result() if task in done else "still-running" for task in tasks]
 
     async def _receive(self, count: int) -> list[Message]:
         try:

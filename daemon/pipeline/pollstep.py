@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 import structlog
 
 from . import raised, response as responses
+from .cleanup import cleanup_failed
 from .disposition import STEP_HANDED_BACK, Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from .request import NotARequest, Request, from_stored, stored_form
@@ -36,7 +37,6 @@ from ..stores.base import RESPONSE_READY, Record, url_digest
 from ..trust.urls import redact
 
 log = structlog.get_logger("polling")
-PARKED = 30 * 24 * 3600.0  # an answer that cannot be delivered is leased this long: never due again
 
 
 @dataclass
@@ -46,6 +46,7 @@ class PollState:
     deadline: float  # epoch seconds: the request's (SNS Timestamp + ServiceTimeout)
     polls: int = 0  # poll steps run so far
     since: float = 0.0  # when the action first returned InProgress
+    no_echo: bool = False  # `progress` holds NoEcho Data: scrubbed as a NoEcho body is (cfn_provider.trust.retention)
     started: bool = True  # False: the action itself has not run yet (Polls.accept): the next step runs it
 
     def dumps(self) -> str:
@@ -55,7 +56,7 @@ class PollState:
     def loads(cls, text: str) -> "PollState":
         doc = json.loads(text)
         return cls(doc.get("progress"), doc.get("physical_id"), float(doc["deadline"]), int(doc.get("polls", 0)),
-                   float(doc.get("since", 0.0)), bool(doc.get("started", True)))
+                   float(doc.get("since", 0.0)), doc.get("no_echo") is True, bool(doc.get("started", True)))
 
 
 def _failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:
@@ -115,7 +116,7 @@ class Polls:
     async def wait(self, request: Request, token: str, pending: InProgress, deadline: float,
                    outcome: dict[str, Any]) -> Disposition:
         now = time.time()
-        state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now)
+        state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now, pending.no_echo)
         next_poll = min(now + pending.after, deadline - response_margin(request.service_timeout))
         if not await self._park(request, token, state, next_poll, outcome):
             return Disposition.LEAVE
@@ -161,7 +162,7 @@ class Polls:
         except (NotARequest, ValueError, TypeError, KeyError) as exc:
             log.error("poll.unreadable", error=f"{type(exc).__name__}"[:100],
                       detail="the stored request or progress cannot be read: it is not polled again")
-            await self.worker.calls.call(lambda: self.worker.store.extend(record.key, token, PARKED))
+            await self.worker.calls.write(lambda: self.worker.store.park(record.key, token))  # never due again
             return "unreadable"
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
@@ -200,6 +201,8 @@ class Polls:
                 await self._again(request, state, result, token, outcome)
                 return
             kind, answer = ("answered" if result.ok else "failed"), result
+        if not answer.ok and request.request_type == "Delete" and responses.is_timed_out_marker(request.physical_id):
+            answer = cleanup_failed(request, answer)  # the rollback of a cut-short Create: SUCCESS, the leak logged
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:
             outcome["reason"] = answer.reason
@@ -251,6 +254,7 @@ class Polls:
         w, now = self.worker, time.time()
         state.progress, state.polls, state.started = json.loads(pending.progress_json()), state.polls + 1, True
         state.physical_id = pending.physical_id or state.physical_id
+        state.no_echo = state.no_echo or pending.no_echo  # once secret, always: an earlier step's may linger
         next_poll = min(now + pending.after, state.deadline - response_margin(request.service_timeout))
         saved, _ = await w.calls.write(lambda: w.store.save_progress(request.key, token, state.dumps(), next_poll))
         outcome.update(outcome="waiting" if saved else "lost-claim", next_poll_in=round(next_poll - now, 1))
@@ -263,4 +267,4 @@ class Polls:
         w = self.worker
         disposition = await w._deliver(request, body, url_digest(request.response_url), outcome, state.deadline, token=token)
         if disposition is Disposition.DELETE and not outcome.get("delivered"):  # undeliverable: stop trying
-            await w.calls.call(lambda: w.store.extend(request.key, token, PARKED))
+            await w.calls.write(lambda: w.store.park(request.key, token))  # out of the due polls, no lease held

@@ -16,6 +16,9 @@ of the concurrency slot, and calls the module's poll function after `after` seco
 fleet member finds it due, until it returns a result (SUCCESS), raises (FAILED) or the request's
 deadline comes (FAILED, timed out). `physical_id`, once given, is the id every later answer
 carries (a FAILED one too, so CloudFormation's rollback Delete reaches `delete` with it).
+`no_echo=True` says the progress holds what the answer will hide (NoEcho Data, such as crhelper's
+helper.Data with helper.NoEcho set): it is kept as a NoEcho body is, in clear only for the replay
+window after it was stored (cfn_provider.trust.retention), and once set it stays set for the request.
 """
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ class InProgress:
 
     ok = True  # not a failure (code that checks a Response's `ok` passes it on)
 
-    def __init__(self, progress: Any = None, physical_id: str | None = None, after: float = DEFAULT_AFTER):
+    def __init__(self, progress: Any = None, physical_id: str | None = None, after: float = DEFAULT_AFTER,
+                 no_echo: bool = False):
         if physical_id is not None and (not isinstance(physical_id, str) or not physical_id):
             raise TypeError("InProgress(physical_id=...) must be a non-empty str")
         try:
@@ -43,7 +47,7 @@ class InProgress:
             raise TypeError("InProgress(after=...) must be a number of seconds") from None
         if not math.isfinite(after):
             raise TypeError("InProgress(after=...) must be a finite number of seconds")
-        self.progress, self.physical_id = progress, physical_id
+        self.progress, self.physical_id, self.no_echo = progress, physical_id, bool(no_echo)
         self.after = min(MAX_AFTER, max(MIN_AFTER, after))
 
     def progress_json(self) -> str:
@@ -57,7 +61,7 @@ class InProgress:
         return text
 
     def __repr__(self) -> str:
-        return f"InProgress(physical_id={self.physical_id!r}, after={self.after})"
+        return f"InProgress(physical_id={self.physical_id!r}, after={self.after}, no_echo={self.no_echo})"
 
 
 def poll_function(handler: Any, request_type: str) -> Any:

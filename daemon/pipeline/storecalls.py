@@ -21,7 +21,9 @@ class StoreHealth:
     """Whether the store answers, said once when that changes ("store.unreachable", "store.back"),
     not once per message or per retry. A blip (a failure the next try gets past, as when an
     answer was lost) is no outage: the store is called unreachable after OUTAGE_FAILURES failures
-    in a row (across all calls) spanning OUTAGE_SECONDS."""
+    in a row (across all calls) spanning OUTAGE_SECONDS, or when one call has failed that often
+    over that long while others get through (a full disk fails the write that needs room, not the
+    lease extension beside it). It is back once a call succeeds and no call is still retrying."""
 
     OUTAGE_FAILURES, OUTAGE_SECONDS = 3, 1.0
 
@@ -29,23 +31,27 @@ class StoreHealth:
         self.down_since: float | None = None  # logged as unreachable since
         self.failing_since: float | None = None
         self.failures = 0  # in a row
+        self.retrying = 0  # calls between a failed try and their next
 
-    def failed(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException, attempts: int = 1, since: float | None = None) -> None:
+        """`exc` failed a call; `attempts` tries of that call have failed since `since` (monotonic)."""
         now = time.monotonic()
         self.failures += 1
         if self.failing_since is None:
             self.failing_since = now
-        if (self.down_since is None and self.failures >= self.OUTAGE_FAILURES
-                and now - self.failing_since >= self.OUTAGE_SECONDS):
-            self.down_since = self.failing_since
+        in_a_row = self.failures >= self.OUTAGE_FAILURES and now - self.failing_since >= self.OUTAGE_SECONDS
+        one_call = since is not None and attempts >= self.OUTAGE_FAILURES and now - since >= self.OUTAGE_SECONDS
+        if self.down_since is None and (in_a_row or one_call):
+            self.down_since = min(self.failing_since, since if since is not None else now)
             log.warning("store.unreachable", error=f"{type(exc).__name__}: {exc}"[:300],
                         detail="store calls are retried with backoff; their messages stay hidden meanwhile")
 
     def ok(self) -> None:
-        if self.down_since is not None:
+        if self.down_since is not None and self.retrying == 0:
             log.warning("store.back", down_seconds=round(time.monotonic() - self.down_since, 1),
                         failed_calls=self.failures)
-        self.down_since = self.failing_since = None
+            self.down_since = None
+        self.failing_since = None
         self.failures = 0
 
 
@@ -63,14 +69,24 @@ class StoreCalls:
         although its answer was lost. Backs off up to STORE_RETRY_MAX between tries, while the
         message stays hidden (the heartbeat); an outage is logged once, by `health`; once the
         daemon is stopping, the next failure is raised."""
+        first_failed: list[float] = []  # when this call first failed, once it has
+
         def failed(state: RetryCallState) -> None:
             if state.outcome is not None and state.outcome.exception() is not None:
-                self.health.failed(state.outcome.exception())  # type: ignore[arg-type]
+                if not first_failed:
+                    first_failed.append(time.monotonic())
+                    self.health.retrying += 1
+                self.health.failed(state.outcome.exception(), state.attempt_number,  # type: ignore[arg-type]
+                                   first_failed[0])
 
-        result = await first_try_then(call, lambda: AsyncRetrying(  # tenacity only after a failure
-            retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
-            stop=lambda _: self.stopping(), before_sleep=failed, reraise=True,
-        ))
+        try:
+            result = await first_try_then(call, lambda: AsyncRetrying(  # tenacity only after a failure
+                retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
+                stop=lambda _: self.stopping(), before_sleep=failed, reraise=True,
+            ))
+        finally:
+            if first_failed:
+                self.health.retrying -= 1
         self.health.ok()
         return result
 

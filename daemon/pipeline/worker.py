@@ -28,33 +28,24 @@ from .pollstep import Polls, accepted
 from .progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
-from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
+from .admission import Admission, Rejected
+from .envelope import SNS_FORMS, Envelope
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
 from ..transports.queue import Message
 from .outlets import Outlet, ResponseUrl
-from .request import NotARequest, Request, parse, stored_form
+from .request import Request, stored_form
 from .responder import Responder
 from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, handler_budget
-from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from ..trust.signature import SignatureVerifier
 from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
-from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
+from ..trust.urls import ResponseUrlPolicy, redact
 
 log = structlog.get_logger("worker")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
-CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
-MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
-BARE_REFUSED = ("a bare MNS message names no topic: with --mns-topic set, only notifications of those topics are "
-                "served (--mns-allow-bare-messages also serves requests sent straight to the queue)")
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str, security: bool = False, transient: bool = False):
-        super().__init__(reason)
-        self.security, self.transient = security, transient
 
 
 @dataclass(frozen=True)
@@ -68,7 +59,7 @@ class Policy:
 
 
 class Worker:
-    Rejected = _Rejected  # what admit_request raises, saying why (the web listener's 400)
+    Rejected = Rejected  # what admit_request raises, saying why (the web listener's 400)
 
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
@@ -78,6 +69,10 @@ class Worker:
         self.dialect, self.url_choice = dialect, url_choice  # the transport's dialect; ROS URL choice
         self.outlet: Outlet = ResponseUrl(responder, url_choice)  # where answers go unless `handle` is told
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
+        self.admission = Admission(url_policy=url_policy, verifier=verifier, topic_arns=policy.topic_arns,
+                                   dialect=dialect, url_choice=url_choice, forms=policy.forms,
+                                   bare_messages=policy.bare_messages, stopping=lambda: self.stopping)
+        self.admit_request = self.admission.admit_request  # the web listener's body: the request, admitted
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
         self.stopping = False  # set by the poller when the grace period is over
@@ -98,8 +93,8 @@ class Worker:
         structlog.contextvars.bind_contextvars(message_id=message.id, dialect=self.dialect.name)
         started = time.monotonic()
         try:
-            envelope, request = await self._admit(message)
-        except _Rejected as exc:
+            envelope, request = await self.admission.admit(message)
+        except Rejected as exc:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started)
 
@@ -129,63 +124,8 @@ class Worker:
             self.metrics.request_done(request.request_type, outcome.get("outcome", "?"), outcome.get("status"))
         return disposition
 
-    # ------------------------------------------------------------------ admission
-    async def _admit(self, message: Message) -> tuple[Envelope, Request]:
-        try:
-            envelope = unwrap(message.body, message.id, message.sent_at, self.policy.forms)
-        except BadMessage as exc:
-            raise _Rejected(str(exc)) from None
-        if envelope.raw and self.verifier is not None:
-            raise _Rejected("raw message delivery carries no signature; it is accepted only with "
-                            "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
-        if envelope.raw and not self.policy.bare_messages:
-            raise _Rejected(BARE_REFUSED, security=True)
-        if not envelope.raw:
-            # The allowlist first: a message from another topic never makes the daemon fetch anything.
-            if self.policy.topic_arns and envelope.topic_arn not in self.policy.topic_arns:
-                raise _Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
-            if self.verifier is not None:
-                await self._verify(message, envelope)
-        return envelope, self.admit_request(envelope.message)
-
-    def admit_request(self, text: str) -> Request:
-        """The request in `text`, parsed and its ResponseURLs checked; Rejected saying why not."""
-        try:
-            request = parse(text, self.dialect)
-        except NotARequest as exc:
-            raise _Rejected(str(exc)) from None
-        if request.ignored:  # another dialect's fields: they change nothing, but say they were there
-            structlog.contextvars.bind_contextvars(ignored_fields=list(request.ignored))
-        for url in self.url_choice.urls(request):
-            try:
-                self.url_policy.check(url, request.dialect.response_hosts)
-            except UrlRejected as exc:
-                raise _Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
-        return request
-
-    async def _verify(self, message: Message, envelope: Envelope) -> None:
-        """Verify the signature. A certificate that cannot be fetched right now is retried here,
-        with backoff, while the heartbeat keeps the message hidden (no receive is spent on it),
-        until the message is too old for any request in it to be answered in time."""
-        assert self.verifier is not None
-        give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
-        pause = 1.0
-        while True:
-            try:
-                await self.verifier.verify(envelope.document)
-                return
-            except SignatureError as exc:
-                raise _Rejected(f"SNS signature rejected: {exc}", security=True) from None
-            except CertificateUnavailable as exc:
-                if pause == 1.0:
-                    log.warning("deferred", reason=f"SNS signing certificate unavailable, will retry: {exc}",
-                                receive_count=message.receive_count)
-                if self.stopping or time.time() + pause > give_up:
-                    raise _Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
-            await asyncio.sleep(pause)
-            pause = min(CERT_RETRY_MAX, pause * 2)
-
-    def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
+    # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
+    def _rejected(self, message: Message, exc: Rejected) -> Disposition:
         if exc.transient:  # already logged ("deferred") when it first failed
             return Disposition.DEFER
         self.metrics.message_rejected("security" if exc.security else "rejected")
@@ -206,6 +146,7 @@ class Worker:
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
         wire = stored_form(request)  # stored, with its dialect: poll steps, `cfn-provider requests` / `answer`
+        request_deadline = envelope.timestamp.timestamp() + request.service_timeout
         while True:
             claim, cut_off = await self.calls.write(
                 lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire))
@@ -226,12 +167,13 @@ class Worker:
             if record.state == POLLING or (not run_here and record.next_poll is not None):  # polls answer it, not us
                 outcome.update(outcome="polling-elsewhere", owner=record.owner)
                 return Disposition.DELETE
-            if self._must_wait(record, digest):
+            if self._must_wait(record, digest, request_deadline):
                 # Another attempt holds it: wait here, the message kept hidden by its heartbeat,
                 # instead of handing it back to the queue (every receive counts toward the DLQ).
+                # The dead-letter watcher never waits: its next pass looks again.
                 outcome.setdefault("waited_for", record.owner)
                 try:
-                    if await self._wait_out(record):
+                    if DEAD_LETTER.get() is None and await self._wait_out(record):
                         continue
                 except asyncio.CancelledError:
                     if not self.stopping:
@@ -241,15 +183,15 @@ class Worker:
                 heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
                 return Disposition.DEFER
             # A stored answer not yet delivered here: re-send it, never re-run the handler.
-            replay_deadline = envelope.timestamp.timestamp() + request.service_timeout
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
-                return await self._replay_scrubbed(request, record, digest, outcome, replay_deadline, outlet)
+                return await self._replay_scrubbed(request, record, digest, outcome, request_deadline, outlet)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, replay_deadline, token=None, outlet=outlet)
+            return await self._deliver(request, record.body or b"", digest, outcome, request_deadline, token=None,
+                                       outlet=outlet)
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
-        deadline = outlet.deadline(request, envelope.timestamp.timestamp() + request.service_timeout)
+        deadline = outlet.deadline(request, request_deadline)
         if not run_here:
             return await self.polls.accept(request, token, deadline, outcome)
         heartbeat.also(lambda: self.calls.extend(key, token, lease))
@@ -299,13 +241,17 @@ class Worker:
         return await self._deliver(request, answer.body, digest, outcome, deadline, token=None, outlet=outlet)
 
     @staticmethod
-    def _must_wait(record: Record, digest: str) -> bool:
+    def _must_wait(record: Record, digest: str, deadline: float) -> bool:
         """Whether a claim that was refused must wait for the attempt holding the request: it is
         running the handler, or delivering an answer to this URL (re-sending it would answer
         twice), or holds a FAILED that this URL is to re-run once it is let go. A stored SUCCESS
-        for another URL is re-sent at once, whoever holds it."""
+        for another URL is re-sent at once, whoever holds it; so is a stored answer whose lease
+        outlasts this copy's deadline (nothing waited for could still count: a lease written by an
+        older release that parked an undeliverable answer for 30 days, for one)."""
         if record.state == CLAIMED:
             return True  # held (or, by a clock that runs ahead of ours, only just let go)
+        if (record.lease_until or 0) > deadline:
+            return False
         return record.leased(time.time()) and (record.url_digest == digest or record.status == "FAILED")
 
     async def _wait_out(self, record: Record) -> bool:

@@ -34,7 +34,14 @@ to a new token (one conditional write: one fleet member runs each poll step), af
 step ends in `save_progress` again or in `save_response`. A polled answer stays due (its
 `next_poll`, the lease's end) until `mark_sent`: there is no queue message to bring it back, so
 when its owner dies before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING record
-over: the request is answered by its polls, so a redelivered message is a duplicate.
+over: the request is answered by its polls, so a redelivered message is a duplicate. A POLLING
+record takes a step's writes (`save_progress`, `save_response`, `park`) only while that step holds
+its lease: once it let go (or the lease lapsed) the step's token writes nothing more, so a stale
+write loses to whoever takes the poll next. `park` takes an answer that cannot be delivered (or
+progress that cannot be read) out of the due polls for good, with no lease: nothing waits for it.
+`take_poll(early=True)` takes a poll before it is due (the operator ending it). Only a stored
+answer (RESPONSE_READY) becomes SENT. The whole table, every state against every operation, is
+tests/stores/transition_contract.py, run on every store.
 """
 from __future__ import annotations
 
@@ -92,7 +99,9 @@ class Store(Protocol):
     async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
                             request: str | None = None) -> bool: ...
     async def due_polls(self, now: float, limit: int) -> list[str]: ...
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None: ...
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
+                        early: bool = False) -> Record | None: ...
+    async def park(self, key: str, token: str) -> bool: ...
     async def get(self, key: str) -> Record | None: ...
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
@@ -132,13 +141,21 @@ _THROTTLED = frozenset({
 })
 
 
+_SQLITE_TRANSIENT = frozenset({5, 6, 10, 13})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL (primary codes)
+
+
 def transient(exc: BaseException) -> bool:
     """A store call that failed this way may have been applied or not, and is worth retrying
-    (with the same token): a connection error or timeout, throttling, a 5xx, a locked SQLite file."""
+    (with the same token): a connection error or timeout, throttling, a 5xx; a locked SQLite
+    file, a full disk or an I/O error (space is freed, a disk comes back: a full disk is an
+    outage to wait out, not a reason to give up on a completed handler's answer)."""
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
         return True
     if isinstance(exc, sqlite3.OperationalError):
-        return "locked" in str(exc) or "busy" in str(exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None:
+            return code & 0xFF in _SQLITE_TRANSIENT
+        return any(word in str(exc) for word in ("locked", "busy", "disk is full", "disk I/O error"))
     try:
         import botocore.exceptions as bce
     except ImportError:  # pragma: no cover - botocore comes with aiobotocore
@@ -155,6 +172,18 @@ def transient(exc: BaseException) -> bool:
 def _saved_by(record: Record | None, token: str, body: bytes) -> bool:
     """After a conditional save failed: had this attempt's earlier try stored this very body?"""
     return record is not None and record.token == token and record.state != CLAIMED and record.body == bytes(body)
+
+
+def _progress_saved_by(record: Record | None, token: str, progress: str, next_poll: float) -> bool:
+    """After a conditional save_progress failed: had this attempt's earlier try stored this very progress?"""
+    return (record is not None and record.token == token and record.state == POLLING and record.progress == progress
+            and record.next_poll is not None and abs(record.next_poll - next_poll) < 1e-6)
+
+
+def _parked_by(record: Record | None, token: str) -> bool:
+    """After a conditional park failed: had this attempt's earlier try parked the record?"""
+    return (record is not None and record.token == token and record.state in (POLLING, RESPONSE_READY)
+            and record.next_poll is None and not record.lease_until)
 
 
 class StoreConfigError(ValueError):

@@ -56,15 +56,16 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 from ..trust import retention
-from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
-from .dynamodb_items import KEY_ATTRIBUTE, NEXT_POLL_ATTRIBUTE, POLL_INDEX, POLL_SHARDS
-from .dynamodb_items import names as _names, number as _n, record as _record, shard
+from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError
+from .base import _saved_by
+from .dynamodb_items import HELD, KEY_ATTRIBUTE, LAPSED as _LAPSED
+from .dynamodb_items import names as _names, number as _n, record as _record
+from .dynamodb_polls import PollTransitions
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
 _CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
-                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #progress, #next, #shard")
-_LAPSED = "(attribute_not_exists(#lease) OR #lease <= :now)"
+                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #scrub, #progress, #next, #shard")
 _CLAIM_CONDITION = (
     "attribute_not_exists(#pk)"
     " OR #expires <= :now"
@@ -94,7 +95,7 @@ def _default_region() -> str | None:
     return os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
 
 
-class DynamoDBStore:
+class DynamoDBStore(PollTransitions):
     """A DynamoDB table through aiobotocore; region and endpoint follow botocore's usual settings
     (AWS_REGION / AWS_DEFAULT_REGION / profile, AWS_ENDPOINT_URL[_DYNAMODB])."""
 
@@ -180,8 +181,8 @@ class DynamoDBStore:
             UpdateExpression=update,
             ConditionExpression=_CLAIM_CONDITION,
             ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
-                                            "#ttl", "#status", "#body", "#sent", "#progress", "#next", "#shard",
-                                            *names),
+                                            "#ttl", "#status", "#body", "#scrub", "#sent", "#progress", "#next",
+                                            "#shard", *names),
             ExpressionAttributeValues={
                 ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
                 ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
@@ -214,17 +215,19 @@ class DynamoDBStore:
         return ok
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
-        scrub_at = retention.scrub_at(body, self.clock())
+        now = self.clock()
+        scrub_at = retention.scrub_at(body, now)
         scrubbing = {":scrub": _n(scrub_at)} if scrub_at is not None else {}
         ok, resp = await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
-                             + (", #scrub = :scrub" if scrubbing else " REMOVE #scrub"),
-            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#scrub"),
+                             + (", #scrub = :scrub" if scrubbing else ""),  # else a NoEcho progress's stays
+            ConditionExpression=HELD,
+            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#lease",
+                                            *(["#scrub"] if scrubbing else [])),
             ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
-                                       ":body": {"B": bytes(body)}, ":token": {"S": token},
+                                       ":body": {"B": bytes(body)}, ":token": {"S": token}, ":now": _n(now),
                                        ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -288,73 +291,36 @@ class DynamoDBStore:
         resp = await self._call("get_item", Key=self._key(key), ConsistentRead=True)
         return _record(resp.get("Item"))
 
-    # ------------------------------------------------------------------ long-running actions
-    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
-                            request: str | None = None) -> bool:
-        values = {":polling": {"S": POLLING}, ":claimed": {"S": CLAIMED}, ":token": {"S": token},
-                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0)}
-        update = "SET #state = :polling, #progress = :progress, #next = :next, #shard = :shard, #lease = :zero"
-        if request is not None:
-            update, values[":request"] = update + ", #request = :request", {"S": request}
-        ok, _ = await self._conditional(
-            "update_item",
-            Key=self._key(key),
-            UpdateExpression=update,
-            ConditionExpression="#token = :token AND #state IN (:claimed, :polling)",
-            ExpressionAttributeNames=_names("#state", "#progress", "#next", "#shard", "#lease", "#token",
-                                            *(["#request"] if request is not None else [])),
-            ExpressionAttributeValues=values,
-        )
-        return ok
-
-    async def due_polls(self, now: float, limit: int) -> list[str]:
-        due: list[tuple[float, str]] = []
-        for part in range(POLL_SHARDS):
-            resp = await self._call(
-                "query", IndexName=POLL_INDEX, Limit=limit,
-                KeyConditionExpression="#shard = :shard AND #next <= :now",
-                FilterExpression=f"#expires > :now AND {_LAPSED}",
-                ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
-                ExpressionAttributeValues={":shard": {"S": str(part)}, ":now": _n(now)},
-            )
-            due += [(float(item[NEXT_POLL_ATTRIBUTE]["N"]), item[KEY_ATTRIBUTE]["S"]) for item in resp.get("Items", [])]
-        return [key for _, key in sorted(due)[:limit]]
-
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
-        now = self.clock()
-        ok, resp = await self._conditional(
-            "update_item",
-            Key=self._key(key),
-            UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
-            ConditionExpression=f"#state IN (:polling, :ready) AND #next <= :now AND {_LAPSED} AND #expires > :now",
-            ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
-            ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
-                                       ":polling": {"S": POLLING}, ":ready": {"S": RESPONSE_READY}, ":now": _n(now)},
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        record = _record(resp.get("Attributes")) if ok else await self._in_the_way(key, resp)
-        taken = record is not None and record.state in (POLLING, RESPONSE_READY) and record.token == token
-        return record if taken else None
-
     async def scrub(self, key: str) -> None:
-        """Take the NoEcho Data out of `key`'s body if its window has passed (see cfn_provider.trust.retention)."""
+        """Take the NoEcho Data out of `key`'s body, and the handler's part out of its NoEcho
+        progress, if their window has passed (see cfn_provider.trust.retention)."""
         now = self.clock()
         record = await self.get(key)
-        if record is None or not record.body or not record.scrub_at or record.scrub_at > now:
+        if record is None or not (record.body or record.progress) or not record.scrub_at or record.scrub_at > now:
             return
+        sets, conditions = ["#scrub = :done"], ["#scrub = :due"]
+        values: dict[str, Any] = {":done": _n(retention.SCRUBBED), ":due": _n(record.scrub_at)}
+        if record.body:
+            sets.append("#body = :scrubbed")
+            conditions.append("#body = :body")
+            values.update({":scrubbed": {"B": retention.scrub(record.body)}, ":body": {"B": record.body}})
+        if record.progress:
+            sets.append("#progress = :bookkeeping")
+            conditions.append("#progress = :progress")
+            values.update({":bookkeeping": {"S": retention.scrub_progress(record.progress)},
+                           ":progress": {"S": record.progress}})
         await self._conditional(
             "update_item",
             Key=self._key(key),
-            UpdateExpression="SET #body = :scrubbed, #scrub = :done",
-            ConditionExpression="#body = :body AND #scrub = :due",
-            ExpressionAttributeNames=_names("#body", "#scrub"),
-            ExpressionAttributeValues={":scrubbed": {"B": retention.scrub(record.body)}, ":body": {"B": record.body},
-                                       ":done": _n(retention.SCRUBBED), ":due": _n(record.scrub_at)},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=" AND ".join(conditions),
+            ExpressionAttributeNames=_names("#scrub", *(["#body"] if record.body else []),
+                                            *(["#progress"] if record.progress else [])),
+            ExpressionAttributeValues=values,
         )
 
     async def scrub_due(self) -> int:
-        """Scrub the bodies this process stored whose window has passed; how many were due."""
+        """Scrub the bodies (and progress) this process stored whose window has passed; how many were due."""
         now = self.clock()
         due = [key for key, at in self._due.items() if at <= now]
         for key in due:

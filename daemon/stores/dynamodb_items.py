@@ -11,6 +11,9 @@ TTL_ATTRIBUTE = "ttl"
 KEY_ATTRIBUTE = "pk"
 POLL_INDEX, SHARD_ATTRIBUTE, NEXT_POLL_ATTRIBUTE = "polls", "poll_shard", "next_poll"  # the sparse index
 POLL_SHARDS = 4
+LAPSED = "(attribute_not_exists(#lease) OR #lease <= :now)"  # no live lease (condition and filter)
+# A POLLING record takes its step's writes only while the step holds its lease (see base: the transition table).
+HELD = "#token = :token AND (#state = :claimed OR (#state = :polling AND #lease > :now))"
 
 # Every attribute by placeholder: STATE, OWNER, STATUS and TTL are DynamoDB reserved words.
 NAMES = {

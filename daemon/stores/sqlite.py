@@ -18,7 +18,8 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_ex
 from ..trust import retention
 from ..trust.atrest import secure_sqlite
 from ..config import default_state_dir
-from .base import DEFAULT_TTL, Claim, Record, _saved_by
+from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
+from .sqlite_group import commit_group
 from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_
 VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at, :request)
 ON CONFLICT(key) DO UPDATE SET
     state = 'CLAIMED', owner = excluded.owner, token = excluded.token, lease_until = excluded.lease_until,
-    url_digest = excluded.url_digest, status = NULL, body = NULL, expires_at = excluded.expires_at,
+    url_digest = excluded.url_digest, status = NULL, body = NULL, scrub_at = NULL, expires_at = excluded.expires_at,
     request = coalesce(excluded.request, records.request), progress = NULL, next_poll = NULL
 WHERE records.expires_at <= :now
    OR (instr(records.sent_digests, excluded.url_digest) = 0 AND (
@@ -67,7 +68,9 @@ UPDATE records SET
     lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END,
     next_poll = CASE WHEN {moves} THEN NULL ELSE next_poll END
 WHERE key = :key""".format(
-    moves="(state != 'CLAIMED' AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+    moves="(state IN ('RESPONSE_READY', 'SENT') AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+# A POLLING record takes its step's writes only while the step holds its lease (see base: `HELD`).
+_HELD = "(state = 'CLAIMED' OR (state = 'POLLING' AND lease_until > :now))"
 _PURGE_EVERY = 600.0
 
 
@@ -192,10 +195,12 @@ class SQLiteStore:
         return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = ?, body = ?, scrub_at = ? "
-               "WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
-        scrub_at = retention.scrub_at(body, self.clock())
-        if self._write(db, sql, (status, body, scrub_at, key, token)) == 1:
+        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, "
+               "scrub_at = coalesce(:scrub_at, scrub_at) "  # a NoEcho progress's stays: it may be past the window
+               f"WHERE key = :key AND token = :token AND {_HELD}")
+        now = self.clock()
+        params = dict(status=status, body=body, scrub_at=retention.scrub_at(body, now), key=key, token=token, now=now)
+        if self._write(db, sql, params) == 1:
             return True
         record = self._record(db, key)  # an earlier try of this very write may have been applied
         return _saved_by(record, token, body)
@@ -203,26 +208,13 @@ class SQLiteStore:
     def _group(self, writes: list[tuple[Callable[..., Any], tuple]]) -> list[tuple[Any, BaseException | None]]:
         """On the store's thread: durable writes (`write(db, *args)` each), in one transaction that
         commits with an fsync (group commit: the stored bodies of requests that finish together
-        share one). Only these writes must survive power loss before what follows them (the PUT,
-        the queue delete); in WAL mode their fsync also makes every earlier commit durable, and a
-        claim or SENT mark lost with the power only costs a re-run of an unfinished handler or a
-        re-send of the same body. A write that fails fails alone; a failed commit fails them all."""
-        db = self._db
-        assert db is not None
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        db.execute("PRAGMA synchronous=FULL")
-        try:
-            with _immediate(db):
-                for write, args in writes:
-                    try:
-                        outcomes.append((write(db, *args), None))
-                    except Exception as exc:  # noqa: BLE001 - this write's caller hears of it
-                        outcomes.append((None, exc))
-        except Exception as exc:  # noqa: BLE001 - nothing was committed: every caller hears of it
-            return [(None, exc)] * len(writes)
-        finally:
-            db.execute("PRAGMA synchronous=NORMAL")
-        return outcomes
+        share one; cfn_provider.stores.sqlite_group says how a failure is kept to its own write).
+        Only these writes must survive power loss before what follows them (the PUT, the queue
+        delete); in WAL mode their fsync also makes every earlier commit durable, and a claim or
+        SENT mark lost with the power only costs a re-run of an unfinished handler or a re-send of
+        the same body."""
+        assert self._db is not None
+        return commit_group(self._db, writes)
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
         params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
@@ -258,10 +250,30 @@ class SQLiteStore:
                             request: str | None = None) -> bool:
         """CLAIMED or POLLING under this token -> POLLING with the progress, lease let go. Durable
         (fsync): the queue message is deleted next, and this record is then all there is."""
-        sql = ("UPDATE records SET state = 'POLLING', progress = ?, next_poll = ?, lease_until = 0, "
-               "request = coalesce(?, request) WHERE key = ? AND token = ? AND state IN ('CLAIMED', 'POLLING')")
-        params = (progress, next_poll, request, key, token)
-        return await self._thread.run_durable(self._write, sql, params) == 1  # applied twice: the same row
+        return await self._thread.run_durable(self._save_progress, key, token, progress, next_poll, request)
+
+    def _save_progress(self, db: sqlite3.Connection, key: str, token: str, progress: str, next_poll: float,
+                       request: str | None) -> bool:
+        sql = ("UPDATE records SET state = 'POLLING', progress = :progress, next_poll = :next_poll, lease_until = 0, "
+               "scrub_at = :scrub_at, request = coalesce(:request, request) "
+               f"WHERE key = :key AND token = :token AND {_HELD}")
+        now = self.clock()
+        params = dict(progress=progress, next_poll=next_poll, request=request, key=key, token=token, now=now,
+                      scrub_at=retention.progress_scrub_at(progress, now))
+        if self._write(db, sql, params) == 1:
+            return True
+        return _progress_saved_by(self._record(db, key), token, progress, next_poll)  # an earlier try applied
+
+    async def park(self, key: str, token: str) -> bool:
+        return await self._run(self._threads, self._park, key, token)
+
+    def _park(self, db: sqlite3.Connection, key: str, token: str) -> bool:
+        """RESPONSE_READY (or a held POLLING) under this token: no lease, out of the due polls for good."""
+        sql = ("UPDATE records SET lease_until = 0, next_poll = NULL WHERE key = :key AND token = :token "
+               "AND (state = 'RESPONSE_READY' OR (state = 'POLLING' AND lease_until > :now))")
+        if self._write(db, sql, dict(key=key, token=token, now=self.clock())) == 1:
+            return True
+        return _parked_by(self._record(db, key), token)  # an earlier try of this very call was applied
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
         sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
@@ -269,19 +281,20 @@ class SQLiteStore:
         rows = await self._run(self._threads, lambda db: db.execute(sql, (now, now, now, limit)).fetchall())
         return [row[0] for row in rows]
 
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str) -> Record | None:
-        return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token)
+    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
+                        early: bool = False) -> Record | None:
+        return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token, early)
 
     def _take_poll(self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float,
-                   token: str) -> Record | None:
+                   token: str, early: bool) -> Record | None:
         """Lease a due POLLING record (or a polled answer stored but not sent: its owner died) to
         `token` for one step (not due again until the lease ends); the record, or None when
-        another step holds it or it is no longer due."""
+        another step holds it or it is no longer due. `early`: due or not (the operator ending it)."""
         now = self.clock()
         sql = ("UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
-               "AND state IN ('POLLING', 'RESPONSE_READY') AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+               "AND state IN ('POLLING', 'RESPONSE_READY') AND (? OR next_poll <= ?) AND coalesce(lease_until, 0) <= ? "
                "AND expires_at > ?")
-        self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, now, now, now))
+        self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, early, now, now, now))
         record = self._record(db, key)  # taken now, or by an earlier try of this very call
         taken = record is not None and record.state in ("POLLING", "RESPONSE_READY") and record.token == token
         return record if taken else None
@@ -294,12 +307,15 @@ class SQLiteStore:
         return await self._run(self._threads, self._scrub, None)
 
     def _scrub(self, db: sqlite3.Connection, key: str | None) -> int:
+        """The NoEcho Data out of the due records' bodies, and the handler's part out of their NoEcho progress."""
         now, where = self.clock(), "scrub_at > 0 AND scrub_at <= ?" + (" AND key = ?" if key is not None else "")
-        rows = db.execute(f"SELECT key, body FROM records WHERE {where}", (now, key) if key is not None else (now,))
-        done = sum(self._write(db, f"UPDATE records SET body = ?, scrub_at = {retention.SCRUBBED} "
-                                   "WHERE key = ? AND body IS ? AND scrub_at > 0 AND scrub_at <= ?",
-                               (retention.scrub(body) if body else None, k, body, now))
-                   for k, body in rows.fetchall())
+        rows = db.execute(f"SELECT key, body, progress FROM records WHERE {where}",
+                          (now, key) if key is not None else (now,))
+        done = sum(self._write(db, f"UPDATE records SET body = ?, progress = ?, scrub_at = {retention.SCRUBBED} "
+                                   "WHERE key = ? AND body IS ? AND progress IS ? AND scrub_at > 0 AND scrub_at <= ?",
+                               (retention.scrub(body) if body else None,
+                                retention.scrub_progress(progress) if progress else None, k, body, progress, now))
+                   for k, body, progress in rows.fetchall())
         if done:  # the old pages may still sit in the WAL: fold it in and empty it
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return done

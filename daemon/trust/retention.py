@@ -25,6 +25,12 @@ the window was wrong, and then it ends the wait instead of letting the stack han
 
 Only bodies whose answer set NoEcho and carries Data are scrubbed; other bodies are kept (they
 hold nothing a stack's outputs do not show) until the record expires.
+
+The progress of a long-running request (cfn_provider.pipeline.pollstep's PollState) follows the
+same rule when the handler marked it NoEcho (`InProgress(no_echo=True)`; crhelper's helper.Data
+with helper.NoEcho set): the store scrubs the handler's part of it (`scrub_progress`) a replay
+window after it was last stored, with the body. It is only needed until the request's deadline,
+which comes before that. Its bookkeeping (deadline, steps, the PhysicalResourceId so far) stays.
 """
 from __future__ import annotations
 
@@ -53,6 +59,21 @@ def scrub(body: bytes) -> bytes:
 def scrub_at(body: bytes, now: float) -> float | None:
     """When the body's NoEcho Data must leave the store (None: it holds none)."""
     return now + NOECHO_REPLAY_WINDOW if holds_secret(body) else None
+
+
+def progress_scrub_at(progress: str, now: float) -> float | None:
+    """When a stored progress's NoEcho part must leave the store (None: it is not NoEcho)."""
+    doc = _load(progress.encode())
+    return now + NOECHO_REPLAY_WINDOW if doc and doc.get("no_echo") is True and doc.get("progress") else None
+
+
+def scrub_progress(progress: str) -> str:
+    """The stored progress without what the handler put in it (kept: the daemon's bookkeeping)."""
+    doc = _load(progress.encode())
+    if doc is None:
+        return ""
+    doc["progress"] = None
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
 def past_window(scrub_time: float | None, now: float) -> bool:

@@ -17,9 +17,9 @@ from structlog.testing import capture_logs
 from cfn_provider.local.emulator import Emulator, Provider, Stack
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
 from tests.support import handlers
-from tests.support.aws import queue_counts, wait_for_event
+from tests.support.aws import exhaust, queue_counts, wait_for_event
 from tests.support.daemons import in_process_daemons, settings_for
-from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
+from tests.support.sns_signing import CertServer, Signer
 from tests.support.stub_s3 import StubS3
 
 
@@ -46,20 +46,6 @@ async def start(dl_provider: Provider, tmp_path: Path, certs: CertServer, stub_s
         yield go
 
 
-class Signer:
-    def __init__(self, provider: Provider, certs: CertServer):
-        self.provider, self.identity = provider, make_identity()
-        self.cert_url = certs.add("SimpleNotificationService-dlq.pem", self.identity.cert_pem)
-
-    def envelope(self, request: dict[str, Any] | str, topic_arn: str | None = None, sign: bool = True) -> dict:
-        message = request if isinstance(request, str) else json.dumps(request)
-        envelope = notification(message, topic_arn or self.provider.topic_arn, self.cert_url)
-        return sign_envelope(envelope, self.identity) if sign else envelope
-
-    def body(self, request: dict[str, Any] | str, **kwargs: Any) -> str:
-        return json.dumps(self.envelope(request, **kwargs))
-
-
 @pytest.fixture
 def signer(dl_provider: Provider, certs: CertServer) -> Signer:
     return Signer(dl_provider, certs)
@@ -74,20 +60,6 @@ def request_at(stack: Stack, s3: StubS3, kind: str, logical_id: str, **kwargs: A
 
 def key_of(req: dict[str, Any]) -> str:
     return req["ResponseURL"].split("/", 3)[3].split("?")[0]
-
-
-def exhaust(provider: Provider, bodies: list[str]) -> None:
-    """Send `bodies` to the queue and spend their receives (no daemon runs yet), so that SQS
-    moves them to the dead-letter queue, as after a handler that crashed the process each time."""
-    sqs = provider.emulator.client("sqs")
-    for body in bodies:
-        sqs.send_message(QueueUrl=provider.queue_url, MessageBody=body)
-    deadline = time.monotonic() + 30
-    while queue_counts(sqs, provider.dlq_url)[0] < len(bodies):
-        assert time.monotonic() < deadline, "the redrive policy did not move the messages"
-        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
-                            WaitTimeSeconds=0)
-    assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
 
 def in_dlq(provider: Provider) -> int:
@@ -219,7 +191,7 @@ async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answer
         exhaust(dl_provider, [signer.body(req)])
         await start()
         assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(req), 1, 30)
-        # it waited for the dead member's lease (in process, spending no receive), then answered
+        # deferred from pass to pass (the watcher never waits in the daemon) until the lease ran out, then answered
         assert time.monotonic() >= held_until - 0.5  # not before the lease ran out
         doc = json.loads(stub_s3.bodies(key_of(req))[0])
         assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)
@@ -227,3 +199,54 @@ async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answer
         assert stub_s3.put_count(key_of(req)) == 1
     finally:
         await store.close()
+
+
+async def held_by_a_live_claim(tmp_path: Path, req: dict[str, Any], seconds: float) -> None:
+    """A member claimed `req` and holds it (its lease runs `seconds` more): a handler still running."""
+    from cfn_provider.pipeline.request import idempotency_key
+    from cfn_provider.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        assert (await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "busy-member", "digest",
+                                  seconds, token="busy-member-attempt")).acquired
+    finally:
+        await store.close()
+
+
+async def test_a_held_request_does_not_stall_the_pass(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    """A request another member holds for an hour is put off to a later pass (hidden meanwhile):
+    the pass ends and answers the others, it never waits in the daemon for that lease."""
+    stack = Stack(dl_provider)
+    held, good = request_at(stack, stub_s3, "Create", "Held"), request_at(stack, stub_s3, "Create", "Good")
+    await held_by_a_live_claim(tmp_path, held, 3600)
+    exhaust(dl_provider, [signer.body(held), signer.body(good)])
+    with capture_logs() as logs:
+        await start()
+        assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(good), 1, 30)
+        await until(lambda: any(e["event"] == "deadletter.sweep" for e in logs), 15, "the pass to end")
+    sweep = next(e for e in logs if e["event"] == "deadletter.sweep")
+    assert (sweep.get("deleted"), sweep.get("deferred")) == (1, 1), sweep
+    assert stub_s3.put_count(key_of(held)) == 0 and in_dlq(dl_provider) == 1
+
+
+async def test_a_slow_message_does_not_stall_the_pass(
+        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch) -> None:
+    """A pass waits a bounded time for any one message (here a PUT its endpoint holds for 20 s):
+    the others are answered and the pass ends; the slow one is finished in the background."""
+    from cfn_provider.pipeline import deadletters
+
+    monkeypatch.setattr(deadletters, "MESSAGE_SECONDS", 1.0)
+    stack = Stack(dl_provider)
+    slow, good = request_at(stack, stub_s3, "Create", "Slow"), request_at(stack, stub_s3, "Create", "Quick")
+    stub_s3.stall(20, times=1, key=key_of(slow))
+    exhaust(dl_provider, [signer.body(slow), signer.body(good)])
+    with capture_logs() as logs:
+        await start()
+        await until(lambda: any(e["event"] == "deadletter.sweep" for e in logs), 10, "the pass to end")
+        sweep = next(e for e in logs if e["event"] == "deadletter.sweep")
+        assert (sweep.get("deleted"), sweep.get("still-running")) == (1, 1), sweep
+        assert stub_s3.put_count(key_of(good)) == 1
+        assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(slow), 1, 60)  # finished after all
+        await until(lambda: in_dlq(dl_provider) == 0, 30, "both messages to leave the dead-letter queue")

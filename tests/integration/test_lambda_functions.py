@@ -40,6 +40,7 @@ LAMBDA_HANDLERS = (
     ("Custom::Crash", "lambda:index.handler"),
     ("Custom::Loud", "lambda:index.handler"),
     ("Custom::Hang", "lambda:index.handler"),
+    ("Custom::CrhSecret", f"{FN}.crhelper_secret.handler"),
 )
 FOLDERS = {"Custom::Renamed": "renamed", "Custom::S3Objects": "objects", "Custom::TwinA": "twin_a",
            "Custom::TwinB": "twin_b", "Custom::Quick": "quick", "Custom::Crash": "crash", "Custom::Loud": "loud",
@@ -54,8 +55,9 @@ def _region(monkeypatch):
 @pytest.fixture
 def serve(run_daemon, tmp_path):
     """`await serve("Custom::Greeting", ...)`: a daemon serving those functions (and the test handlers)."""
-    async def start(*types: str, **overrides):
+    async def start(*types: str, function_env: dict[str, dict[str, str]] | None = None, **overrides):
         settings = [f"{t}=code={FOLDER / FOLDERS[t]}" for t in types if t in FOLDERS]
+        settings += [f"{t}=env.{k}={v}" for t, env in (function_env or {}).items() for k, v in env.items()]
         settings += [f"Custom::CrhPoll=env.RAN_FILE={tmp_path / 'ran.txt'}", "Custom::Loud=env.LOG_LEVEL=DEBUG",
                      "Custom::Loud=env.GREETING=hello from the environment", "Custom::Hang=concurrency=1"]
         functions = {k: v for k, v in parse_options(settings).items() if k in types}
@@ -191,6 +193,56 @@ async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(ser
     rollback = stack.request("Delete", "Broken", resource_type="Custom::CrhPoll", physical_id="op-b1")
     stack.publish(rollback)
     assert (await response_of(stack, rollback))["Status"] == "SUCCESS"
+
+
+async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_leaves_with_the_window(
+        serve, stack: Stack, tmp_path) -> None:
+    """crhelper keeps helper.Data in CrHelperData from poll to poll, so it is stored as progress.
+    With helper.NoEcho set: `requests` (table and --json) never shows it while the request polls;
+    it is kept in clear only for the replay window, like the NoEcho body; after that the store
+    (any daemon that meets the record) takes it out of the progress and the body alike."""
+    import json as json_
+    import uuid
+
+    from click.testing import CliRunner
+
+    from cfn_provider.cli import main
+    from cfn_provider.pipeline.request import idempotency_key
+    from cfn_provider.stores.sqlite import SQLiteStore
+    from cfn_provider.trust.retention import NOECHO_REPLAY_WINDOW
+
+    secret = "pw-" + uuid.uuid4().hex  # what the function makes up and puts in helper.Data: its own variable
+    await serve("Custom::CrhSecret", function_env={"Custom::CrhSecret": {"CFN_TEST_NOECHO_SECRET": secret}})
+    request = stack.request("Create", "Vault", resource_type="Custom::CrhSecret", properties={"Polls": "3"})
+    key = idempotency_key(request["StackId"], request["RequestId"])
+    state_url = f"sqlite://{tmp_path}/state.db"
+    stack.publish(request)
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        deadline = time.monotonic() + 20
+        while (record := await store.get(key)) is None or record.state != "POLLING":
+            assert time.monotonic() < deadline, "never polled"
+            await asyncio.sleep(0.05)
+        assert secret in (record.progress or "")  # the poll needs it: kept while the request polls ...
+        assert record.scrub_at is not None and record.scrub_at > time.time() + NOECHO_REPLAY_WINDOW - 60  # ... for a while
+        for args in (["--json"], []):
+            shown = await asyncio.to_thread(CliRunner().invoke, main, ["requests", "--state", state_url, *args])
+            assert shown.exit_code == 0 and "Vault" in shown.output, shown.output
+            assert secret not in shown.output and "CrHelperData" not in shown.output
+        answer = await response_of(stack, request, timeout=30)
+        assert answer["Status"] == "SUCCESS" and answer["NoEcho"] is True and answer["Data"] == {"Password": secret}
+    finally:
+        await store.close()
+    later = SQLiteStore(tmp_path / "state.db", clock=lambda: time.time() + NOECHO_REPLAY_WINDOW + 1)
+    try:
+        await later.scrub(key)  # a daemon that meets the record past the window
+        record = await later.get(key)
+    finally:
+        await later.close()
+    assert secret not in (record.progress or "") and secret.encode() not in (record.body or b"")
+    assert json_.loads(record.progress)["polls"] == 2 and json_.loads(record.progress)["no_echo"] is True
+    for path in tmp_path.glob("state.db*"):
+        assert secret.encode() not in path.read_bytes(), path.name
 
 
 async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secret(spawn, stack: Stack) -> None:

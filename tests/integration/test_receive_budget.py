@@ -37,6 +37,15 @@ def provider(emulator: Emulator, request) -> Provider:
     return Provider.create(emulator, dlq=True, max_receive_count=getattr(request, "param", 1))
 
 
+async def a_handler_runs(timeout: float = 10.0) -> int:
+    """How many handlers run (tests.support.handlers), once one does or `timeout` seconds have passed."""
+    for _ in range(int(timeout / 0.05)):
+        if handlers.running["now"]:
+            break
+        await asyncio.sleep(0.05)
+    return handlers.running["now"]
+
+
 def dead_lettered(provider: Provider) -> int:
     return sum(queue_counts(provider.emulator.client("sqs"), provider.dlq_url))
 
@@ -136,6 +145,53 @@ async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attem
     assert "store.unreachable" not in [e.get("event") for e in logs]  # a lost answer is a blip, not an outage
 
 
+async def test_a_full_disk_while_storing_an_answer_is_waited_out_and_never_reruns_the_handler(
+        run_daemon, stack: Stack, provider: Provider, monkeypatch) -> None:
+    """SQLite's SQLITE_FULL while the answer is stored is an outage like an unreachable store:
+    retried with backoff (the message kept hidden), logged once (though the lease extensions beside
+    it, which need no room, get through), and the answer stored and sent once there is room
+    again; the handler that completed is never run again."""
+    import cfn_provider.service as service
+
+    stores: list = []
+
+    def keep(*args, **kwargs):
+        stores.append(real_open_store(*args, **kwargs))
+        return stores[-1]
+
+    real_open_store = service.open_store
+    monkeypatch.setattr(service, "open_store", keep)
+    daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=2)
+    store = stores[0]
+
+    def limit(pages: int | None) -> None:  # the store thread's connection: no page past `pages` (the disk is full)
+        def apply() -> None:
+            size = store._db.execute("PRAGMA page_count").fetchone()[0]
+            store._db.execute(f"PRAGMA max_page_count = {size if pages is None else pages}").fetchone()
+        store._thread.call(apply)
+
+    request = stack.request("Create", "Big", resource_type="Custom::Test",
+                            properties={"DataSize": "3500", "SleepSeconds": "1"})
+    with capture_logs() as logs:
+        stack.publish(request)
+        assert await a_handler_runs(), "the handler never started"
+        limit(None)  # claimed, the handler running: now the disk fills up
+        await wait_for_event(logs, "store.unreachable", timeout=30)
+        await asyncio.sleep(VISIBILITY * 2)  # the message stays hidden meanwhile
+        assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 1)
+        limit(1073741823)  # room again
+        response = await response_of(stack, request, timeout=30)
+        assert response is not None and response["Status"] == "SUCCESS" and len(response["Data"]["Blob"]) == 3500
+        await wait_until_queue_empty(provider, timeout=30)
+    await daemon.stop()
+    assert handlers.calls == [(request["RequestId"], "Create")]
+    assert dead_lettered(provider) == 0
+    events = [e.get("event") for e in logs]
+    assert events.count("store.unreachable") == 1 and events.count("store.back") == 1, events
+    unreachable = next(e for e in logs if e.get("event") == "store.unreachable")
+    assert "full" in unreachable["error"]
+
+
 @pytest.mark.parametrize("provider", [2], indirect=True)  # the copy is received twice: waiter, then holder
 async def test_a_waiting_copy_is_handed_back_at_once_when_its_daemon_stops(
         run_daemon, stack: Stack, provider: Provider) -> None:
@@ -144,11 +200,7 @@ async def test_a_waiting_copy_is_handed_back_at_once_when_its_daemon_stops(
     holder = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1)
     request = stack.request("Create", "Held", resource_type="Custom::Test", properties={"SleepSeconds": "6"})
     stack.publish(request)
-    for _ in range(200):
-        if handlers.running["now"]:
-            break
-        await asyncio.sleep(0.05)
-    assert handlers.running["now"] == 1, "the holder is not running the handler"
+    assert await a_handler_runs() == 1, "the holder is not running the handler"
     waiter = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1, grace_period=60)
     with capture_logs() as logs:
         stack.publish(request)  # the copy: only the second daemon has a free slot

@@ -153,3 +153,50 @@ async def test_an_async_create_that_swallows_its_cancel_is_answered_at_the_deadl
     assert took < 15, f"answered after {took:.0f} s, past the 3 s deadline"
     assert not stubborn.ended  # it is still running, abandoned
     assert any(e["event"] == "handler.orphaned" for e in logs)
+
+
+class LongCleanup:
+    """A Create that overruns its deadline; a Delete that goes long-running and then fails."""
+
+    def __init__(self) -> None:
+        self.polled = 0
+
+    def create(self, event: Mapping[str, Any]) -> Any:
+        time.sleep(float(event["ResourceProperties"]["CreateSeconds"]))
+        return {"PhysicalResourceId": "made-late"}
+
+    def delete(self, event: Mapping[str, Any]) -> Any:
+        from cfn_provider import InProgress
+
+        return InProgress(progress={"deleting": True}, after=1)
+
+    def poll_delete(self, event: Mapping[str, Any], context: Any, progress: Any) -> Any:
+        self.polled += 1
+        raise RuntimeError("could not delete the snapshot")
+
+    update = delete
+
+
+async def test_a_long_running_cleanup_that_fails_still_answers_the_rollback_delete_success(run_daemon, stack: Stack):
+    """The rollback Delete of a timed-out Create goes long-running and its poll fails: answered
+    SUCCESS, as a cleanup that fails at once is (the rollback must not be stuck), with the
+    possible leak logged as an error."""
+    from structlog.testing import capture_logs
+
+    handler = LongCleanup()
+    await run_daemon(handlers=(("Custom::LongCleanup", handler),), poll_interval=0.5)
+    props = {"ServiceTimeout": "4", "CreateSeconds": "4.5"}
+    create = stack.request("Create", "Snap", resource_type="Custom::LongCleanup", properties=props)
+    stack.publish(create)
+    marker = (await response_of(stack, create, timeout=30))["PhysicalResourceId"]
+    assert marker.startswith(TIMED_OUT_PREFIX)
+    rollback = stack.request("Delete", "Snap", resource_type="Custom::LongCleanup", properties=props,
+                             physical_id=marker)
+    with capture_logs() as logs:
+        stack.publish(rollback)
+        done = await response_of(stack, rollback, timeout=30)
+    assert handler.polled == 1
+    assert done is not None and done["Status"] == "SUCCESS" and done["PhysicalResourceId"] == marker, done
+    failed = [e for e in logs if e["event"] == "timed_out_create.cleanup_failed"]
+    assert len(failed) == 1 and failed[0]["log_level"] == "error" and "could not delete" in failed[0]["reason"]
+    assert "leak" in failed[0]["detail"]

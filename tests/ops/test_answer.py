@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,6 +23,8 @@ from cfn_provider.pipeline.request import idempotency_key, parse, stored_form, s
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
 from tests.dialects.conftest import ros_request
 from tests.support.egress import EgressGuard
+from tests.support.aws import exhaust
+from tests.support.sns_signing import CertServer, Signer
 
 
 def digest(request: dict[str, Any]) -> str:
@@ -116,15 +118,62 @@ def test_refused_while_a_daemon_holds_it_unless_forced(state_url, in_store, emul
     assert in_store(lambda s: s.get(key(request))).state == "SENT"
 
 
-def test_refused_for_a_long_running_request_waiting_for_its_poll(state_url, in_store, emulator, stack):
-    """Its record drives it (the queue message is gone): the daemon answers it at the latest at the
-    deadline, and an answer by hand would race the poll step."""
+def polling(in_store, request: dict[str, Any], deadline_in: float, physical_id: str | None = "snap-7",
+            held_for: float | None = None) -> None:
+    """A daemon's long-running request: POLLING with a PollState (deadline `deadline_in` s from now),
+    its next poll a minute away; `held_for`: a poll step holds it that long (taken when due)."""
+    from cfn_provider.pipeline.pollstep import PollState
+
+    state = PollState({"Operation": "op-1"}, physical_id, time.time() + deadline_in, 1, time.time() - 60).dumps()
+
+    async def calls(store) -> None:
+        assert (await store.claim(key(request), "daemon", digest(request), 60, token="daemon-token",
+                                  request=json.dumps(request))).acquired
+        assert await store.save_progress(key(request), "daemon-token", state,
+                                         time.time() + (-1 if held_for else 60))
+        if held_for:
+            assert await store.take_poll(key(request), "stuck-daemon", held_for, token="step-token") is not None
+    in_store(calls)
+
+
+def test_a_long_running_request_is_refused_without_force_and_ended_failed_with_it(state_url, in_store, emulator,
+                                                                                  stack):
+    """Its record drives it (the queue message is gone): without --force it is left to its polls; with
+    --force, while no step holds it, it is answered FAILED with the id its action gave, and its
+    polling ends: no daemon finds it due again."""
     request = stack.request("Create", "Slow")
-    claimed(in_store, request, ago=0)
-    assert in_store(lambda s: s.save_progress(key(request), "daemon-token", '{"progress": 1}', time.time() + 60))
+    polling(in_store, request, deadline_in=3000)
+    result = fail(state_url, emulator, request)
+    assert result.exit_code == 1 and "long-running" in result.output and "--force" in result.output
+    assert s3_body(stack, request) is None and in_store(lambda s: s.get(key(request))).state == "POLLING"
+    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--force")
+    assert result.exit_code == 1 and "--status FAILED only" in result.output and s3_body(stack, request) is None
+
     result = fail(state_url, emulator, request, "--force")
-    assert result.exit_code == 1 and "long-running" in result.output and s3_body(stack, request) is None
-    assert in_store(lambda s: s.get(key(request))).state == "POLLING"
+    assert result.exit_code == 0, result.output
+    assert "ENDING A LONG-RUNNING REQUEST" in result.output
+    sent = json.loads(s3_body(stack, request))
+    assert sent["Status"] == "FAILED" and sent["PhysicalResourceId"] == "snap-7"  # the rollback Delete reaches it
+    record = in_store(lambda s: s.get(key(request)))
+    assert record.state == "SENT" and record.answered(digest(request))
+    assert key(request) not in in_store(lambda s: s.due_polls(time.time() + 3600, 100))  # its polling has ended
+    assert in_store(lambda s: s.take_poll(key(request), "daemon", 60, token="late")) is None
+
+
+def test_a_poll_step_that_holds_it_is_waited_for_until_the_deadline_has_passed(state_url, in_store, emulator, stack):
+    request = stack.request("Create", "Stepping")
+    polling(in_store, request, deadline_in=3000, held_for=600)
+    result = fail(state_url, emulator, request, "--force")
+    assert result.exit_code == 1 and "a poll step holds it" in result.output and s3_body(stack, request) is None
+    assert in_store(lambda s: s.get(key(request))).token == "step-token"
+
+    stuck = stack.request("Create", "Stuck")
+    polling(in_store, stuck, deadline_in=-10, held_for=600)  # a step that never ends, past the deadline
+    result = fail(state_url, emulator, stuck, "--force")
+    assert result.exit_code == 0, result.output
+    assert json.loads(s3_body(stack, stuck))["Status"] == "FAILED"
+    assert not in_store(lambda s: s.save_response(key(stuck), "step-token", "SUCCESS", b"{}"))  # the step lost it
+    assert in_store(lambda s: s.get(key(stuck))).state == "SENT"
 
 
 def test_refused_while_an_answer_is_stored_and_not_yet_confirmed(state_url, in_store, emulator, stack):
@@ -204,30 +253,33 @@ def dl_stack(emulator: Emulator) -> Stack:
     return Stack(Provider.create(emulator, dlq=True, max_receive_count=1))
 
 
-def dead_letter(stack: Stack, request: dict[str, Any]) -> None:
-    """Publish `request` and spend its receives on the queue until SQS moves it to the DLQ."""
-    sqs, provider = stack.provider.emulator.client("sqs"), stack.provider
-    def count() -> int:
-        attrs = sqs.get_queue_attributes(QueueUrl=provider.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+@pytest.fixture
+def signer(dl_stack: Stack) -> Iterator[Signer]:
+    """Signed notifications from the stack's topic, their certificate on a local server."""
+    with CertServer() as certs:
+        yield Signer(dl_stack.provider, certs)
 
-    before = count()
-    stack.publish(request)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=0, VisibilityTimeout=0)
-        if count() > before:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the message never reached the dead-letter queue")
+
+def from_dlq(signer: Signer, *topics: str) -> list[str]:
+    """The options that find and check a request in the DLQ as the daemon would: its queue, its topic
+    (or `topics`), and the local server signing certificates come from."""
+    return ["--from-dlq", "--queue-url", signer.provider.queue_url,
+            *[a for t in (topics or (signer.provider.topic_arn,)) for a in ("--topic-arn", t)],
+            "--trust-signing-cert-url", signer.cert_url.rsplit("/", 1)[0] + "/"]
+
+
+def dead_letter(signer: Signer, request: dict[str, Any], **envelope: Any) -> None:
+    """`request` as SNS delivers it (signed, from the topic), its receives spent until SQS moves it to
+    the dead-letter queue."""
+    exhaust(signer.provider, [signer.body(request, **envelope)])
 
 
 def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_there(
-        state_url, in_store, emulator, dl_stack):
+        state_url, in_store, emulator, dl_stack, signer):
     other, request = dl_stack.request("Create", "Other"), dl_stack.request("Create", "Lost")
-    dead_letter(dl_stack, other)
-    dead_letter(dl_stack, request)
-    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    dead_letter(signer, other)
+    dead_letter(signer, request)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
     assert result.exit_code == 0, result.output
     assert "from the dead-letter queue" in result.output
 
@@ -249,13 +301,55 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
             break
     assert any(request["RequestId"] in b for b in bodies) and any(other["RequestId"] in b for b in bodies)
 
-    again = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    again = fail(state_url, emulator, request, *from_dlq(signer))
     assert again.exit_code == 1 and "already answered" in again.output
 
 
-def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator, dl_stack):
+@pytest.mark.parametrize("forgery", ["unsigned", "tampered", "foreign-topic", "foreign-url"])
+def test_a_message_that_fails_the_daemons_checks_is_never_answered_from_the_dead_letter_queue(
+        state_url, in_store, emulator, dl_stack, signer, stub_s3, forgery):
+    """What the daemon would reject (no signature, a changed message, another topic, a ResponseURL
+    outside the allowlist) never decides where the operator's answer goes: nothing is sent."""
+    request = dl_stack.request("Create", "Forged")
+    if forgery == "unsigned":
+        dead_letter(signer, request, sign=False)
+    elif forgery == "tampered":
+        envelope = signer.envelope(request)
+        envelope["Message"] = envelope["Message"].replace("Forged", "Forget")
+        exhaust(signer.provider, [json.dumps(envelope)])
+    elif forgery == "foreign-topic":
+        dead_letter(signer, request, topic_arn=dl_stack.provider.topic_arn + "-other")
+    else:
+        request["ResponseURL"] = stub_s3.url("collect")  # a host outside the allowlist
+        dead_letter(signer, request)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
+    assert result.exit_code == 1 and "passes the checks a daemon makes" in result.output, result.output
+    assert in_store(lambda s: s.get(key(request))) is None and stub_s3.requests == []
+    if forgery != "foreign-url":
+        assert s3_body(dl_stack, request) is None
+
+
+def test_two_different_messages_for_one_request_are_listed_and_refused(state_url, in_store, emulator, dl_stack,
+                                                                      signer):
+    """Anyone who may publish to the topic (every stack deployer) can sign a copy of a victim's
+    request with their own ResponseURL and PhysicalResourceId: the operator is shown both and
+    chooses; the first one found never wins."""
+    request = dl_stack.request("Update", "Victim", physical_id="victim-1")
+    forged = {**request, "PhysicalResourceId": "attacker-9",
+              "ResponseURL": dl_stack.response_url(f"{dl_stack.name}/attacker/{request['RequestId']}")}
+    dead_letter(signer, forged)
+    dead_letter(signer, request)
+    dead_letter(signer, request)  # SNS delivered it twice: copies of one request are one
+    result = fail(state_url, emulator, request, *from_dlq(signer))
+    assert result.exit_code == 1 and "2 different messages" in result.output, result.output
+    assert "victim-1" in result.output and "attacker-9" in result.output and "X-Amz-Signature" not in result.output
+    assert s3_body(dl_stack, request) is None and s3_body(dl_stack, forged) is None
+    assert in_store(lambda s: s.get(key(request))) is None
+
+
+def test_a_request_not_in_the_dead_letter_queue_is_reported(state_url, emulator, dl_stack, signer):
     request = dl_stack.request("Create", "Nowhere")
-    result = fail(state_url, emulator, request, "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+    result = fail(state_url, emulator, request, *from_dlq(signer))
     assert result.exit_code == 1 and "is not in" in result.output
 
 
@@ -313,7 +407,7 @@ def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply
 
 
 def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_dead_letter_queue(
-        state_url, in_store, emulator, dl_stack):
+        state_url, in_store, emulator, dl_stack, signer):
     """The store's FAILED went to an earlier ResponseURL; the copy in the DLQ names a new one."""
     request = dl_stack.request("Create", "Again")
     earlier = {**request, "ResponseURL": dl_stack.response_url("earlier-url")}
@@ -325,9 +419,9 @@ def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_de
 
     in_store(failed_earlier, ago=120)
     assert "already answered" in fail(state_url, emulator, request).output  # the store's request: answered
-    dead_letter(dl_stack, request)
+    dead_letter(signer, request)
     result = answer(state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand",
-                    "--from-dlq", "--queue-url", dl_stack.provider.queue_url)
+                    *from_dlq(signer))
     assert result.exit_code == 0, result.output
     assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
     record = in_store(lambda s: s.get(key(request)))

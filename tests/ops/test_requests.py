@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 from click.testing import CliRunner
@@ -87,21 +88,34 @@ def test_lists_in_flight_unconfirmed_and_answered_with_what_an_operator_asks(sta
     assert rows["Page"]["state"] == "SENT" and 3 * 3600 - 30 < rows["Page"]["age"] < 3 * 3600 + 30
 
 
-def test_a_long_running_request_shows_its_next_poll_and_progress(state_url, in_store):
-    """POLLING: no lease held while it waits; when its next poll is due and what it has done so far."""
+def test_a_long_running_request_shows_its_next_poll_and_how_far_it_got_never_its_progress(state_url, in_store):
+    """POLLING: no lease held while it waits; when its next poll is due and how far it has got
+    (polls, deadline, size), never what the handler put in its progress (a crhelper function
+    keeps helper.Data there, NoEcho or not)."""
+    from cfn_provider.pipeline.pollstep import PollState
+
+    deadline = time.time() + 3000
+    state = PollState({"CrHelperData": {"snapshot": "snap-1", "Password": "hunter3"}}, "snap-1-id", deadline, 2,
+                      time.time() - 60)
+
     async def polling(store) -> None:
         key = idempotency_key(STACK_A, "r-snap")
         await store.claim(key, "daemon-a", "d9", 600, token="t9", request=wire(STACK_A, "r-snap", "Snapshot"))
-        assert await store.save_progress(key, "t9", json.dumps({"progress": {"snapshot": "snap-1"}}),
-                                         time.time() + 120)
+        assert await store.save_progress(key, "t9", state.dumps(), time.time() + 120)
     populate(in_store)
     in_store(polling)
     rows = listing(state_url, "--state-is", "polling")
     assert [r["logical_id"] for r in rows] == ["Snapshot"]
     [snap] = rows
     assert snap["state"] == "POLLING" and snap["lease_left"] is None
-    assert 100 < snap["next_poll_in"] <= 120 and "snap-1" in snap["progress"]
+    assert 100 < snap["next_poll_in"] <= 120 and snap["polls"] == 2 and snap["progress_bytes"] == len(state.dumps())
+    assert snap["polling_physical_id"] == "snap-1-id"
+    assert snap["deadline_at"] == datetime.fromtimestamp(deadline, timezone.utc).isoformat(timespec="seconds")
     assert [r["logical_id"] for r in listing(state_url)][:2] == ["Web", "Snapshot"]  # after in flight
+    for args in (["--json"], []):
+        result = CliRunner().invoke(main, ["requests", "--state", state_url, *args])
+        assert result.exit_code == 0, result.output
+        assert "hunter3" not in result.output and "CrHelperData" not in result.output and "snap-1\"" not in result.output
 
 
 def test_output_is_redacted_as_the_logs_are(state_url, in_store):
@@ -217,3 +231,16 @@ def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):
     result = CliRunner().invoke(main, ["requests", "--config", str(config), "--json", "--logical-id", "Web"])
     assert result.exit_code == 0, result.output
     assert [r["logical_id"] for r in json.loads(result.output)] == ["Web"]
+
+
+def test_help_lists_every_state_and_an_unknown_one_is_refused(state_url, in_store):
+    result = CliRunner().invoke(main, ["requests", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for state, word in (("CLAIMED", "in-flight"), ("RESPONSE_READY", "unconfirmed"), ("POLLING", "polling"),
+                        ("SENT", "answered")):
+        assert f"{state} ({word})" in text, text
+    populate(in_store)
+    result = CliRunner().invoke(main, ["requests", "--state", state_url, "--state-is", "polled"])
+    assert result.exit_code == 2 and "'polled' is not a state" in result.output and "POLLING" in result.output
+    assert "no requests" not in result.output  # refused, not an empty listing

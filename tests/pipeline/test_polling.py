@@ -134,5 +134,52 @@ async def test_take_now_runs_a_poll_without_a_look_and_gives_the_slot_back_if_an
         scheduler.take_now(key)  # leased by the step that ran: not ours to take again
         await asyncio.wait(set(scheduler.running.values()))
         assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+
+
+class SlowAnswers:
+    """The store, except that a save_progress answer arrives `delay` seconds after the write was
+    applied: a step cut short meanwhile has its progress write in flight."""
+
+    def __init__(self, store: SQLiteStore, delay: float) -> None:
+        self.store, self.delay = store, delay
+        self.applied = asyncio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    async def save_progress(self, *args, **kwargs):
+        result = await self.store.save_progress(*args, **kwargs)
+        self.applied.set()
+        await asyncio.sleep(self.delay)
+        return result
+
+
+class Advances:
+    """A step that stores the next progress, as pollstep's `_again` does (the handler moved on)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.wake = lambda when: None
+
+    async def step(self, record, token) -> str:
+        await self.store.save_progress(record.key, token, '{"step":2}', time.time() + 30)
+        return "waiting"
+
+
+async def test_a_step_cut_short_while_its_progress_write_is_in_flight_never_moves_progress_back(tmp_path):
+    """The stop's let-go rewrites the progress the step was given: it must lose to the newer
+    progress the step already stored (its token no longer holds the poll), never replace it."""
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        assert (await store.claim("key", "w", "d", 60, token="t0")).acquired
+        assert await store.save_progress("key", "t0", '{"step":1}', time.time() - 1, "{}")
+        slow = SlowAnswers(store, delay=5)
+        scheduler = PollScheduler(Advances(slow), slow, owner="me", concurrency=1, lease_seconds=600)
+        assert await scheduler.look() == 1
+        await slow.applied.wait()  # the new progress is written; its answer is still on its way
+        await scheduler.drain(grace=0)
+        record = await store.get("key")
+        assert record.progress == '{"step":2}', "the stop's let-go moved the progress backwards"
+        assert record.state == POLLING and not record.leased(time.time())
     finally:
         await store.close()

@@ -180,3 +180,52 @@ async def test_a_lost_answer_at_any_polling_write_is_recognised_as_this_attempts
         assert w.lies == len(lie_at & set(range(1, w.writes + 1)))
     finally:
         await rival.store.close()
+
+
+async def test_a_due_poll_is_found_behind_more_held_entries_than_the_limit(store, clock):
+    """DynamoDB applies a query's Limit before its filter: entries in the poll index whose next
+    poll has passed but whose lease lives (a step running long, an answer an older release parked
+    with a 30-day lease) must not hide a due poll behind them, however many there are."""
+    for i in range(40):
+        key = f"{KEY}-held-{i}"
+        assert (await store.claim(key, "w1", URL_A, LEASE, token=f"c{i}")).acquired
+        assert await store.save_progress(key, f"c{i}", STEP, clock.now, REQUEST)
+        assert await store.take_poll(key, "w1", LEASE, token=f"s{i}") is not None
+        assert await store.extend(key, f"s{i}", 30 * 24 * 3600)  # held far past its next poll
+    clock.advance(LEASE + 1)
+    assert (await store.claim(KEY, "w2", URL_A, LEASE, token="due")).acquired
+    assert await store.save_progress(KEY, "due", STEP, clock.now, REQUEST)
+    clock.advance(1)
+    assert await store.due_polls(clock.now, 2) == [KEY]
+
+
+async def test_a_parked_answer_is_never_due_again_and_holds_no_lease(store, clock):
+    """An answer that cannot be delivered is parked: out of the due polls for good (not leased
+    for 30 days), so nothing waits for it and no look meets it again."""
+    await polling(store, clock, after=1)
+    clock.advance(1)
+    assert await store.take_poll(KEY, "w2", LEASE, token="t2") is not None
+    assert await store.save_response(KEY, "t2", "SUCCESS", b"undeliverable")
+    assert await store.park(KEY, "t2")
+    assert await store.park(KEY, "t2")  # a retry of it: done already
+    record = await store.get(KEY)
+    assert record.state == RESPONSE_READY and not record.leased(clock.now) and record.next_poll is None
+    for _ in range(3):
+        clock.advance(LEASE * 5)
+        assert await store.due_polls(clock.now, 10) == []
+    claim = await store.claim(KEY, "w3", URL_A, LEASE, token="w3")  # a later copy: replays it at once
+    assert not claim.acquired and claim.record.body == b"undeliverable" and not claim.record.leased(clock.now)
+
+
+async def test_take_poll_early_takes_a_waiting_poll_but_never_a_held_one(store, clock):
+    """The operator ending a stuck request (`answer --force`) takes its poll before it is due, never
+    from under a live step; a parked one (out of the index) too."""
+    await polling(store, clock, after=600)
+    taken = await store.take_poll(KEY, "operator", LEASE, token="op", early=True)
+    assert taken is not None and taken.token == "op" and taken.progress == STEP
+    assert await store.take_poll(KEY, "other", LEASE, token="other", early=True) is None  # held by "op" now
+    assert await store.park(KEY, "op")
+    assert await store.take_poll(KEY, "operator", LEASE, token="op2", early=True) is not None
+    assert await store.save_response(KEY, "op2", "FAILED", b"ended")
+    await store.mark_sent(KEY, URL_A, "op2")
+    assert (await store.get(KEY)).state == SENT and await store.due_polls(clock.now + LEASE * 10, 10) == []

@@ -26,7 +26,9 @@ from cfn_provider.stores.base import StoreConfigError
 from cfn_provider.stores import open_store
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
 from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
+from tests.stores.transition_contract import *  # noqa: F401,F403 - the transition table
 from tests.stores.contract import KEY, LEASE, TTL, URL_A, URL_B, Clock, answered
+from tests.support.dynalite import make_table
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
 
@@ -55,11 +57,8 @@ def dynamodb(emulator: Emulator, monkeypatch):
 def table(dynamodb):
     client = dynamodb
     name = f"cfn-state-{uuid.uuid4().hex[:12]}"
-    if OTHER_DYNAMODB:  # the same key schema; dynalite has no UpdateTimeToLive
-        client.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
-        client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.1})
+    if OTHER_DYNAMODB:  # bootstrap's table (key and `polls` index); dynalite has no UpdateTimeToLive
+        make_table(client, name)
     else:
         assert ensure_table(client, name).action == "created"
     yield name

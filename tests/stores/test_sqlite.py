@@ -19,6 +19,7 @@ from cfn_provider.stores.sqlite import SQLiteStore
 from cfn_provider.stores import open_store
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
 from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
+from tests.stores.transition_contract import *  # noqa: F401,F403 - the transition table
 from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
 
 
@@ -301,3 +302,79 @@ async def test_a_group_whose_commit_fails_fails_every_caller(store, db_path):
     for k in keys:
         assert (await store.get(k)).state == "CLAIMED"
         assert await store.save_response(k, f"t-{k}", "SUCCESS", b"{}")  # the retry goes through
+
+
+def _trigger(db_path, key: str, action: str) -> None:
+    """A trigger that makes storing `key`'s answer fail: RAISE(ABORT) fails the statement alone,
+    RAISE(ROLLBACK) ends the whole transaction, as a full disk or an I/O error does."""
+    import sqlite3
+
+    db = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        db.execute(f"CREATE TRIGGER injected BEFORE UPDATE ON records WHEN NEW.key = '{key}' "
+                   f"AND NEW.state = 'RESPONSE_READY' BEGIN SELECT RAISE({action}, 'injected failure'); END")
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("action", ["ROLLBACK", "ABORT"])
+async def test_a_write_that_fails_a_group_fails_alone_and_the_rest_commit_as_a_group(store, db_path, make_store,
+                                                                                     action):
+    """Whether the failing write ends the transaction (ROLLBACK) or only its own statement (ABORT),
+    its caller hears its own error, every other caller's write is committed durably (in a fresh
+    group, never one by one outside a transaction), and each of them is told so."""
+    import sqlite3
+
+    keys = [f"{KEY}-{i}" for i in range(5)]
+    for k in keys:
+        assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
+    _trigger(db_path, keys[2], action)
+    outcomes, statements = await _queued_together(
+        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys])
+    assert isinstance(outcomes[2], sqlite3.IntegrityError) and "injected failure" in str(outcomes[2]), outcomes
+    assert [o for i, o in enumerate(outcomes) if i != 2] == [True] * 4, outcomes
+    begins = [s for s in statements if s.upper().startswith("BEGIN")]
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    assert len(commits) == 1 and len(begins) == (2 if action == "ROLLBACK" else 1), statements
+    other = make_store()  # what survives: read through another connection
+    try:
+        for i, k in enumerate(keys):
+            record = await other.get(k)
+            assert record.state == ("CLAIMED" if i == 2 else "RESPONSE_READY"), (k, record.state)
+    finally:
+        await other.close()
+
+
+async def test_a_full_disk_fails_each_write_with_its_true_error_and_is_retried(store, db_path):
+    """SQLITE_FULL ends the transaction: each caller hears "database or disk is full" (not "cannot
+    commit - no transaction is active"), a transient error, and its retry (the same call, the same
+    token) succeeds once there is room again."""
+    import sqlite3
+
+    from cfn_provider.stores.base import transient
+
+    keys = [f"{KEY}-{i}" for i in range(3)]
+    for k in keys:
+        assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
+    pages = store._thread.call(lambda: store._db.execute("PRAGMA page_count").fetchone()[0])
+    store._thread.call(lambda: store._db.execute(f"PRAGMA max_page_count = {pages}").fetchone())  # the disk is full
+    body = b'{"Data":"' + b"x" * 20000 + b'"}'
+    outcomes, _ = await _queued_together(store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", body)
+                                                 for k in keys])
+    assert all(isinstance(o, sqlite3.OperationalError) and "full" in str(o) for o in outcomes), outcomes
+    assert all(transient(o) for o in outcomes)
+    for k in keys:
+        assert (await store.get(k)).state == "CLAIMED"
+    store._thread.call(lambda: store._db.execute("PRAGMA max_page_count = 1073741823").fetchone())  # room again
+    assert [await store.save_response(k, f"t-{k}", "SUCCESS", body) for k in keys] == [True] * 3
+    assert [(await store.get(k)).body for k in keys] == [body] * 3
+
+
+def test_a_full_disk_and_an_io_error_are_transient():
+    import sqlite3
+
+    from cfn_provider.stores.base import transient
+
+    assert transient(sqlite3.OperationalError("database or disk is full"))
+    assert transient(sqlite3.OperationalError("disk I/O error"))
+    assert not transient(sqlite3.OperationalError("cannot commit - no transaction is active"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -20,6 +21,21 @@ def queue_counts(sqs: Any, queue_url: str) -> tuple[int, int]:
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def exhaust(provider: Provider, bodies: list[str]) -> None:
+    """Send `bodies` to the queue and spend their receives (no daemon runs yet), so that SQS
+    moves them to the dead-letter queue, as after a handler that crashed the process each time."""
+    sqs = provider.emulator.client("sqs")
+    before = queue_counts(sqs, provider.dlq_url)[0]
+    for body in bodies:
+        sqs.send_message(QueueUrl=provider.queue_url, MessageBody=body)
+    deadline = time.monotonic() + 30
+    while queue_counts(sqs, provider.dlq_url)[0] < before + len(bodies):
+        assert time.monotonic() < deadline, "the redrive policy did not move the messages"
+        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
+                            WaitTimeSeconds=0)
+    assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
 
 async def assert_still_serving(stack: Stack) -> None:

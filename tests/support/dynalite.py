@@ -106,16 +106,20 @@ class Dynalite:
                             config=Config(retries={"max_attempts": 3}))
 
     def create_table(self, table: str) -> None:
-        """The fleet table as `cfn-provider bootstrap --dynamodb-table` makes it (ensure_table), except
-        the TTL setting, which dynalite does not implement."""
-        from botocore.exceptions import ClientError
+        """The fleet table as `cfn-provider bootstrap --dynamodb-table` makes it (see make_table)."""
+        make_table(self.client(), table)
 
-        from cfn_provider.ops.bootstrap import ensure_table
 
-        client = self.client()
-        try:
-            ensure_table(client, table)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "UnknownOperationException":
-                raise
-        client.describe_table(TableName=table)  # made, whatever the TTL step said
+def make_table(client: Any, table: str) -> None:
+    """The fleet table as `cfn-provider bootstrap --dynamodb-table` makes it (ensure_table: its key and
+    its `polls` index), on `client`'s dynalite, except the TTL setting, which dynalite does not implement."""
+    from botocore.exceptions import ClientError
+
+    from cfn_provider.ops.bootstrap import ensure_table
+
+    try:
+        ensure_table(client, table)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "UnknownOperationException":
+            raise
+    client.describe_table(TableName=table)  # made, whatever the TTL step said

@@ -7,9 +7,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import http.server
+import json
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -137,3 +139,20 @@ class CertServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Signer:
+    """Signed SNS notifications from `provider`'s topic (its `topic_arn`), with a certificate `certs`
+    serves: `signer.body(request)` is a queue message body as SNS would deliver it."""
+
+    def __init__(self, provider: Any, certs: CertServer):
+        self.provider, self.identity = provider, make_identity()
+        self.cert_url = certs.add("SimpleNotificationService-dlq.pem", self.identity.cert_pem)
+
+    def envelope(self, request: dict[str, Any] | str, topic_arn: str | None = None, sign: bool = True) -> dict:
+        message = request if isinstance(request, str) else json.dumps(request)
+        envelope = notification(message, topic_arn or self.provider.topic_arn, self.cert_url)
+        return sign_envelope(envelope, self.identity) if sign else envelope
+
+    def body(self, request: dict[str, Any] | str, **kwargs: Any) -> str:
+        return json.dumps(self.envelope(request, **kwargs))

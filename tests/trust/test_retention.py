@@ -191,3 +191,48 @@ async def test_a_request_back_after_the_window_is_answered_failed_never_rerun(ru
     for file in tmp_path.glob("state.db*"):  # the replay scrubbed the stored body on its way
         assert SECRET.encode() not in file.read_bytes(), file.name
     assert await daemon.stop() == 0
+
+
+# --- the progress of a long-running request --------------------------------------------------------
+
+def poll_state(no_echo: bool) -> str:
+    from cfn_provider.pipeline.pollstep import PollState
+
+    return PollState({"CrHelperData": {"Password": SECRET}}, "pid-9", time.time() + 3000, 1, time.time(),
+                     no_echo).dumps()
+
+
+@pytest.mark.parametrize("answer", ["polling", "SUCCESS", "FAILED"])
+async def test_noecho_progress_is_kept_for_the_window_then_scrubbed_whatever_the_answer(backend, clock, answer):
+    """A NoEcho progress (crhelper's helper.Data with helper.NoEcho) is kept in clear for the replay
+    window after it was stored, as a NoEcho body is, then scrubbed, keeping the bookkeeping: while the
+    request still polls, and after its answer, even a FAILED one that has no Data of its own."""
+    store, _ = backend
+    assert (await store.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
+    assert await store.save_progress(KEY, "w1", poll_state(True), clock.now + 5, '{"RequestType":"Create"}')
+    assert (await store.get(KEY)).scrub_at == pytest.approx(clock.now + W)
+    if answer != "polling":
+        clock.advance(5)
+        assert await store.take_poll(KEY, "w1", LEASE, token="step") is not None
+        body = NOECHO if answer == "SUCCESS" else b'{"Status":"FAILED","Reason":"gone"}'
+        assert await store.save_response(KEY, "step", answer, body)
+        await store.mark_sent(KEY, URL_A, "step")
+    clock.advance(W - 10)
+    assert await store.scrub_due() == 0
+    assert SECRET in (await store.get(KEY)).progress
+    clock.advance(W)
+    assert await store.scrub_due() == 1
+    record = await store.get(KEY)
+    assert SECRET not in record.progress and SECRET.encode() not in (record.body or b"")
+    assert json.loads(record.progress)["physical_id"] == "pid-9" and json.loads(record.progress)["progress"] is None
+
+
+async def test_a_progress_not_marked_noecho_is_kept(backend, clock):
+    store, _ = backend
+    assert (await store.claim(KEY, "w1", URL_A, LEASE, token="w1")).acquired
+    assert await store.save_progress(KEY, "w1", poll_state(False), clock.now + 5, '{"RequestType":"Create"}')
+    assert (await store.get(KEY)).scrub_at is None
+    clock.advance(W * 2)
+    await store.scrub_due()
+    await store.scrub(KEY)
+    assert SECRET in (await store.get(KEY)).progress

@@ -1,0 +1,110 @@
+"""Admission: whether a message is a request this daemon may act on, the same checks wherever a
+message comes from (the queue, the dead-letter watcher, `cfn-provider answer --from-dlq`; the web
+listener's body goes through `admit_request`, the part after the envelope).
+
+    unwrap (the transport's forms) -> raw delivery only without verification -> bare MNS messages
+        only when allowed -> TopicArn allowlist -> SNS signature -> parse (the transport's dialect)
+        -> ResponseURL allowlist
+
+A message that fails is `Rejected` (`security` when it may be forged, `transient` when a signing
+certificate could not be fetched and it is worth looking at again).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+import structlog
+
+from ..dialects.base import CLOUDFORMATION, Dialect
+from ..dialects.ros import ResponseUrlChoice
+from ..transports.queue import Message
+from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
+from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
+from .request import NotARequest, Request, parse
+
+log = structlog.get_logger("worker")
+CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
+MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
+BARE_REFUSED = ("a bare MNS message names no topic: with --mns-topic set, only notifications of those topics are "
+                "served (--mns-allow-bare-messages also serves requests sent straight to the queue)")
+
+
+class Rejected(Exception):
+    def __init__(self, reason: str, security: bool = False, transient: bool = False):
+        super().__init__(reason)
+        self.security, self.transient = security, transient
+
+
+class Admission:
+    """The checks, with the daemon's settings: `verifier` None when signatures are not verified,
+    `topic_arns` empty for any topic (SNS TopicArns; on MNS cfn_provider.trust.topics' form),
+    `forms` the message forms the transport carries (cfn_provider.pipeline.envelope),
+    `bare_messages` whether an MNS message that is not a topic notification is served;
+    `stopping()` says whether to give up on a certificate now."""
+
+    def __init__(self, *, url_policy: ResponseUrlPolicy, verifier: SignatureVerifier | None,
+                 topic_arns: tuple[str, ...] = (), dialect: Dialect = CLOUDFORMATION,
+                 url_choice: ResponseUrlChoice = ResponseUrlChoice(), forms: str = SNS_FORMS,
+                 bare_messages: bool = True, stopping: Callable[[], bool] = lambda: False):
+        self.url_policy, self.verifier, self.topic_arns = url_policy, verifier, topic_arns
+        self.dialect, self.url_choice, self.stopping = dialect, url_choice, stopping
+        self.forms, self.bare_messages = forms, bare_messages
+
+    async def admit(self, message: Message) -> tuple[Envelope, Request]:
+        try:
+            envelope = unwrap(message.body, message.id, message.sent_at, self.forms)
+        except BadMessage as exc:
+            raise Rejected(str(exc)) from None
+        if envelope.raw and self.verifier is not None:
+            raise Rejected("raw message delivery carries no signature; it is accepted only with "
+                           "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
+        if envelope.raw and not self.bare_messages:
+            raise Rejected(BARE_REFUSED, security=True)
+        if not envelope.raw:
+            # The allowlist first: a message from another topic never makes the daemon fetch anything.
+            if self.topic_arns and envelope.topic_arn not in self.topic_arns:
+                raise Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
+            if self.verifier is not None:
+                await self._verify(message, envelope)
+        return envelope, self.admit_request(envelope.message)
+
+    def admit_request(self, text: str) -> Request:
+        """The request in `text`, parsed under the transport's dialect and its ResponseURLs checked;
+        Rejected saying why not."""
+        try:
+            request = parse(text, self.dialect)
+        except NotARequest as exc:
+            raise Rejected(str(exc)) from None
+        if request.ignored:  # another dialect's fields: they change nothing, but say they were there
+            structlog.contextvars.bind_contextvars(ignored_fields=list(request.ignored))
+        for url in self.url_choice.urls(request):
+            try:
+                self.url_policy.check(url, request.dialect.response_hosts)
+            except UrlRejected as exc:
+                raise Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
+        return request
+
+    async def _verify(self, message: Message, envelope: Envelope) -> None:
+        """Verify the signature. A certificate that cannot be fetched right now is retried here,
+        with backoff, while the heartbeat keeps the message hidden (no receive is spent on it),
+        until the message is too old for any request in it to be answered in time."""
+        assert self.verifier is not None
+        give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
+        pause = 1.0
+        while True:
+            try:
+                await self.verifier.verify(envelope.document)
+                return
+            except SignatureError as exc:
+                raise Rejected(f"SNS signature rejected: {exc}", security=True) from None
+            except CertificateUnavailable as exc:
+                if pause == 1.0:
+                    log.warning("deferred", reason=f"SNS signing certificate unavailable, will retry: {exc}",
+                                receive_count=message.receive_count)
+                if self.stopping() or time.time() + pause > give_up:
+                    raise Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
+            await asyncio.sleep(pause)
+            pause = min(CERT_RETRY_MAX, pause * 2)
