@@ -28,7 +28,7 @@ from .pollstep import Polls, accepted
 from .progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
-from .admission import Admission, Rejected
+from .admission import Admission, Rejected as _Rejected
 from .envelope import SNS_FORMS, Envelope
 from .heartbeat import Heartbeat
 from ..ops.metrics import Metrics
@@ -59,7 +59,7 @@ class Policy:
 
 
 class Worker:
-    Rejected = Rejected  # what admit_request raises, saying why (the web listener's 400)
+    Rejected = _Rejected  # what admit_request raises, saying why (the web listener's 400)
 
     def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
                  verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
@@ -94,7 +94,7 @@ class Worker:
         started = time.monotonic()
         try:
             envelope, request = await self.admission.admit(message)
-        except Rejected as exc:
+        except _Rejected as exc:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started)
 
@@ -125,7 +125,7 @@ class Worker:
         return disposition
 
     # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
-    def _rejected(self, message: Message, exc: Rejected) -> Disposition:
+    def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
         if exc.transient:  # already logged ("deferred") when it first failed
             return Disposition.DEFER
         self.metrics.message_rejected("security" if exc.security else "rejected")
