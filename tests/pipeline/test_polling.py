@@ -134,6 +134,8 @@ async def test_take_now_runs_a_poll_without_a_look_and_gives_the_slot_back_if_an
         scheduler.take_now(key)  # leased by the step that ran: not ours to take again
         await asyncio.wait(set(scheduler.running.values()))
         assert steps.ran == [key] and scheduler.free == 1 and not scheduler.running
+    finally:
+        await store.close()
 
 
 class SlowAnswers:
