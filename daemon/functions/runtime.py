@@ -201,8 +201,13 @@ def limit_memory(memory_mb):
         return
     import resource
     size = int(memory_mb) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_DATA, (size, size))
-    del sys.modules["resource"]
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (size, size))
+    except PermissionError:
+        raise LoadError("memory_mb: the process may not set its memory limit (setrlimit is refused: under "
+                        "systemd, install the drop-in systemd/function-memory.conf, or remove memory_mb)") from None
+    finally:
+        del sys.modules["resource"]
 
 
 def load(init, channel):

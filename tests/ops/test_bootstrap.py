@@ -390,7 +390,7 @@ def _printed_policy(output: str) -> dict[str, Any]:
 def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulator, name):
     """Ready to attach: exact ARNs of the queue, its DLQ, the table and its index; each action one the
     daemon's code calls (daemon/transports/queue.py, daemon/stores/dynamodb.py), and every such call granted."""
-    from tests.deploy.test_templates import REPO, _calls, iam
+    from tests.deploy.test_templates import _calls, dynamodb_store_calls, iam, REPO
 
     table = f"{name}-state"
     result = bootstrap("--name", name, "--dynamodb-table", table)
@@ -406,7 +406,7 @@ def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulat
             grants.setdefault(action, set()).add(s["Resource"])
 
     sqs_calls = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
-    dynamodb_calls = {iam("dynamodb:", op) for op in _calls(REPO / "daemon" / "stores" / "dynamodb.py")}
+    dynamodb_calls = {iam("dynamodb:", op) for op in dynamodb_store_calls()}
     assert {a for a in grants if a.startswith("sqs:")} == sqs_calls
     assert {a for a in grants if a.startswith("dynamodb:")} == dynamodb_calls
     assert set(grants) == sqs_calls | dynamodb_calls
