@@ -196,7 +196,7 @@ def test_not_run_cloudformation_templates_pass_cfn_lint():
     checked = 0
     for block in ALL_BLOCKS:
         if block.kind == "not-run" and block.lang in ("yaml", "yml") and "Resources:" in block.text \
-                and "ROSTemplateFormatVersion" not in block.text:
+                and "ROSTemplateFormatVersion" not in block.text and "ALIYUN::" not in block.text:
             errors = [str(f) for f in lint(block.where, block.text) if f.error]
             assert not errors, errors
             checked += 1
