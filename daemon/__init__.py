@@ -14,7 +14,7 @@ __all__ = ["Call", "Context", "CustomResourceRequest", "HandlerResult", "InProgr
            "__version__"]
 
 if TYPE_CHECKING:
-    from .pipeline.progress import InProgress
+    from .long_running.progress import InProgress
     from .pipeline.runner import Context
     from .sdk.call import Call
     from .sdk.resource import Resource
@@ -29,7 +29,7 @@ if _os.path.islink(__file__):  # an editable install (make venv): a module it do
     watch(__name__, __file__)
 
 _PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner",
-           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types", "InProgress": "pipeline.progress"}
+           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types", "InProgress": "long_running.progress"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """`python -m cfn_provider`: the command line, as the console script runs it.
 
 `-m` puts the working directory first on sys.path; it is taken off again, so that handler modules
-follow the one rule of cfn_provider.pipeline.handlerpath (installed packages, PYTHONPATH and the
+follow the one rule of cfn_provider.pipeline.handler_path (installed packages, PYTHONPATH and the
 --handler-path folders) whichever way the daemon is started.
 """
 import os

@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__
-from .trust.atrest import StateExposed
+from .trust.at_rest import StateExposed
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings

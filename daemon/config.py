@@ -76,7 +76,7 @@ class Settings:
     region: str | None = None
     topic_arns: tuple[str, ...] = ()
     handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
-    handler_paths: tuple[str, ...] = ()  # --handler-path folders handler modules are also imported from (pipeline.handlerpath)
+    handler_paths: tuple[str, ...] = ()  # --handler-path folders handler modules are also imported from (pipeline.handler_path)
     state: str = field(default_factory=default_state_url)
     concurrency: int = 32
     visibility_timeout: int = 60

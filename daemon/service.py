@@ -17,16 +17,16 @@ import structlog
 
 from . import loops
 from .ops import health
-from .trust.atrest import secure_key_files
+from .trust.at_rest import secure_key_files
 from .config import Settings, TransportConfigError, health_path
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
-from .pipeline.deadletters import DeadLetterWatcher, watcher_for
+from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .pipeline.envelope import MNS_FORMS, SNS_FORMS
 from .dialects.base import CLOUDFORMATION
 from .ops.metrics import Metrics
 from .pipeline.poller import Poller
-from .pipeline.polling import PollScheduler, scheduler_for
+from .long_running.scheduler import PollScheduler, scheduler_for
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener

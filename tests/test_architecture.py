@@ -100,4 +100,5 @@ def test_module_is_short_and_says_what_it_is(name: str):
 
 def test_the_folders_read_as_the_architecture():
     packages = sorted(p.name for p in (REPO / "daemon").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["dialects", "functions", "local", "ops", "pipeline", "sdk", "stores", "transports", "trust"]
+    assert packages == ["dead_letters", "dialects", "functions", "local", "long_running", "ops", "pipeline", "sdk", "stores",
+                        "transports", "trust"]

@@ -1,6 +1,6 @@
 """Alibaba Cloud ROS: its dialect of the custom-resource protocol, and which URL answers it.
 
-ROS speaks CloudFormation's protocol with differences (shared/DESIGN.md, "ROS"): requests add
+ROS speaks CloudFormation's protocol with differences (docs/ros.md): requests add
 IntranetResponseURL, StackName, ResourceOwnerId, CallerId and RegionId, and StackId is a plain
 id; the answer is POSTed as application/json with a GMT Date header; PhysicalResourceId is at
 most 255 bytes and never changes on Update (ROS cannot replace a resource); there is no NoEcho;
@@ -11,8 +11,8 @@ ROS sends only the template's `Parameters` as ResourceProperties, so the daemon 
 which answers early rather than late.
 
 A request is ROS's because its transport is (MNS, the HTTP listener), never because of what it
-carries: a ROS-only field in a request on SNS/SQS changes nothing (shared/DESIGN.md, "Trust
-boundary"), and an ARN StackId on MNS is a ROS request's StackId like any other.
+carries: a ROS-only field in a request on SNS/SQS changes nothing (docs/security.md, "The
+transport decides the dialect"), and an ARN StackId on MNS is a ROS request's StackId like any other.
 """
 from __future__ import annotations
 

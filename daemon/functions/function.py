@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 import structlog
 
-from ..pipeline.progress import InProgress
+from ..long_running.progress import InProgress
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost

@@ -37,7 +37,7 @@ from ..dialects.base import CLOUDFORMATION
 from ..pipeline import response as responses
 from ..pipeline.admission import Admission, Rejected
 from ..pipeline.envelope import BadMessage, unwrap
-from ..pipeline.pollstep import PollState
+from ..long_running.steps import PollState
 from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
 from ..transports.queue import Message

@@ -167,7 +167,7 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
 def _progress(text: str) -> dict[str, Any]:
     """What a polling request's stored progress may show: how far it got, never what the handler
     put in it (a bookmark, or Data it will hide: crhelper keeps helper.Data there)."""
-    from ..pipeline.pollstep import PollState
+    from ..long_running.steps import PollState
 
     shown: dict[str, Any] = {"progress_bytes": len(text.encode())}
     try:

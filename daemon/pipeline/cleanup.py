@@ -9,7 +9,7 @@ from typing import Awaitable, Callable
 import structlog
 
 from . import response as responses
-from .progress import InProgress
+from ..long_running.progress import InProgress
 from ..stores.base import Record, Store
 from .request import Request, idempotency_key
 

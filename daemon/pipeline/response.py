@@ -1,6 +1,6 @@
 """Build the response body CloudFormation reads from the ResponseURL.
 
-Rules (shared/DESIGN.md): ids copied verbatim; PhysicalResourceId non-empty and at most
+Rules (docs/guarantees.md, "How each part is kept"): ids copied verbatim; PhysicalResourceId non-empty and at most
 1 KB; a failed Create gets a recognisable marker id so its rollback Delete is answered
 without the handler, unless the handler was cut short (timed out, shutdown, dead-lettered):
 then it may still create its resource afterwards, and the Create gets a timed-out marker

@@ -10,7 +10,7 @@ handler with AWS powers just because the package that ships it is installed.
 
 Exact types win over glob patterns (`Custom::Acme*`); among patterns the longest wins, ties
 broken by name, so routing is deterministic. Every named handler loads at start-up (a typo
-fails fast). Modules are imported under one rule (handlerpath: installed packages, PYTHONPATH and
+fails fast). Modules are imported under one rule (handler_path: installed packages, PYTHONPATH and
 the `--handler-path` folders; never the working directory by accident). A target
 `lambda:MODULE.FUNCTION` is a Lambda custom-resource function run unchanged, in processes of its
 own (cfn_provider.functions), with its `functions` settings; its folder is found the same way.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable, Mapping
 
-from . import handlerpath
+from . import handler_path
 
 ENTRY_POINT_GROUP = "cfn_provider.handlers"
 ACTIONS = ("create", "update", "delete")
@@ -57,9 +57,9 @@ class Route:
 
 
 def import_spec(spec: str, folders: tuple[str, ...] = ()) -> Any:
-    """'pkg.module' or 'pkg.module:attr' -> the module or the attribute (imported under handlerpath's rule)."""
+    """'pkg.module' or 'pkg.module:attr' -> the module or the attribute (imported under handler_path's rule)."""
     module_name, _, attr = spec.partition(":")
-    obj = handlerpath.import_module(module_name, folders)
+    obj = handler_path.import_module(module_name, folders)
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
     return obj
@@ -112,13 +112,13 @@ class Router:
     """`configured`: (TYPE, "MODULE[:ATTR]" | object | None) pairs, None naming the entry point
     registered as TYPE. `use_entry_points=False`: none are available to name (tests). `functions`:
     the settings of `lambda:` targets, by the TYPE they serve. `handler_paths`: the --handler-path
-    folders modules are also imported from (handlerpath)."""
+    folders modules are also imported from (handler_path)."""
 
     def __init__(self, configured: Iterable[tuple[str, str | Any]] = (), use_entry_points: bool = True,
                  functions: Mapping[str, Any] | None = None, handler_paths: Iterable[str] = ()):
         try:
-            self.handler_paths = handlerpath.add(handler_paths)
-        except handlerpath.HandlerPathError as exc:
+            self.handler_paths = handler_path.add(handler_paths)
+        except handler_path.HandlerPathError as exc:
             raise HandlerError(str(exc)) from None
         routes: dict[str, Route] = {}
         available: dict[str, Route] = {}

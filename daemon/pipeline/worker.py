@@ -22,10 +22,10 @@ import structlog
 from . import raised, response as responses
 from .cleanup import TimedOutCreates
 from .disposition import Disposition, when_cut_short
-from .dlqanswer import DEAD_LETTER, dead_letter_answer
-from .storecalls import STORE_RETRY_MAX, StoreCalls
-from .pollstep import Polls, accepted
-from .progress import InProgress
+from ..dead_letters.answer import DEAD_LETTER, dead_letter_answer
+from .store_calls import STORE_RETRY_MAX, StoreCalls
+from ..long_running.steps import Polls, accepted
+from ..long_running.progress import InProgress
 from ..trust import retention
 from ..dialects.base import CLOUDFORMATION, Dialect
 from .admission import Admission, Rejected as _Rejected
@@ -101,7 +101,7 @@ class Worker:
     async def handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat, started: float, *,
                      outlet: Outlet | None = None, run_here: bool = True) -> Disposition:
         """An admitted request claimed, answered, sent to `outlet` (default: its ResponseURL), logged. `run_here`
-        False: once claimed it is stored for the poll scheduler to run (pipeline.pollstep.Polls.accept)."""
+        False: once claimed it is stored for the poll scheduler to run (long_running.steps.Polls.accept)."""
         structlog.contextvars.bind_contextvars(
             request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
             resource_type=request.resource_type, request_type=request.request_type,
@@ -208,7 +208,7 @@ class Worker:
             answer = responses.cut_short(request, "provider shutting down before the handler finished")
         if isinstance(answer, InProgress) and outlet.caller_waits:  # nothing polls for a waiting caller
             answer = self.polls.unwaitable(request, answer)
-        if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.pipeline.pollstep)
+        if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.long_running.steps)
             return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.update(outcome="answered", status=answer.status, physical_id=answer.physical_id)
         if not answer.ok:

@@ -1,4 +1,4 @@
-"""A small declarative layer on top of the plain handler contract (shared/DESIGN.md).
+"""A small declarative layer on top of the plain handler contract (docs/handlers.md).
 
     from cfn_provider import Resource
 
@@ -41,7 +41,7 @@ What the layer does, and nothing more:
   context (`remaining()`, a bound `log`) and the shared aiobotocore `session`, with
   `call.client("ec2")` for a client in the stack's region.
 
-Long-running resources (the poll contract, cfn_provider.pipeline.progress): an action may return
+Long-running resources (the poll contract, cfn_provider.long_running.progress): an action may return
 `InProgress(progress=..., physical_id=..., after=seconds)`; the daemon then calls the matching
 poll method with the stored progress until it returns the action's usual result (done), raises
 (FAILED), or returns InProgress again:
@@ -70,7 +70,7 @@ import functools
 import inspect
 from typing import Any, Callable, Generator, Mapping, Sequence
 
-from ..pipeline.progress import InProgress
+from ..long_running.progress import InProgress
 from .call import Call
 from .schema import PropertyError, check_schema, coerce, thaw, validate
 

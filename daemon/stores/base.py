@@ -1,6 +1,6 @@
 """Idempotency store, keyed on StackId + RequestId.
 
-States (shared/DESIGN.md):
+States (docs/architecture.md, "The store interface"; what they guarantee: docs/guarantees.md):
     absent ──claim──> CLAIMED(owner, token, lease) ──save_response──> RESPONSE_READY(body, lease) ──mark_sent──> SENT
                         │                                   ^
                   save_progress                       save_response
@@ -26,7 +26,7 @@ by botocore or by the worker), the store recognises its token in the record that
 the way and reports success (acquired / saved / extended / sent / released), never another
 worker's claim. `extend` and `mark_sent` are idempotent as they stand.
 
-Long-running actions (cfn_provider.pipeline.progress): `save_progress` moves the attempt's CLAIMED
+Long-running actions (cfn_provider.long_running.progress): `save_progress` moves the attempt's CLAIMED
 (or its leased POLLING) record to POLLING with the request, the handler's progress and when to
 look next, and lets go of the lease, so no message, slot or lease is held while it waits.
 `due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one
@@ -70,7 +70,7 @@ class Record:
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
     token: str | None = None  # the claim attempt that wrote the current claim
     request: str | None = None  # the request's JSON (with its ResponseURL): written at claim, kept while polled
-    progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.pipeline.polling)
+    progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.long_running.scheduler)
     next_poll: float | None = None  # POLLING: when the next poll step is due (epoch seconds)
 
     def answered(self, url_digest: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from ..trust import retention
-from ..trust.atrest import secure_sqlite
+from ..trust.at_rest import secure_sqlite
 from ..config import default_state_dir
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
 from .sqlite_group import commit_group
@@ -245,7 +245,7 @@ class SQLiteStore:
                           "ORDER BY expires_at DESC", (self.clock(), oldest))
         return [Record(*row) for row in rows.fetchall()]
 
-    # --- long-running actions: POLLING (cfn_provider.pipeline.polling) ---------------------------
+    # --- long-running actions: POLLING (cfn_provider.long_running.scheduler) ---------------------------
     async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
                             request: str | None = None) -> bool:
         """CLAIMED or POLLING under this token -> POLLING with the progress, lease let go. Durable

@@ -8,8 +8,8 @@ envelopes signed here like Amazon SNS signs them (moto's own envelopes name a ce
 sns.<region>.amazonaws.com, which the daemon would try to fetch from the real AWS, so SNS
 Publish is not used).
 
-Each item names its documented outcome (shared/DESIGN.md, "Bad input" and "Trust
-boundary"): a `rejected` or `security` log line with no response and no handler call, or a
+Each item names its documented outcome (docs/guarantees.md, "Bad input: what each gets", and
+docs/security.md): a `rejected` or `security` log line with no response and no handler call, or a
 SUCCESS / FAILED response (read back from S3) whose Reason names the problem, with the ids
 copied verbatim and a body of at most 4096 bytes. After each batch a good signed request
 must be answered (the daemon still serves), and one more after the whole corpus.

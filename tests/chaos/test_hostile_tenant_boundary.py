@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 import pytest
 from structlog.testing import capture_logs
 
-from cfn_provider.trust import atrest
-from cfn_provider.trust.atrest import StateExposed
+from cfn_provider.trust import at_rest
+from cfn_provider.trust.at_rest import StateExposed
 from cfn_provider.local.emulator import Provider, Stack
 from tests.chaos.conftest import Figures
 from tests.support.aws import response_of, send_raw, wait_for_event
@@ -319,7 +319,7 @@ async def test_a_world_readable_state_file_is_fixed_before_serving_or_refused(
         os.chmod(path, 0o644)
     figures.add(TRIED, 2)
     with monkeypatch.context() as m:  # someone else's file: refused, nothing served
-        m.setattr(atrest.os, "geteuid", lambda: os.getuid() + 4242)
+        m.setattr(at_rest.os, "geteuid", lambda: os.getuid() + 4242)
         with pytest.raises(StateExposed, match="open to group/others"):
             await run_daemon(handlers=(TEST,), state=f"sqlite://{state}")
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o644

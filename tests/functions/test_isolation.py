@@ -19,7 +19,7 @@ import time
 import pytest
 from structlog.testing import capture_logs
 
-from cfn_provider.pipeline.progress import InProgress
+from cfn_provider.long_running.progress import InProgress
 from cfn_provider.pipeline.router import HandlerError
 from tests.support.functions import REPO, answer, event_for, load_folder, raw_call, write_function
 

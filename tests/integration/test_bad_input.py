@@ -1,4 +1,4 @@
-"""Every row of DESIGN.md's bad-input table, fed through the real queue.
+"""Every row of the bad-input table (docs/guarantees.md), fed through the real queue.
 
 Each test checks what was PUT (or that nothing was), what stayed on the queue, what was
 logged, and that the daemon went on to serve the next good message.

@@ -1,4 +1,4 @@
-"""No request ends in the dead-letter queue unanswered (cfn_provider.pipeline.deadletters), on a real moto queue
+"""No request ends in the dead-letter queue unanswered (cfn_provider.dead_letters.watcher), on a real moto queue
 with a real RedrivePolicy: a request whose receives ran out gets exactly one FAILED at its
 presigned URL, however many daemons watch; a message that fails admission (unsigned, forged,
 foreign topic, foreign ResponseURL, raw) or is not a request is never answered and stays there;
@@ -235,9 +235,9 @@ async def test_a_slow_message_does_not_stall_the_pass(
         start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch) -> None:
     """A pass waits a bounded time for any one message (here a PUT its endpoint holds for 20 s):
     the others are answered and the pass ends; the slow one is finished in the background."""
-    from cfn_provider.pipeline import deadletters
+    from cfn_provider.dead_letters import watcher
 
-    monkeypatch.setattr(deadletters, "MESSAGE_SECONDS", 1.0)
+    monkeypatch.setattr(watcher, "MESSAGE_SECONDS", 1.0)
     stack = Stack(dl_provider)
     slow, good = request_at(stack, stub_s3, "Create", "Slow"), request_at(stack, stub_s3, "Create", "Quick")
     stub_s3.stall(20, times=1, key=key_of(slow))

@@ -122,7 +122,7 @@ def polling(in_store, request: dict[str, Any], deadline_in: float, physical_id: 
             held_for: float | None = None) -> None:
     """A daemon's long-running request: POLLING with a PollState (deadline `deadline_in` s from now),
     its next poll a minute away; `held_for`: a poll step holds it that long (taken when due)."""
-    from cfn_provider.pipeline.pollstep import PollState
+    from cfn_provider.long_running.steps import PollState
 
     state = PollState({"Operation": "op-1"}, physical_id, time.time() + deadline_in, 1, time.time() - 60).dumps()
 

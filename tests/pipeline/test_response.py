@@ -1,4 +1,4 @@
-"""cfn_provider.pipeline.response: every rule of DESIGN.md "Response rules", then properties over arbitrary input."""
+"""cfn_provider.pipeline.response: every response rule of docs/guarantees.md ("How each part is kept"), then properties over arbitrary input."""
 from __future__ import annotations
 
 import json

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cfn_provider import Call, InProgress, PropertyError, Resource
-from cfn_provider.pipeline.progress import poll_function
+from cfn_provider.long_running.progress import poll_function
 from tests.sdk.test_resource import event
 
 SCHEMA = {"type": "object", "properties": {"Size": {"type": "integer"}, "Name": {"type": "string"}},

@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-MODULE = b"cfn_provider.local.simulate.stackemulator"
+MODULE = b"cfn_provider.local.simulate.stack_emulator"
 
 
 def stack_emulator_pids(folder: Path) -> list[int]:

@@ -5,7 +5,7 @@ template's custom resources through the real path: each request is published to 
 delivered to an SQS queue, handled by the daemon (run in this process, on its own thread) and
 answered through a presigned S3 URL; the answer is read back from S3 as CloudFormation would.
 AWS is the stack's own moto server on 127.0.0.1 (a process kept from its create to its delete,
-stackemulator.py; `--seed` puts things there first, seed.py) unless `--endpoint` names another
+stack_emulator.py; `--seed` puts things there first, seed.py) unless `--endpoint` names another
 AWS-compatible endpoint. Each custom resource's ServiceToken is replaced by the simulated topic.
 The template is checked with cfn-lint before anything runs. The stack remembers the options its
 operations share (remember.py: handlers, handler folders, endpoint, --poll-every).
@@ -27,9 +27,9 @@ The simulated stack (id, template, parameters, resources with their ids, propert
 Data, outputs, events) lives in a JSON state file between invocations, written atomically.
 
 The modules: state.py (the stack's state file), remember.py, console.py (what is printed),
-daemonlog.py (the daemon's log: tracebacks kept for the summary), embedded.py and backend.py (the
-daemon on its thread; the topic, queue and bucket; one request's round trip), stackemulator.py,
-seed.py, fastpolls.py (--poll-every), steps.py (one resource's requests) and engine.py
+daemon_log.py (the daemon's log: tracebacks kept for the summary), embedded.py and backend.py (the
+daemon on its thread; the topic, queue and bucket; one request's round trip), stack_emulator.py,
+seed.py, fast_polls.py (--poll-every), steps.py (one resource's requests) and engine.py
 (CloudFormation's ordering of create, update, delete and their rollbacks), session.py (one
 invocation, its summary and exit status) and commands.py (the click group). Tests that must not os._exit() patch
 session.HARD_EXIT_PAST_STUCK_HANDLERS.

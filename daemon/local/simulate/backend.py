@@ -15,7 +15,7 @@ import click
 
 from ..template import StackInfo
 from .embedded import EmbeddedDaemon
-from .fastpolls import FastPolls
+from .fast_polls import FastPolls
 from .remember import Remembered
 from .state import DEFAULT_SERVICE_TIMEOUT, SimulateError
 
@@ -140,7 +140,7 @@ class Backend:
     def _start(self) -> None:
         from ...config import Settings
         from ..emulator import TEST_CREDENTIALS, Provider
-        from .stackemulator import StackEmulator
+        from .stack_emulator import StackEmulator
 
         if self.endpoint_url:
             self.region = self.requested_region or os.environ.get("AWS_REGION") or os.environ.get(
@@ -256,7 +256,7 @@ class Backend:
         return stack
 
     def polled(self, request: dict[str, Any]) -> str | None:
-        """A long-running request's stored poll state (JSON text; cfn_provider.pipeline.pollstep), or None."""
+        """A long-running request's stored poll state (JSON text; cfn_provider.long_running.steps), or None."""
         import json
         import sqlite3
 

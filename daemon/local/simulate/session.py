@@ -12,10 +12,10 @@ from typing import Any, Callable, Mapping
 import click
 
 from ..template import Template
-from . import daemonlog
+from . import daemon_log
 from .backend import Backend
 from .console import Console, Event, status_colour
-from .daemonlog import DaemonLog
+from .daemon_log import DaemonLog
 from .engine import Engine
 from .remember import Remembered
 from .state import COMPLETE, INTERRUPTED, STACK_TYPE, SimulateError, StackState, write_state
@@ -49,7 +49,7 @@ def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[
     """One operation: the options given now on top of what `previous` (the stack's state) remembers."""
     from ...pipeline.router import HandlerError
 
-    kept = daemonlog.configure(options["show_logs"])
+    kept = daemon_log.configure(options["show_logs"])
     remembered = (previous.remembered if previous else Remembered()).with_options(options)
     console = Console()
     status = ""

@@ -71,7 +71,7 @@ class StackState:
     created: str = ""
     updated: str = ""
     remembered: Remembered = field(default_factory=Remembered)  # the options the next operation uses again
-    emulator: dict[str, Any] | None = None  # the stack's own emulator process (stackemulator.Record)
+    emulator: dict[str, Any] | None = None  # the stack's own emulator process (stack_emulator.Record)
 
     @property
     def info(self) -> StackInfo:

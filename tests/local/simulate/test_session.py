@@ -1,4 +1,4 @@
-"""cfn_provider.local.simulate.session and daemonlog, typed as a user types them (a subprocess): a
+"""cfn_provider.local.simulate.session and daemon_log, typed as a user types them (a subprocess): a
 handler that raised gets its type, message and traceback shown; Ctrl-C during a long-running
 Create leaves a state that `simulate delete` cleans up, the resource's id included."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from cfn_provider.local.simulate.daemonlog import DaemonLog
+from cfn_provider.local.simulate.daemon_log import DaemonLog
 from cfn_provider.pipeline.raised import TRACEBACK_HINT
 from tests.support.stack_emulators import stop_stack_emulators
 

@@ -1,4 +1,4 @@
-"""cfn_provider.local.simulate.fastpolls: `simulate --poll-every` polls long-running resources at
+"""cfn_provider.local.simulate.fast_polls: `simulate --poll-every` polls long-running resources at
 simulate speed, whatever interval they ask for (crhelper's default is two minutes); FastPolls keeps
 each action's signature and kind, so the daemon calls it as it would the handler."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import inspect
 import time
 
 from cfn_provider import InProgress
-from cfn_provider.local.simulate.fastpolls import FastPolls
+from cfn_provider.local.simulate.fast_polls import FastPolls
 
 CRHELPER_FUNCTION = '''\
 from crhelper import CfnResource

@@ -9,7 +9,7 @@ the state file names another emulator (after having named this one), or when not
 the stack for IDLE_LIMIT seconds. When it is gone (a reboot), the next operation starts a fresh one and says that what
 earlier operations made in it is lost. Its own log: STATE_FILE with the suffix `.emulator.log`.
 
-`python -m cfn_provider.local.simulate.stackemulator STATE_FILE` is the process itself.
+`python -m cfn_provider.local.simulate.stack_emulator STATE_FILE` is the process itself.
 """
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ import contextvars
 
 import structlog
 
-from . import response as responses
-from .request import Request
+from ..pipeline import response as responses
+from ..pipeline.request import Request
 
 log = structlog.get_logger("worker")
 

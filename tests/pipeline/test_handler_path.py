@@ -1,4 +1,4 @@
-"""cfn_provider.pipeline.handlerpath: the one import rule for handler modules (`run`, `handlers`,
+"""cfn_provider.pipeline.handler_path: the one import rule for handler modules (`run`, `handlers`,
 `simulate`): installed packages, PYTHONPATH and the --handler-path folders, never the working
 directory by accident; handler folders after everything else, and a name they share with an
 installed module refused."""
@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cfn_provider import cli
-from cfn_provider.pipeline import handlerpath
+from cfn_provider.pipeline import handler_path
 from cfn_provider.pipeline.router import HandlerError, Router
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,5 +102,5 @@ def test_python_dash_m_does_not_import_from_the_working_directory_either(tmp_pat
 
 def test_not_found_without_a_local_module_points_at_install_or_handler_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    text = handlerpath.not_found("nowhere_module", ())
+    text = handler_path.not_found("nowhere_module", ())
     assert "(none given)" in text and "install its package, or name its folder with --handler-path DIR" in text

@@ -43,11 +43,11 @@ from typing import Any
 
 import structlog
 
-from .heartbeat import Heartbeat
+from ..pipeline.heartbeat import Heartbeat
 from ..transports.queue import Message, Queue
 from ..trust.urls import redact
-from .disposition import Disposition
-from .worker import Worker
+from ..pipeline.disposition import Disposition
+from ..pipeline.worker import Worker
 
 log = structlog.get_logger("deadletters")
 DEFAULT_INTERVAL = 60.0  # seconds between passes

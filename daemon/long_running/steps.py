@@ -1,4 +1,4 @@
-"""The steps of a long-running action (the poll contract, cfn_provider.pipeline.progress).
+"""The steps of a long-running action (the poll contract, cfn_provider.long_running.progress).
 
 - `accepted`: an action returned InProgress; a handler without a poll function for it, or a
   progress that is not JSON, is answered FAILED at once, saying so.
@@ -7,7 +7,7 @@
 - `Polls.accept` (the web listener's asynchronous mode): store a claimed request whose action has
   not run yet (`PollState.started` False), due at once: the first step runs the action itself,
   on whichever fleet member takes it, so a request the listener said 200 to outlives its process.
-- `Polls.step` (the scheduler's side, cfn_provider.pipeline.polling): with a poll leased by
+- `Polls.step` (the scheduler's side, cfn_provider.long_running.scheduler): with a poll leased by
   `take_poll`, call the handler's poll function with the stored progress, then store the next
   progress, or store the answer and deliver it; FAILED "timed out" before the request's
   deadline, keeping the response margin the worker keeps. A stored answer whose daemon died
@@ -26,13 +26,13 @@ from typing import Any, Callable, Mapping
 
 import structlog
 
-from . import raised, response as responses
-from .cleanup import cleanup_failed
-from .disposition import STEP_HANDED_BACK, Disposition
+from ..pipeline import raised, response as responses
+from ..pipeline.cleanup import cleanup_failed
+from ..pipeline.disposition import STEP_HANDED_BACK, Disposition
 from .progress import POLL_FUNCTIONS, InProgress, poll_function
-from .request import NotARequest, Request, from_stored, stored_form
-from .router import HandlerError
-from .runner import Context, HandlerTimeout, call, response_margin
+from ..pipeline.request import NotARequest, Request, from_stored, stored_form
+from ..pipeline.router import HandlerError
+from ..pipeline.runner import Context, HandlerTimeout, call, response_margin
 from ..stores.base import RESPONSE_READY, Record, url_digest
 from ..trust.urls import redact
 

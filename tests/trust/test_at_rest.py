@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 from structlog.testing import capture_logs
 
-from cfn_provider.trust import atrest
+from cfn_provider.trust import at_rest
 
 from cfn_provider import cli
-from cfn_provider.trust.atrest import StateExposed, secure, secure_key_files, secure_sqlite
+from cfn_provider.trust.at_rest import StateExposed, secure, secure_key_files, secure_sqlite
 from cfn_provider.stores.sqlite import SQLiteStore
 
 ME = os.geteuid()
@@ -93,7 +93,7 @@ def test_key_file_rules(tmp_path):
 def test_key_file_variables_are_the_handlers():
     from cfn_provider.handlers import random_secret
 
-    assert random_secret.KEY_ENV in atrest.KEY_FILE_VARIABLES
+    assert random_secret.KEY_ENV in at_rest.KEY_FILE_VARIABLES
 
 
 async def test_the_sqlite_store_fixes_a_world_readable_state_file_before_using_it(tmp_path):
@@ -109,7 +109,7 @@ async def test_the_sqlite_store_fixes_a_world_readable_state_file_before_using_i
 
 async def test_the_sqlite_store_refuses_someone_elses_world_readable_state_file(tmp_path, monkeypatch):
     path = make(tmp_path / "state.db", 0o644, b"")
-    monkeypatch.setattr(atrest.os, "geteuid", lambda: SOMEONE_ELSE)  # the file is then someone else's
+    monkeypatch.setattr(at_rest.os, "geteuid", lambda: SOMEONE_ELSE)  # the file is then someone else's
     with pytest.raises(StateExposed, match="state file"):
         SQLiteStore(path)
     assert mode(path) == 0o644
@@ -118,7 +118,7 @@ async def test_the_sqlite_store_refuses_someone_elses_world_readable_state_file(
 def test_run_refuses_at_start_with_a_clear_error(tmp_path, monkeypatch):
     """`cfn-provider run` exits 2 before serving anything, naming the file and the fix."""
     path = make(tmp_path / "state.db", 0o644, b"")
-    monkeypatch.setattr(atrest.os, "geteuid", lambda: SOMEONE_ELSE)
+    monkeypatch.setattr(at_rest.os, "geteuid", lambda: SOMEONE_ELSE)
     monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
     for name in list(os.environ):
         if name.startswith("CFN_PROVIDER_"):

@@ -1,4 +1,4 @@
-"""cfn_provider.local.simulate.stackemulator and seed: each simulated stack has its own emulator
+"""cfn_provider.local.simulate.stack_emulator and seed: each simulated stack has its own emulator
 process, kept from `create` to `delete`, so a Delete finds what the Create made; `--seed` puts
 things there first and may give parameters; the process goes with the stack; a lost one is
 replaced, saying so."""
@@ -98,17 +98,17 @@ def test_a_failing_seed_stops_before_the_stack_and_leaves_no_emulator_behind(sim
 
 
 def test_the_emulator_process_watches_its_state_file(tmp_path: Path):
-    from cfn_provider.local.simulate import stackemulator
+    from cfn_provider.local.simulate import stack_emulator
 
     state = tmp_path / ".cfn-simulate" / "s.json"
-    emulator = stackemulator.start(state)
+    emulator = stack_emulator.start(state)
     try:
         state.write_text(json.dumps({"Emulator": {"Pid": emulator.pid + 1, "Endpoint": emulator.endpoint}}))
-        time.sleep(2 * stackemulator.WATCH_EVERY)  # the stack's last emulator, until the state is saved
+        time.sleep(2 * stack_emulator.WATCH_EVERY)  # the stack's last emulator, until the state is saved
         assert not gone(emulator.pid, 0)
         state.write_text(json.dumps({"Emulator": emulator.record}))
-        assert stackemulator.StackEmulator.attach(emulator.record, state).reused
-        time.sleep(2 * stackemulator.WATCH_EVERY)  # it has seen itself named (it looks every WATCH_EVERY)
+        assert stack_emulator.StackEmulator.attach(emulator.record, state).reused
+        time.sleep(2 * stack_emulator.WATCH_EVERY)  # it has seen itself named (it looks every WATCH_EVERY)
         state.write_text(json.dumps({"Emulator": {"Pid": emulator.pid + 1, "Endpoint": emulator.endpoint}}))
         assert gone(emulator.pid)  # the state file names another emulator: this one stops
     finally:

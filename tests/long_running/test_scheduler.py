@@ -1,4 +1,4 @@
-"""The poll scheduler (cfn_provider.pipeline.polling) on a real SQLite store, with stand-in steps.
+"""The poll scheduler (cfn_provider.long_running.scheduler) on a real SQLite store, with stand-in steps.
 
 A thousand waiting requests cost one query a look and are never touched; due polls run under
 the scheduler's slots only while their step runs; a stopping scheduler hands its step over.
@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cfn_provider.pipeline.polling import PollScheduler
+from cfn_provider.long_running.scheduler import PollScheduler
 from cfn_provider.stores.base import POLLING
 from cfn_provider.stores.sqlite import SQLiteStore
 
 
 class Steps:
-    """Stand-in for pollstep.Polls: records the steps run; each waits for `release` (or raises)."""
+    """Stand-in for long_running.steps.Polls: records the steps run; each waits for `release` (or raises)."""
 
     def __init__(self, raises: bool = False) -> None:
         self.ran: list[str] = []
@@ -157,7 +157,7 @@ class SlowAnswers:
 
 
 class Advances:
-    """A step that stores the next progress, as pollstep's `_again` does (the handler moved on)."""
+    """A step that stores the next progress, as long_running.steps' `_again` does (the handler moved on)."""
 
     def __init__(self, store) -> None:
         self.store = store

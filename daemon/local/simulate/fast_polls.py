@@ -12,7 +12,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from ...pipeline.progress import POLL_FUNCTIONS, InProgress
+from ...long_running.progress import POLL_FUNCTIONS, InProgress
 from ...pipeline.router import ACTIONS
 
 _SPED_UP = frozenset((*ACTIONS, *POLL_FUNCTIONS.values(), "is_complete"))

@@ -1,0 +1,1 @@
+"""The dead-letter queue: the watcher that answers what landed there FAILED, and that answer."""
