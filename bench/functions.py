@@ -13,6 +13,7 @@ with the request's context), so the figures are the call's own cost, without SQS
   p95 of `calls_n` sequential calls, and the overhead (median isolated - median in process);
 - the resident memory of a warm process (trivial, boto3).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,17 +63,27 @@ class InProcess:
 
 
 def _event() -> str:
-    return json.dumps({
-        "RequestType": "Create", "ResponseURL": "https://cloudformation-custom-resource-response-useast1."
-        "s3.us-east-1.amazonaws.com/k?X-Amz-Signature=x", "StackId": "arn:aws:cloudformation:us-east-1:"
-        "123456789012:stack/bench/1", "RequestId": str(uuid.uuid4()), "LogicalResourceId": "L",
-        "ResourceType": "Custom::Bench", "ResourceProperties": {}})
+    return json.dumps(
+        {
+            "RequestType": "Create",
+            "ResponseURL": "https://cloudformation-custom-resource-response-useast1."
+            "s3.us-east-1.amazonaws.com/k?X-Amz-Signature=x",
+            "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/bench/1",
+            "RequestId": str(uuid.uuid4()),
+            "LogicalResourceId": "L",
+            "ResourceType": "Custom::Bench",
+            "ResourceProperties": {},
+        }
+    )
 
 
 def _quantiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    return {"n": len(ordered), "p50_ms": statistics.median(ordered) * 1000,
-            "p95_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000}
+    return {
+        "n": len(ordered),
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p95_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000,
+    }
 
 
 async def _calls(handler: Any, n: int, executor: ThreadPoolExecutor) -> dict[str, float]:
@@ -139,7 +150,9 @@ def isolation(opts: Any) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="cfn-bench-functions-") as folder, capture_logs():  # not on the table
         out = asyncio.run(_measure(Path(folder), 5 if quick else 15, 100 if quick else 400))
-    opts.say(f"    lambda: cold start {out['cold_trivial']['p50_ms']:.0f} ms (boto3: {out['cold_boto3']['p50_ms']:.0f} ms); "
-             f"per call {out['in_process']['p50_ms']:.2f} ms in process, {out['isolated_trivial']['p50_ms']:.2f} ms "
-             f"isolated ({out['isolated_kept_open']['p50_ms']:.2f} ms on a kept-open connection)")
+    opts.say(
+        f"    lambda: cold start {out['cold_trivial']['p50_ms']:.0f} ms (boto3: {out['cold_boto3']['p50_ms']:.0f} ms); "
+        f"per call {out['in_process']['p50_ms']:.2f} ms in process, {out['isolated_trivial']['p50_ms']:.2f} ms "
+        f"isolated ({out['isolated_kept_open']['p50_ms']:.2f} ms on a kept-open connection)"
+    )
     return out

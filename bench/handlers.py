@@ -7,6 +7,7 @@
 - `sync_sleep`: `time.sleep(1)` in the daemon's handler thread pool.
 ResourceProperties `SleepSeconds` overrides the 1 s.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """Processes and plumbing the scenarios share: the emulator process, consumer processes with
 their own CPU accounting, request building, and a steady-rate SNS publisher."""
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,15 @@ class EmulatorProcess:
 
     def __init__(self, log_dir: Path):
         self.log = open(log_dir / "moto.log", "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.moto_server"], cwd=REPO, env=child_env(),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.moto_server"],
+            cwd=REPO,
+            env=child_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line:
             raise RuntimeError(f"the emulator did not start; see {log_dir / 'moto.log'}")
@@ -97,7 +105,9 @@ class EmulatorProcess:
 
     def client(self, service: str, endpoint: str | None = None) -> Any:
         return boto3.client(
-            service, endpoint_url=endpoint or self.endpoint, region_name=REGION,
+            service,
+            endpoint_url=endpoint or self.endpoint,
+            region_name=REGION,
             aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}, max_pool_connections=4),
@@ -167,37 +177,91 @@ class Consumer:
     _changed: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
-    def daemon(cls, emulator: EmulatorProcess, provider: Provider, state: str, handler: str, log_path: Path,
-               concurrency: int = 32, extra: list[str] = (), env: dict[str, str] | None = None,
-               response_endpoint: str | None = None, name: str = "daemon",
-               trace: Path | None = None, checkout: Path | None = None) -> "Consumer":
+    def daemon(
+        cls,
+        emulator: EmulatorProcess,
+        provider: Provider,
+        state: str,
+        handler: str,
+        log_path: Path,
+        concurrency: int = 32,
+        extra: list[str] = (),
+        env: dict[str, str] | None = None,
+        response_endpoint: str | None = None,
+        name: str = "daemon",
+        trace: Path | None = None,
+        checkout: Path | None = None,
+    ) -> "Consumer":
         """`python -m cfn_provider run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
         its stage timings written to `trace`). `checkout`: another clone of this repository, whose
         daemon is run instead (its own `.venv`, as `make venv` builds it there)."""
         module = ["-m", "bench.trace_daemon"] if trace else ["-m", "cfn_provider"]
         env = {**(env or {}), **({"BENCH_TRACE_OUT": str(trace)} if trace else {})}
         python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
-        args = [python, *module, "run", "--queue-url", provider.queue_url,
-                "--topic-arn", provider.topic_arn, "--state", state, "--no-verify-signatures",
-                "--allow-response-url", (response_endpoint or emulator.endpoint) + "/",
-                "--handler", f"{RESOURCE_TYPE}=bench.handlers:{handler}", "--concurrency", str(concurrency),
-                "--log-format", "json", *extra]
-        consumer = cls(name, args, child_env(**emulator.env(**env)), log_path, daemon_line,
-                       lambda line: '"event": "started"' in line)
+        args = [
+            python,
+            *module,
+            "run",
+            "--queue-url",
+            provider.queue_url,
+            "--topic-arn",
+            provider.topic_arn,
+            "--state",
+            state,
+            "--no-verify-signatures",
+            "--allow-response-url",
+            (response_endpoint or emulator.endpoint) + "/",
+            "--handler",
+            f"{RESOURCE_TYPE}=bench.handlers:{handler}",
+            "--concurrency",
+            str(concurrency),
+            "--log-format",
+            "json",
+            *extra,
+        ]
+        consumer = cls(
+            name,
+            args,
+            child_env(**emulator.env(**env)),
+            log_path,
+            daemon_line,
+            lambda line: '"event": "started"' in line,
+        )
         if checkout:
             consumer.env["PYTHONPATH"], consumer.cwd = str(checkout), checkout
         return consumer
 
     @classmethod
-    def script(cls, module: str, emulator: EmulatorProcess, provider: Provider, log_path: Path,
-               extra: list[str] = (), name: str | None = None) -> "Consumer":
+    def script(
+        cls,
+        module: str,
+        emulator: EmulatorProcess,
+        provider: Provider,
+        log_path: Path,
+        extra: list[str] = (),
+        name: str | None = None,
+    ) -> "Consumer":
         args = [sys.executable, "-m", module, "--queue-url", provider.queue_url, *extra]
-        return cls(name or module.rsplit(".", 1)[-1], args, child_env(**emulator.env()), log_path, loop_line,
-                   lambda line: line.strip() == "ready")
+        return cls(
+            name or module.rsplit(".", 1)[-1],
+            args,
+            child_env(**emulator.env()),
+            log_path,
+            loop_line,
+            lambda line: line.strip() == "ready",
+        )
 
     def start(self, timeout: float = 60.0, settle: float = 1.0) -> "Consumer":
-        self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            self.args,
+            env=self.env,
+            cwd=self.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
         threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True).start()
         if not self._ready.wait(timeout) or self.proc.poll() is not None:
             self.stop()
@@ -272,22 +336,33 @@ class Request:
     sns_message_id: str = ""
 
 
-def build_requests(presigner: Any, provider: Provider, n: int, properties: dict[str, Any] | None = None,
-                   stacks: int = 1) -> list[Request]:
+def build_requests(
+    presigner: Any, provider: Provider, n: int, properties: dict[str, Any] | None = None, stacks: int = 1
+) -> list[Request]:
     """n Create requests for RESOURCE_TYPE, spread over `stacks` stacks, each with its presigned ResponseURL."""
     stack_ids = [f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/bench-{i}/{uuid.uuid4()}" for i in range(stacks)]
     out = []
     for i in range(n):
         stack_id, request_id = stack_ids[i % stacks], str(uuid.uuid4())
         key = f"bench/{i}/{request_id}"
-        url = presigner.generate_presigned_url("put_object", Params={"Bucket": provider.bucket, "Key": key},
-                                               ExpiresIn=7200)
-        out.append(Request({
-            "RequestType": "Create", "ServiceToken": provider.topic_arn, "ResponseURL": url,
-            "StackId": stack_id, "RequestId": request_id, "LogicalResourceId": f"Resource{i}",
-            "ResourceType": RESOURCE_TYPE,
-            "ResourceProperties": {"ServiceToken": provider.topic_arn, "Index": str(i), **(properties or {})},
-        }, key))
+        url = presigner.generate_presigned_url(
+            "put_object", Params={"Bucket": provider.bucket, "Key": key}, ExpiresIn=7200
+        )
+        out.append(
+            Request(
+                {
+                    "RequestType": "Create",
+                    "ServiceToken": provider.topic_arn,
+                    "ResponseURL": url,
+                    "StackId": stack_id,
+                    "RequestId": request_id,
+                    "LogicalResourceId": f"Resource{i}",
+                    "ResourceType": RESOURCE_TYPE,
+                    "ResourceProperties": {"ServiceToken": provider.topic_arn, "Index": str(i), **(properties or {})},
+                },
+                key,
+            )
+        )
     return out
 
 
@@ -299,15 +374,30 @@ class FeedResult:
     paused_s: float  # summed over publishers: time spent waiting because `backlog` requests were outstanding
 
 
-def feed(sns: Any, topic_arn: str, requests: list[Request], rate: float, answered: Callable[[], int],
-         backlog: int, batch: int = 10, publishers: int = 3, deadline: float = 300.0) -> FeedResult:
+def feed(
+    sns: Any,
+    topic_arn: str,
+    requests: list[Request],
+    rate: float,
+    answered: Callable[[], int],
+    backlog: int,
+    batch: int = 10,
+    publishers: int = 3,
+    deadline: float = 300.0,
+) -> FeedResult:
     """Publish `requests` through SNS PublishBatch, at most `rate` per second, never more than
     `backlog` ahead of the answers (so the queue stays shallow when the consumer is slower).
     `publishers` threads publish at once, so one slow call to the emulator does not stall the feed."""
-    chunks = [requests[i:i + batch] for i in range(0, len(requests), batch)]
+    chunks = [requests[i : i + batch] for i in range(0, len(requests), batch)]
     lock = threading.Lock()
-    state = {"next_chunk": 0, "reserved": 0, "published": 0, "paused": 0.0, "first_at": 0.0,
-             "next_at": time.monotonic()}
+    state = {
+        "next_chunk": 0,
+        "reserved": 0,
+        "published": 0,
+        "paused": 0.0,
+        "first_at": 0.0,
+        "next_at": time.monotonic(),
+    }
     give_up = time.monotonic() + deadline
     errors: list[BaseException] = []
 
@@ -339,8 +429,12 @@ def feed(sns: Any, topic_arn: str, requests: list[Request], rate: float, answere
             with lock:
                 state["first_at"] = state["first_at"] or time.monotonic()
             try:
-                resp = sns.publish_batch(TopicArn=topic_arn, PublishBatchRequestEntries=[
-                    {"Id": str(j), "Message": json.dumps(r.body)} for j, r in enumerate(chunk)])
+                resp = sns.publish_batch(
+                    TopicArn=topic_arn,
+                    PublishBatchRequestEntries=[
+                        {"Id": str(j), "Message": json.dumps(r.body)} for j, r in enumerate(chunk)
+                    ],
+                )
                 if resp.get("Failed"):
                     raise RuntimeError(f"publish failed: {resp['Failed'][:2]}")
             except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
@@ -367,8 +461,9 @@ def responses_in_bucket(s3: Any, bucket: str) -> int:
 
 
 def queue_depth(sqs: Any, queue_url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
     return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
 
@@ -385,8 +480,9 @@ class InFlightSampler:
     def _run(self, sqs: Any, queue_url: str, every: float) -> None:
         while not self._stop.wait(every):
             try:
-                attrs = sqs.get_queue_attributes(QueueUrl=queue_url,
-                                                 AttributeNames=["ApproximateNumberOfMessagesNotVisible"])
+                attrs = sqs.get_queue_attributes(
+                    QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+                )
                 self.samples.append(int(attrs["Attributes"]["ApproximateNumberOfMessagesNotVisible"]))
             except Exception:  # noqa: BLE001 - a missed sample is only a missed sample
                 pass
@@ -396,4 +492,3 @@ class InFlightSampler:
         self._stop.set()
         self._thread.join(5)
         return sum(self.samples) / len(self.samples) if self.samples else float("nan")
-

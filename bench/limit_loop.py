@@ -8,6 +8,7 @@ response needs. Prints `ready`, then `answered K` after each batch (the bench co
     python -m bench.limit_loop --queue-url URL --receive-only   # latency baseline: prints
                                         # `received SNS_MESSAGE_ID UNIX_TIME` and deletes, no PUT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,13 +24,15 @@ from yarl import URL
 
 
 def response_body(request: dict) -> bytes:
-    return json.dumps({
-        "Status": "SUCCESS",
-        "PhysicalResourceId": f"{request['LogicalResourceId']}-{request['RequestId'][:8]}",
-        "StackId": request["StackId"],
-        "RequestId": request["RequestId"],
-        "LogicalResourceId": request["LogicalResourceId"],
-    }).encode()
+    return json.dumps(
+        {
+            "Status": "SUCCESS",
+            "PhysicalResourceId": f"{request['LogicalResourceId']}-{request['RequestId'][:8]}",
+            "StackId": request["StackId"],
+            "RequestId": request["RequestId"],
+            "LogicalResourceId": request["LogicalResourceId"],
+        }
+    ).encode()
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -43,16 +46,18 @@ async def serve(args: argparse.Namespace) -> int:
 
         async def answer(message: dict) -> None:
             request = json.loads(json.loads(message["Body"])["Message"])
-            async with http.put(URL(request["ResponseURL"], encoded=True), data=response_body(request),
-                                headers={"Content-Type": ""}) as resp:
+            async with http.put(
+                URL(request["ResponseURL"], encoded=True), data=response_body(request), headers={"Content-Type": ""}
+            ) as resp:
                 await resp.read()
                 if resp.status != 200:
                     print(f"error PUT {resp.status}", flush=True)
 
         async def poll() -> None:
             while not stop.is_set() and time.monotonic() < give_up:
-                resp = await sqs.receive_message(QueueUrl=args.queue_url, MaxNumberOfMessages=10,
-                                                 WaitTimeSeconds=args.wait_seconds)
+                resp = await sqs.receive_message(
+                    QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds
+                )
                 messages = resp.get("Messages", [])
                 if not messages:
                     continue
@@ -62,8 +67,10 @@ async def serve(args: argparse.Namespace) -> int:
                         print(f"received {json.loads(m['Body'])['MessageId']} {now:.6f}", flush=True)
                 else:
                     await asyncio.gather(*(answer(m) for m in messages))
-                await sqs.delete_message_batch(QueueUrl=args.queue_url, Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+                await sqs.delete_message_batch(
+                    QueueUrl=args.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+                )
                 if not args.receive_only:
                     print(f"answered {len(messages)}", flush=True)
 

@@ -15,6 +15,7 @@ documented usage of one Account/Queue object):
 - stop: how long a 10 s long poll keeps running after it is cancelled 1 s in.
 Results go to stdout and bench/mns_transport.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,6 +85,7 @@ class SdkQueue:
                 with self._lock:
                     return fn(q)
             return fn(q)
+
         return asyncio.get_running_loop().run_in_executor(self.pool, run)
 
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:
@@ -96,10 +98,20 @@ class SdkQueue:
                 if exc.type == "MessageNotExist":
                     return []
                 raise
+
         raw = await self._call(go)
         import datetime as dt  # noqa: PLC0415
-        return [Message(m.message_id, m.message_body, m.receipt_handle,
-                        dt.datetime.fromtimestamp(m.enqueue_time / 1000, dt.timezone.utc), m.dequeue_count) for m in raw]
+
+        return [
+            Message(
+                m.message_id,
+                m.message_body,
+                m.receipt_handle,
+                dt.datetime.fromtimestamp(m.enqueue_time / 1000, dt.timezone.utc),
+                m.dequeue_count,
+            )
+            for m in raw
+        ]
 
     async def delete(self, message: Message) -> None:
         await self._call(lambda q: q.delete_message(message.receipt))
@@ -126,8 +138,12 @@ async def drain(queue: Any, total: int) -> dict[str, float]:
         await asyncio.gather(*(queue.delete(m) for m in messages))
         done += len(messages)
     wall, used = time.monotonic() - started, cpu() - cpu0
-    return {"messages": done, "wall_s": round(wall, 3), "msg_per_s": round(done / wall, 1),
-            "cpu_ms_per_msg": round(used * 1000 / max(done, 1), 3)}
+    return {
+        "messages": done,
+        "wall_s": round(wall, 3),
+        "msg_per_s": round(done / wall, 1),
+        "cpu_ms_per_msg": round(used * 1000 / max(done, 1), 3),
+    }
 
 
 async def ops_during_poll(queue: Any, client: MnsClient, name: str) -> dict[str, float]:
@@ -148,8 +164,11 @@ async def ops_during_poll(queue: Any, client: MnsClient, name: str) -> dict[str,
     await asyncio.gather(*(timed(queue.set_visibility(m, 60)) for m in held))
     await asyncio.gather(*(timed(queue.delete(m)) for m in held))
     await poll
-    return {"ops": len(latencies), "median_ms": round(statistics.median(latencies) * 1000, 1),
-            "max_ms": round(max(latencies) * 1000, 1)}
+    return {
+        "ops": len(latencies),
+        "median_ms": round(statistics.median(latencies) * 1000, 1),
+        "max_ms": round(max(latencies) * 1000, 1),
+    }
 
 
 async def stop_latency(queue: Any) -> dict[str, float]:
@@ -175,13 +194,17 @@ async def run_one(kind: str, remote: _Remote, total: int) -> dict[str, Any]:
         assert status == 201
     async with AsyncExitStack() as stack:
         if kind == "raw":
-            queue: Any = await MnsQueue.open(remote.endpoint, name, Credentials(remote.access_key_id, remote.secret),
-                                             stack, allow_http=True)  # the local server is http
+            queue: Any = await MnsQueue.open(
+                remote.endpoint, name, Credentials(remote.access_key_id, remote.secret), stack, allow_http=True
+            )  # the local server is http
             await queue.has_dead_letter_queue()  # reads VisibilityTimeout: no per-message change needed
         else:
             queue = SdkQueue(remote.endpoint, remote.access_key_id, remote.secret, name, shared=kind == "sdk-shared")
-        result = {"drain": await drain(queue, total), "ops_during_long_poll": await ops_during_poll(queue, client, name),
-                  "stop": await stop_latency(queue)}
+        result = {
+            "drain": await drain(queue, total),
+            "ops_during_long_poll": await ops_during_poll(queue, client, name),
+            "stop": await stop_latency(queue),
+        }
     return result
 
 
@@ -208,9 +231,11 @@ def main() -> None:
     print(f"{'':12} {'msg/s':>8} {'cpu ms/msg':>11} {'op median':>10} {'op max':>9} {'after cancel':>13}")
     for kind in kinds:
         r = results[kind]
-        print(f"{kind:12} {r['drain']['msg_per_s']:>8} {r['drain']['cpu_ms_per_msg']:>11} "
-              f"{r['ops_during_long_poll']['median_ms']:>8}ms {r['ops_during_long_poll']['max_ms']:>7}ms "
-              f"{r['stop']['still_running_s']:>11}s")
+        print(
+            f"{kind:12} {r['drain']['msg_per_s']:>8} {r['drain']['cpu_ms_per_msg']:>11} "
+            f"{r['ops_during_long_poll']['median_ms']:>8}ms {r['ops_during_long_poll']['max_ms']:>7}ms "
+            f"{r['stop']['still_running_s']:>11}s"
+        )
     (REPO / "bench" / "mns_transport.json").write_text(json.dumps(results, indent=2) + "\n")
 
 

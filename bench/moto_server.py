@@ -8,6 +8,7 @@ It also counts the calls it serves, by operation (X-Amz-Target's operation for S
 DynamoDB, else the HTTP method: PUT = a response uploaded, POST = an SNS publish); GET
 /_bench/calls returns the counts so far as JSON.
 """
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@
 receive (up to 10, long poll) -> for each message: parse, answer with requests.put, delete it.
 Prints `ready`, then `answered 1` after each message (the bench counts them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,13 +32,15 @@ def main() -> int:
         resp = sqs.receive_message(QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds)
         for message in resp.get("Messages", []):
             request = json.loads(json.loads(message["Body"])["Message"])
-            body = json.dumps({
-                "Status": "SUCCESS",
-                "PhysicalResourceId": f"{request['LogicalResourceId']}-{request['RequestId'][:8]}",
-                "StackId": request["StackId"],
-                "RequestId": request["RequestId"],
-                "LogicalResourceId": request["LogicalResourceId"],
-            })
+            body = json.dumps(
+                {
+                    "Status": "SUCCESS",
+                    "PhysicalResourceId": f"{request['LogicalResourceId']}-{request['RequestId'][:8]}",
+                    "StackId": request["StackId"],
+                    "RequestId": request["RequestId"],
+                    "LogicalResourceId": request["LogicalResourceId"],
+                }
+            )
             put = requests.put(request["ResponseURL"], data=body, headers={"Content-Type": ""}, timeout=30)
             if put.status_code != 200:
                 print(f"error PUT {put.status_code}", flush=True)

@@ -4,6 +4,7 @@ On a quiet machine every spin takes the same wall time and the process gets the 
 it; on a shared one the spins spread out and part of each is spent waiting for a CPU. The bench
 prints both at its start and end, so a reader knows how far to trust a ratio's spread.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -28,14 +29,21 @@ def calibrate(spins: int = 9, n: int = 400_000) -> dict[str, Any]:
         walls.append(1000 * (time.perf_counter() - w0))
         cpus.append(1000 * (time.process_time() - c0))
     median = statistics.median(walls)
-    return {"spins": spins, "min_ms": min(walls), "median_ms": median, "max_ms": max(walls),
-            "spread": (max(walls) - min(walls)) / median if median else float("nan"),
-            "cpu_share": sum(cpus) / sum(walls) if sum(walls) else float("nan")}
+    return {
+        "spins": spins,
+        "min_ms": min(walls),
+        "median_ms": median,
+        "max_ms": max(walls),
+        "spread": (max(walls) - min(walls)) / median if median else float("nan"),
+        "cpu_share": sum(cpus) / sum(walls) if sum(walls) else float("nan"),
+    }
 
 
 def describe(label: str, c: dict[str, Any]) -> str:
-    return (f"{label} {c['spins']} equal CPU spins took {c['min_ms']:.0f} / {c['median_ms']:.0f} / {c['max_ms']:.0f} ms "
-            f"(min / median / max, spread {c['spread']:.0%}); the bench got a CPU {c['cpu_share']:.0%} of that time")
+    return (
+        f"{label} {c['spins']} equal CPU spins took {c['min_ms']:.0f} / {c['median_ms']:.0f} / {c['max_ms']:.0f} ms "
+        f"(min / median / max, spread {c['spread']:.0%}); the bench got a CPU {c['cpu_share']:.0%} of that time"
+    )
 
 
 def spread(values: list[float]) -> dict[str, Any]:

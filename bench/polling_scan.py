@@ -9,6 +9,7 @@ DynamoDB (moto's server, on 127.0.0.1, with the table `bootstrap` makes: the spa
 Prints, per store: milliseconds per look (median, p95) and keys returned per look. A waiting
 request costs nothing between looks: no slot, lease or queue message.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ async def _looks(store: Any, looks: int, limit: int) -> tuple[list[float], int]:
 
 def _report(name: str, waiting: int, times: list[float], found: int) -> None:
     p95 = sorted(times)[max(0, int(len(times) * 0.95) - 1)]
-    print(f"{name:9s} {waiting} waiting: look {statistics.median(times):.2f} ms median, {p95:.2f} ms p95; "
-          f"{found} due found per look")
+    print(
+        f"{name:9s} {waiting} waiting: look {statistics.median(times):.2f} ms median, {p95:.2f} ms p95; "
+        f"{found} due found per look"
+    )
 
 
 async def bench_sqlite(waiting: int, due: int, looks: int) -> None:

@@ -3,6 +3,7 @@
 `python -m bench --profile` attaches one to each daemon / limit-loop process of the burst
 scenario; the raw stacks land next to the logs and the top frames are printed.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -26,9 +27,24 @@ class Spy:
         exe = py_spy()
         if exe is None:
             raise RuntimeError("py-spy is not installed: pip install -c constraints.txt -e '.[bench]'")
-        self.proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--gil", "--rate", str(rate),
-                                      "--format", "raw", "--output", str(out), "--nonblocking"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--gil",
+                "--rate",
+                str(rate),
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def stop(self) -> Path:
         if self.proc.poll() is None:
@@ -57,7 +73,9 @@ def _frame(frame: str) -> str:
     return re.sub(r":\d+\)$", ")", frame)
 
 
-def top_frames(raw: Path, project: tuple[str, ...] = ("cfn_provider/", "daemon/", "bench/"), limit: int = 12) -> dict[str, Any]:
+def top_frames(
+    raw: Path, project: tuple[str, ...] = ("cfn_provider/", "daemon/", "bench/"), limit: int = 12
+) -> dict[str, Any]:
     """From a py-spy raw (collapsed) file: the busiest functions of the project (inclusive), the
     busiest functions anywhere (self), and the share per library (inclusive)."""
     own: Counter = Counter()
@@ -80,9 +98,19 @@ def top_frames(raw: Path, project: tuple[str, ...] = ("cfn_provider/", "daemon/"
                     libraries[name] += n
     if not total:
         return {"samples": 0, "project": [], "self": [], "libraries": []}
-    entry = ("cfn_provider/cli.py", "cfn_provider/loops.py", "cfn_provider/__main__.py", "daemon/cli.py", "daemon/__main__.py", "<module>", "serve (bench/limit_loop.py)", "main (bench/")
-    picked = [(f, c) for f, c in inclusive.most_common()
-              if any(p in f for p in project) and not any(e in f for e in entry)]
+    entry = (
+        "cfn_provider/cli.py",
+        "cfn_provider/loops.py",
+        "cfn_provider/__main__.py",
+        "daemon/cli.py",
+        "daemon/__main__.py",
+        "<module>",
+        "serve (bench/limit_loop.py)",
+        "main (bench/",
+    )
+    picked = [
+        (f, c) for f, c in inclusive.most_common() if any(p in f for p in project) and not any(e in f for e in entry)
+    ]
     share = lambda c: round(100 * c / total, 1)  # noqa: E731
     return {
         "samples": total,

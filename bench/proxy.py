@@ -6,6 +6,7 @@ object exists from then on). It frames requests by Content-Length (what botocore
 aiohttp send) and relies on HTTP/1.1 clients not pipelining: the first bytes coming back
 after a request are its response. Bytes are forwarded untouched either way.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,7 +58,8 @@ class RecordingProxy:
     def __enter__(self) -> "RecordingProxy":
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop).result(10)
+            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop
+        ).result(10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -67,6 +69,7 @@ class RecordingProxy:
             self._server.close()
             for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
                 task.cancel()
+
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
@@ -86,9 +89,11 @@ class RecordingProxy:
             client_w.close()
             return
         conn = _Connection()
-        await asyncio.gather(self._pump(client_r, up_w, lambda d: self._requests(conn, d)),
-                             self._pump(up_r, client_w, lambda d: self._responses(conn, d)),
-                             return_exceptions=True)
+        await asyncio.gather(
+            self._pump(client_r, up_w, lambda d: self._requests(conn, d)),
+            self._pump(up_r, client_w, lambda d: self._responses(conn, d)),
+            return_exceptions=True,
+        )
 
     @staticmethod
     async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, note) -> None:
@@ -115,7 +120,7 @@ class RecordingProxy:
                 if len(conn.buffer) > 65536:
                     conn.framing_lost = True
                 return
-            head, conn.buffer = conn.buffer[:end + 2], conn.buffer[end + 4:]
+            head, conn.buffer = conn.buffer[: end + 2], conn.buffer[end + 4 :]
             line = head.split(b"\r\n", 1)[0].split(b" ")
             if len(line) < 3 or b"transfer-encoding: chunked" in head.lower():
                 conn.framing_lost = True  # nothing we send does this; stop counting this connection
@@ -125,7 +130,7 @@ class RecordingProxy:
             target = _TARGET.search(head + b"\r\n")
             operation = target.group(1).decode() if target else ""
             if not operation and conn.body_left:
-                action = _ACTION.search(conn.buffer[:conn.body_left])
+                action = _ACTION.search(conn.buffer[: conn.body_left])
                 operation = action.group(1).decode() if action else ""
             exchange = Exchange(line[0].decode(), line[1].decode(), operation or line[0].decode(), time.time())
             conn.pending.append(exchange)

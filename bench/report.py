@@ -1,4 +1,5 @@
 """The one table `make bench` prints, and the targets each figure is held against."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ def _f(x: float, digits: int = 1) -> str:
 
 
 def _spread(results: dict[str, Any], key: str) -> str:
-    """"median (min - max)" of a ratio over its rounds; the pooled ratio when no spread was kept."""
+    """ "median (min - max)" of a ratio over its rounds; the pooled ratio when no spread was kept."""
     sp = results.get(f"{key}_spread")
     if not sp or not sp.get("rounds"):
         return _f(results[key], 3)
@@ -44,8 +45,11 @@ _OTHER_RATIOS = (  # the burst's informational ratios: (kind, label, what it tel
 
 def _other_ratios(b: dict[str, Any], scenario: str, prefix: str) -> list[Row]:
     """The ratios beside the target's (prefix "" for throughput, "cpu_" for CPU), for the kinds that ran."""
-    return [Row(scenario, f"{label} / limit, median (min - max)", _spread(b, f"{prefix}{kind}_over_limit"), note)
-            for kind, label, note in _OTHER_RATIOS if f"{prefix}{kind}_over_limit" in b]
+    return [
+        Row(scenario, f"{label} / limit, median (min - max)", _spread(b, f"{prefix}{kind}_over_limit"), note)
+        for kind, label, note in _OTHER_RATIOS
+        if f"{prefix}{kind}_over_limit" in b
+    ]
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
@@ -55,73 +59,165 @@ def rows(results: dict[str, Any]) -> list[Row]:
         n = b["daemon"]["requests"]
         s = f"1 burst: {n} Creates each, {b.get('rounds', 1)} rounds"
         loop = b.get("event_loop") or "?"
-        kinds = [k for k in ("daemon", "daemon_asyncio", "daemon_async_handler", "baseline", "limit", "naive") if k in b]
-        labels = {"daemon": f"daemon (cfn-provider run, {loop})", "daemon_asyncio": "daemon on asyncio (--event-loop asyncio)",
-                  "daemon_async_handler": "daemon, async handler (no thread hand-off)",
-                  "baseline": f"baseline daemon ({b.get('baseline_checkout', '--baseline')})",
-                  "limit": "limit loop (minimal asyncio)", "naive": "naive loop (sync boto3, 1 at a time)"}
-        short = {"daemon": "daemon", "daemon_asyncio": "daemon on asyncio", "daemon_async_handler": "daemon, async handler",
-                 "baseline": "baseline daemon",
-                 "limit": "limit loop", "naive": "naive loop"}
+        kinds = [
+            k for k in ("daemon", "daemon_asyncio", "daemon_async_handler", "baseline", "limit", "naive") if k in b
+        ]
+        labels = {
+            "daemon": f"daemon (cfn-provider run, {loop})",
+            "daemon_asyncio": "daemon on asyncio (--event-loop asyncio)",
+            "daemon_async_handler": "daemon, async handler (no thread hand-off)",
+            "baseline": f"baseline daemon ({b.get('baseline_checkout', '--baseline')})",
+            "limit": "limit loop (minimal asyncio)",
+            "naive": "naive loop (sync boto3, 1 at a time)",
+        }
+        short = {
+            "daemon": "daemon",
+            "daemon_asyncio": "daemon on asyncio",
+            "daemon_async_handler": "daemon, async handler",
+            "baseline": "baseline daemon",
+            "limit": "limit loop",
+            "naive": "naive loop",
+        }
         for kind in kinds:
             flag = "" if b[kind]["verified"] else "  (unverified: see JSON)"
             out.append(Row(s, labels[kind], f"{_f(b[kind]['rps'])} req/s{flag}"))
         ratio = b["daemon_over_limit"]
-        out.append(Row(s, f"daemon ({loop}) / limit, median (min - max)", _spread(b, "daemon_over_limit"), ">= 0.95",
-                       _check(ratio, ratio >= 0.95)))
+        out.append(
+            Row(
+                s,
+                f"daemon ({loop}) / limit, median (min - max)",
+                _spread(b, "daemon_over_limit"),
+                ">= 0.95",
+                _check(ratio, ratio >= 0.95),
+            )
+        )
         out.extend(_other_ratios(b, s, ""))
         out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
-        compact = {"daemon": "daemon", "daemon_asyncio": "on asyncio", "daemon_async_handler": "async handler", "baseline": "baseline",
-                   "limit": "limit", "naive": "naive"}
+        compact = {
+            "daemon": "daemon",
+            "daemon_asyncio": "on asyncio",
+            "daemon_async_handler": "async handler",
+            "baseline": "baseline",
+            "limit": "limit",
+            "naive": "naive",
+        }
         order = ", ".join(compact[k] for k in kinds)
-        out.append(Row(s, f"emulator busy: {order}",
-                       " / ".join(_f(b[k]["emulator_busy"], 2) for k in kinds) + " cores", "(one GIL: ~1 is full)"))
-        out.append(Row(s, "emulator CPU per request: same order",
-                       " / ".join(_f(b[k]["emulator_cpu_ms_per_request"], 1) for k in kinds) + " ms"))
-        out.append(Row(s, "SQS calls per request: same order",
-                       " / ".join(_f(b[k].get("sqs_calls_per_request", float("nan")), 2) for k in kinds)))
-        out.append(Row(s, "messages in flight at SQS (mean): same order",
-                       " / ".join(_f(b[k].get("in_flight_mean", float("nan")), 1) for k in kinds)))
+        out.append(
+            Row(
+                s,
+                f"emulator busy: {order}",
+                " / ".join(_f(b[k]["emulator_busy"], 2) for k in kinds) + " cores",
+                "(one GIL: ~1 is full)",
+            )
+        )
+        out.append(
+            Row(
+                s,
+                "emulator CPU per request: same order",
+                " / ".join(_f(b[k]["emulator_cpu_ms_per_request"], 1) for k in kinds) + " ms",
+            )
+        )
+        out.append(
+            Row(
+                s,
+                "SQS calls per request: same order",
+                " / ".join(_f(b[k].get("sqs_calls_per_request", float("nan")), 2) for k in kinds),
+            )
+        )
+        out.append(
+            Row(
+                s,
+                "messages in flight at SQS (mean): same order",
+                " / ".join(_f(b[k].get("in_flight_mean", float("nan")), 1) for k in kinds),
+            )
+        )
         s = "2 CPU per request"
         for kind in kinds:
             kernel = b[kind].get("cpu_sys_ms_per_request")
-            out.append(Row(s, f"{short[kind]} (user+sys)", f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"
-                           + (f" (sys {_f(kernel, 2)})" if kernel is not None else "")))
+            out.append(
+                Row(
+                    s,
+                    f"{short[kind]} (user+sys)",
+                    f"{_f(b[kind]['cpu_ms_per_request'], 2)} ms"
+                    + (f" (sys {_f(kernel, 2)})" if kernel is not None else ""),
+                )
+            )
         ratio = b["cpu_daemon_over_limit"]
-        out.append(Row(s, f"daemon ({loop}) / limit, median (min - max)", _spread(b, "cpu_daemon_over_limit"), "<= 1.3",
-                       _check(ratio, ratio <= 1.3)))
+        out.append(
+            Row(
+                s,
+                f"daemon ({loop}) / limit, median (min - max)",
+                _spread(b, "cpu_daemon_over_limit"),
+                "<= 1.3",
+                _check(ratio, ratio <= 1.3),
+            )
+        )
         out.extend(_other_ratios(b, s, "cpu_"))
-        out.append(Row(s, "daemon's own ceiling on 1 core (1 / CPU)",
-                       f"{_f(1000 / b['daemon']['cpu_ms_per_request'], 0)} req/s"))
+        out.append(
+            Row(
+                s,
+                "daemon's own ceiling on 1 core (1 / CPU)",
+                f"{_f(1000 / b['daemon']['cpu_ms_per_request'], 0)} req/s",
+            )
+        )
     sl = results.get("slow")
     if sl:
         s = f"3 slow: {sl['requests']} x 1 s, C={sl['concurrency']}"
         out.append(Row(s, "ideal M x 1 s / C", f"{_f(sl['ideal_s'])} s"))
-        for key, label in (("async_sleep", "async handler: wall, ideal/actual"),
-                           ("sync_sleep", "thread-pool handler: wall, ideal/actual")):
+        for key, label in (
+            ("async_sleep", "async handler: wall, ideal/actual"),
+            ("sync_sleep", "thread-pool handler: wall, ideal/actual"),
+        ):
             run = sl[key]
             eff = run["efficiency"]
             flag = "" if run["verified"] else " (unverified)"
-            out.append(Row(s, label, f"{_f(run['seconds'])} s, {_f(eff, 3)}{flag}", ">= 0.85", _check(eff, eff >= 0.85)))
+            out.append(
+                Row(s, label, f"{_f(run['seconds'])} s, {_f(eff, 3)}{flag}", ">= 0.85", _check(eff, eff >= 0.85))
+            )
     la = results.get("latency")
     if la:
         s = f"4 latency: {la['requests']} x every {int(la['interval_s'] * 1000)} ms"
         for key, label in (("delivery", "emulator SNS->SQS delivery"), ("daemon", "daemon publish->response in S3")):
             q = la[key]
-            out.append(Row(s, f"{label} p50/p95/p99",
-                           f"{_f(q['p50_ms'])} / {_f(q['p95_ms'])} / {_f(q['p99_ms'])} ms ({q['count']})"))
+            out.append(
+                Row(
+                    s,
+                    f"{label} p50/p95/p99",
+                    f"{_f(q['p50_ms'])} / {_f(q['p95_ms'])} / {_f(q['p99_ms'])} ms ({q['count']})",
+                )
+            )
         gap = la["p50_over_delivery_ms"]
-        out.append(Row(s, "daemon p50 - delivery p50", f"{gap:+.1f} ms" if not math.isnan(gap) else "n/a",
-                       "<= +25 ms", _check(gap, gap <= 25)))
+        out.append(
+            Row(
+                s,
+                "daemon p50 - delivery p50",
+                f"{gap:+.1f} ms" if not math.isnan(gap) else "n/a",
+                "<= +25 ms",
+                _check(gap, gap <= 25),
+            )
+        )
     idl = results.get("idle")
     if idl:
         s = f"5 idle: {int(idl['seconds'])} s, 20 s long polls"
         out.append(Row(s, "daemon CPU", f"{_f(idl['cpu_percent'], 3)} %", "< 0.5 %", idl["cpu_percent"] < 0.5))
-        out.append(Row(s, "daemon RSS (peak)", f"{_f(idl['rss_mb'])} MB ({_f(idl['peak_rss_mb'])})", "<= 80 MB",
-                       idl["rss_mb"] <= 80))
+        out.append(
+            Row(
+                s,
+                "daemon RSS (peak)",
+                f"{_f(idl['rss_mb'])} MB ({_f(idl['peak_rss_mb'])})",
+                "<= 80 MB",
+                idl["rss_mb"] <= 80,
+            )
+        )
         by_op = ", ".join(f"{k} {v}" for k, v in sorted(idl["sqs_by_operation"].items())) or "none"
-        out.append(Row(s, "SQS requests", f"{idl['sqs_requests']} ({_f(idl['sqs_requests_per_minute'])}/min: {by_op})",
-                       "~3/min"))
+        out.append(
+            Row(
+                s,
+                "SQS requests",
+                f"{idl['sqs_requests']} ({_f(idl['sqs_requests_per_minute'])}/min: {by_op})",
+                "~3/min",
+            )
+        )
     for key in ("scale", "scale_dynalite"):
         sc = results.get(key)
         if sc:
@@ -138,8 +234,15 @@ def rows(results: dict[str, Any]) -> list[Row]:
             reached = peak >= 0.9 * inf["requests"]  # else the figure is not the one the target is about
             if not reached:
                 flag += f" (only {peak} in flight at once: not judged)"
-            out.append(Row(s, f"{label}: peak RSS", f"{_f(rss)} MB{flag}", "<= 150 MB" if kind == "sync" else "",
-                           _check(rss, rss <= 150) if kind == "sync" and reached else None))
+            out.append(
+                Row(
+                    s,
+                    f"{label}: peak RSS",
+                    f"{_f(rss)} MB{flag}",
+                    "<= 150 MB" if kind == "sync" else "",
+                    _check(rss, rss <= 150) if kind == "sync" and reached else None,
+                )
+            )
             out.append(Row(s, f"{label}: drain, most in flight", f"{_f(run['seconds'])} s, {run['in_flight_peak']}"))
     po = results.get("polls")
     if po:
@@ -148,10 +251,18 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "daemon CPU, RSS while they wait", po["note"], "<= 2 %, <= 200 MB"))
         else:
             flag = "" if po["verified"] else " (unverified: not all were waiting, or a poll ran)"
-            out.append(Row(s, "daemon CPU while they wait", f"{_f(po['cpu_percent'], 2)} %{flag}", "<= 2 %",
-                           po["cpu_percent"] <= 2))
-            out.append(Row(s, "daemon RSS while they wait (max)", f"{_f(po['rss_mb'])} MB", "<= 200 MB",
-                           po["rss_mb"] <= 200))
+            out.append(
+                Row(
+                    s,
+                    "daemon CPU while they wait",
+                    f"{_f(po['cpu_percent'], 2)} %{flag}",
+                    "<= 2 %",
+                    po["cpu_percent"] <= 2,
+                )
+            )
+            out.append(
+                Row(s, "daemon RSS while they wait (max)", f"{_f(po['rss_mb'])} MB", "<= 200 MB", po["rss_mb"] <= 200)
+            )
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
     out += _lambda_rows(results.get("lambda"))
     out += _web_rows(results.get("web"))
@@ -169,8 +280,13 @@ def _web_rows(w: dict[str, Any] | None) -> list[Row]:
         flag = "" if run["verified"] else "  (unverified: see JSON)"
         out.append(Row(s, "requests/s (each until answered)", f"{_f(run['rps'])} req/s{flag}"))
         q = run["answer"]
-        out.append(Row(s, "to the answer p50 / p99" + ("" if key == "sync" else " (at the ResponseURL)"),
-                       f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
+        out.append(
+            Row(
+                s,
+                "to the answer p50 / p99" + ("" if key == "sync" else " (at the ResponseURL)"),
+                f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms",
+            )
+        )
         if key == "async":
             q = run["round_trip"]
             out.append(Row(s, "to the 200 p50 / p99", f"{_f(q['p50_ms'])} / {_f(q['p99_ms'])} ms"))
@@ -190,15 +306,22 @@ def _lambda_rows(fn: dict[str, Any] | None) -> list[Row]:
     s = f"9 lambda: isolation, {fn['calls_n']} calls"
     q = lambda key: f"{_f(fn[key]['p50_ms'], 2)} / {_f(fn[key]['p95_ms'], 2)} ms"  # noqa: E731
     return [
-        Row(s, "cold start p50 (trivial / boto3 client)",
-            f"{_f(fn['cold_trivial']['p50_ms'], 0)} / {_f(fn['cold_boto3']['p50_ms'], 0)} ms"),
-        Row(s, "warm process RSS (trivial / boto3 client)",
-            f"{_f(fn['rss_trivial_mb'])} / {_f(fn['rss_boto3_mb'])} MB"),
+        Row(
+            s,
+            "cold start p50 (trivial / boto3 client)",
+            f"{_f(fn['cold_trivial']['p50_ms'], 0)} / {_f(fn['cold_boto3']['p50_ms'], 0)} ms",
+        ),
+        Row(
+            s, "warm process RSS (trivial / boto3 client)", f"{_f(fn['rss_trivial_mb'])} / {_f(fn['rss_boto3_mb'])} MB"
+        ),
         Row(s, "per call p50 / p95: in process (plain sync handler)", q("in_process")),
         Row(s, "per call p50 / p95: isolated, cfnresponse over HTTPS", q("isolated_trivial")),
         Row(s, "per call p50 / p95: isolated, kept-open connection", q("isolated_kept_open")),
-        Row(s, "isolation overhead per call, p50 (cfnresponse / kept open)",
-            f"+{_f(fn['overhead_ms'], 2)} / +{_f(fn['overhead_kept_open_ms'], 2)} ms"),
+        Row(
+            s,
+            "isolation overhead per call, p50 (cfnresponse / kept open)",
+            f"+{_f(fn['overhead_ms'], 2)} / +{_f(fn['overhead_kept_open_ms'], 2)} ms",
+        ),
     ]
 
 
@@ -215,8 +338,14 @@ def _scale_rows(sc: dict[str, Any]) -> list[Row]:
         elif "error" in run:
             out.append(Row(s, label, f"could not run: {run['error'][:60]}"))
         else:
-            out.append(Row(s, label, f"{_f(run['rps'])} req/s (x{_f(run['ratio_to_one'], 2)}), "
-                                     f"emulator {_f(run['emulator_busy'], 2)} cores"))
+            out.append(
+                Row(
+                    s,
+                    label,
+                    f"{_f(run['rps'])} req/s (x{_f(run['ratio_to_one'], 2)}), "
+                    f"emulator {_f(run['emulator_busy'], 2)} cores",
+                )
+            )
     out.append(Row(s, "bottleneck", scale_bottleneck(sc)))
     if "dynalite_cpu_ms_per_request" in sc:
         out.append(Row(s, "dynalite CPU per request (all runs)", f"{_f(sc['dynalite_cpu_ms_per_request'], 2)} ms"))
@@ -237,10 +366,12 @@ def scale_bottleneck(sc: dict[str, Any]) -> str:
 
 def table(results: dict[str, Any], header: list[str]) -> str:
     rs = rows(results)
-    widths = [max([len(h) for h in ("scenario",)] + [len(r.scenario) for r in rs]),
-              max([len("figure")] + [len(r.figure) for r in rs]),
-              max([len("value")] + [len(r.value) for r in rs]),
-              max([len("target")] + [len(r.target) for r in rs])]
+    widths = [
+        max([len(h) for h in ("scenario",)] + [len(r.scenario) for r in rs]),
+        max([len("figure")] + [len(r.figure) for r in rs]),
+        max([len("value")] + [len(r.value) for r in rs]),
+        max([len("target")] + [len(r.target) for r in rs]),
+    ]
     lines = list(header)
     head = f"{'scenario':<{widths[0]}}  {'figure':<{widths[1]}}  {'value':<{widths[2]}}  {'target':<{widths[3]}}"
     lines += [head, "-" * (len(head) + 8)]
@@ -248,12 +379,16 @@ def table(results: dict[str, Any], header: list[str]) -> str:
     for r in rs:
         scenario = r.scenario if r.scenario != last else ""
         last = r.scenario
-        lines.append(f"{scenario:<{widths[0]}}  {r.figure:<{widths[1]}}  {r.value:<{widths[2]}}  "
-                     f"{r.target:<{widths[3]}}  {r.verdict}".rstrip())
+        lines.append(
+            f"{scenario:<{widths[0]}}  {r.figure:<{widths[1]}}  {r.value:<{widths[2]}}  "
+            f"{r.target:<{widths[3]}}  {r.verdict}".rstrip()
+        )
     missed = [r for r in rs if r.met is False]
     lines.append("-" * (len(head) + 8))
-    lines.append(f"targets met: {sum(1 for r in rs if r.met)}/{sum(1 for r in rs if r.met is not None)}"
-                 + (f"; missed: {', '.join(r.scenario.split(':')[0] + ' ' + r.figure for r in missed)}" if missed else ""))
+    lines.append(
+        f"targets met: {sum(1 for r in rs if r.met)}/{sum(1 for r in rs if r.met is not None)}"
+        + (f"; missed: {', '.join(r.scenario.split(':')[0] + ' ' + r.figure for r in missed)}" if missed else "")
+    )
     return "\n".join(lines)
 
 

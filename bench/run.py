@@ -12,6 +12,7 @@ same session, with consumers taking turns, so they are what to read: each ratio 
 median (min - max) of its rounds, a target is met when the median meets it, and the header says
 how noisy the machine was (equal CPU spins timed at the start and the end).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,28 +47,50 @@ def _jsonable(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated: " + " ".join(SCENARIOS))
     parser.add_argument("--quick", action="store_true", help="small sizes (not comparable with a full run)")
-    parser.add_argument("--profile", action="store_true",
-                        help="diagnose: py-spy the daemon and limit loop in the burst, time each stage of a message "
-                             "in the slow and latency runs (the figures are then not the reference ones)")
-    parser.add_argument("--json", type=Path, default=None, help=f"where to write the figures (default {DEFAULT_JSON}"
-                                                                " for a full run, results-partial.json otherwise)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="diagnose: py-spy the daemon and limit loop in the burst, time each stage of a message "
+        "in the slow and latency runs (the figures are then not the reference ones)",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help=f"where to write the figures (default {DEFAULT_JSON} for a full run, results-partial.json otherwise)",
+    )
     parser.add_argument("--logs", type=Path, default=None, help="directory for logs (default: a new temp dir)")
     parser.add_argument("--concurrency", type=int, default=32, help="daemon --concurrency (default 32)")
     parser.add_argument("--rounds", type=int, default=3, help="burst: rounds the consumers take turns (default 3)")
-    parser.add_argument("--requests", type=int, default=None,
-                        help="burst: requests per consumer per round (default 333; --quick 100)")
+    parser.add_argument(
+        "--requests", type=int, default=None, help="burst: requests per consumer per round (default 333; --quick 100)"
+    )
     parser.add_argument("--inflight", type=int, default=None, help="inflight: handlers at once (default 1000)")
-    parser.add_argument("--inflight-sleep", type=float, default=None,
-                        help="inflight: seconds each handler sleeps (default 15; longer lets more be in flight at once)")
-    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
-                        help="the daemon's --event-loop (default auto); a daemon-on-asyncio row is always run too")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
-                        help="burst: also run the daemon of another clone of this repository (with its own "
-                             "`make venv`) in every round, for a before/after in one session")
+    parser.add_argument(
+        "--inflight-sleep",
+        type=float,
+        default=None,
+        help="inflight: seconds each handler sleeps (default 15; longer lets more be in flight at once)",
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the daemon's --event-loop (default auto); a daemon-on-asyncio row is always run too",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="burst: also run the daemon of another clone of this repository (with its own "
+        "`make venv`) in every round, for a before/after in one session",
+    )
     args = parser.parse_args(argv)
     if args.baseline and not (args.baseline / ".venv" / "bin" / "python").exists():
         parser.error(f"--baseline {args.baseline}: no .venv/bin/python there (run `make venv` in it first)")
@@ -78,9 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     logdir = args.logs or Path(tempfile.mkdtemp(prefix="cfn-bench-"))
     logdir.mkdir(parents=True, exist_ok=True)
-    opts = scenarios.Options(logdir=logdir, concurrency=args.concurrency, profile=args.profile,
-                             event_loop=args.event_loop, rounds=max(1, args.rounds), baseline=args.baseline,
-                             say=lambda line: print(line, flush=True))
+    opts = scenarios.Options(
+        logdir=logdir,
+        concurrency=args.concurrency,
+        profile=args.profile,
+        event_loop=args.event_loop,
+        rounds=max(1, args.rounds),
+        baseline=args.baseline,
+        say=lambda line: print(line, flush=True),
+    )
     opts.burst_n = 333 * opts.rounds
     if args.quick:
         opts.burst_n, opts.slow_m, opts.latency_count = 100 * opts.rounds, 100, 25
@@ -94,16 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     full = not args.quick and chosen == list(SCENARIOS)
     out_path = args.json or (DEFAULT_JSON if full else REPO / "bench" / "results-partial.json")
 
-    print(f"cfn-sns-provider benchmarks: {', '.join(chosen)}{' (quick)' if args.quick else ''}; logs in {logdir}",
-          flush=True)
+    print(
+        f"cfn-sns-provider benchmarks: {', '.join(chosen)}{' (quick)' if args.quick else ''}; logs in {logdir}",
+        flush=True,
+    )
     noise_start = noise.calibrate()
     started, load_start, psi_start = time.monotonic(), os.getloadavg()[0], cpu_pressure_s()
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}
-    runners = {"burst": scenarios.burst, "slow": scenarios.slow, "latency": scenarios.latency,
-               "idle": scenarios.idle, "scale": scale.scale_out, "scale_dynalite": scale.scale_out_dynalite,
-               "inflight": scenarios_more.inflight, "polls": scenarios_more.waiting_polls,
-               "lambda": functions.isolation, "web": web_listener.run_web}
+    runners = {
+        "burst": scenarios.burst,
+        "slow": scenarios.slow,
+        "latency": scenarios.latency,
+        "idle": scenarios.idle,
+        "scale": scale.scale_out,
+        "scale_dynalite": scale.scale_out_dynalite,
+        "inflight": scenarios_more.inflight,
+        "polls": scenarios_more.waiting_polls,
+        "lambda": functions.isolation,
+        "web": web_listener.run_web,
+    }
     for name in chosen:
         t0 = time.monotonic()
         print(f"  {name} ...", flush=True)
@@ -126,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         + (" (quick sizes)" if args.quick else ""),
         f"machine:  {machine()}",
         f"load:     1-min load average {load_start:.1f} at start, {load_end:.1f} at end"
-        + (f"; some task waited for a CPU {pressure:.0%} of the time (PSI; the bench's own processes included)"
-           if pressure is not None else ""),
+        + (
+            f"; some task waited for a CPU {pressure:.0%} of the time (PSI; the bench's own processes included)"
+            if pressure is not None
+            else ""
+        ),
         noise.describe("noise:   ", noise_start) + " (start)",
         noise.describe("         ", noise_end) + " (end)",
         f"emulator: moto {version('moto')} server in its own process on 127.0.0.1, a fresh one per run; "
@@ -147,12 +189,21 @@ def main(argv: list[str] | None = None) -> int:
 
     document = {
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(), "moto": version("moto"), "quick": args.quick, "scenarios_run": chosen,
-        "duration_s": round(total, 1), "load_average_1min": {"start": load_start, "end": load_end},
-        "cpu_pressure": pressure, "noise": {"start": noise_start, "end": noise_end}, "event_loop": loop,
-        "scenario_seconds": timings, "targets": report.targets(results),
-        "notes": notes, "options": {k: v for k, v in vars(opts).items() if k not in ("say", "logdir")},
-        "logs": str(logdir), "results": results,
+        "machine": machine(),
+        "moto": version("moto"),
+        "quick": args.quick,
+        "scenarios_run": chosen,
+        "duration_s": round(total, 1),
+        "load_average_1min": {"start": load_start, "end": load_end},
+        "cpu_pressure": pressure,
+        "noise": {"start": noise_start, "end": noise_end},
+        "event_loop": loop,
+        "scenario_seconds": timings,
+        "targets": report.targets(results),
+        "notes": notes,
+        "options": {k: v for k, v in vars(opts).items() if k not in ("say", "logdir")},
+        "logs": str(logdir),
+        "results": results,
     }
     out_path.write_text(json.dumps(_jsonable(document), indent=2, default=str) + "\n")
     print(f"figures written to {out_path.relative_to(REPO) if out_path.is_relative_to(REPO) else out_path}")
@@ -162,34 +213,51 @@ def main(argv: list[str] | None = None) -> int:
 def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
     notes = []
     if pressure is not None and pressure >= 0.3:
-        notes.append(f"the CPUs were contended: some task (the bench's three processes or other work) waited for "
-                     f"one {pressure:.0%} of the time; wall-clock figures (1, 3, 4, 6) suffer most, CPU per request "
-                     "(2) and idle cost (5) least")
+        notes.append(
+            f"the CPUs were contended: some task (the bench's three processes or other work) waited for "
+            f"one {pressure:.0%} of the time; wall-clock figures (1, 3, 4, 6) suffer most, CPU per request "
+            "(2) and idle cost (5) least"
+        )
     b = results.get("burst")
     if b:
         d, lim = b["daemon"], b["limit"]
-        cost = (f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
-                f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
-                f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)")
+        cost = (
+            f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
+            f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
+            f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)"
+        )
         starved = d.get("cpu_pressure") or 0.0
         if max(d["emulator_busy"], lim["emulator_busy"]) >= 0.8:
-            notes.append(f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "
-                         f"and S3 call and closes every connection ({d['emulator_busy']:.2f} / "
-                         f"{lim['emulator_busy']:.2f} cores busy in the daemon / limit runs); {cost}")
+            notes.append(
+                f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "
+                f"and S3 call and closes every connection ({d['emulator_busy']:.2f} / "
+                f"{lim['emulator_busy']:.2f} cores busy in the daemon / limit runs); {cost}"
+            )
         elif starved >= 0.5:
-            notes.append(f"burst: the emulator was not saturated ({d['emulator_busy']:.2f} cores busy) but the CPUs "
-                         f"were (some task waited for one {starved:.0%} of the time in the daemon runs); {cost}")
+            notes.append(
+                f"burst: the emulator was not saturated ({d['emulator_busy']:.2f} cores busy) but the CPUs "
+                f"were (some task waited for one {starved:.0%} of the time in the daemon runs); {cost}"
+            )
         else:
-            notes.append(f"burst: the emulator was not saturated in the daemon runs ({d['emulator_busy']:.2f} cores): "
-                         f"the daemon's own time per message (x --concurrency) set its throughput; {cost}")
+            notes.append(
+                f"burst: the emulator was not saturated in the daemon runs ({d['emulator_busy']:.2f} cores): "
+                f"the daemon's own time per message (x --concurrency) set its throughput; {cost}"
+            )
     sc = results.get("scale")
     if sc and not sc.get("fleet_mode"):
-        notes.append(f"scale-out: fleet mode not available yet ({sc.get('fleet_note', '')}); "
-                     "2 and 3 processes run once `--state dynamodb://` works")
+        notes.append(
+            f"scale-out: fleet mode not available yet ({sc.get('fleet_note', '')}); "
+            "2 and 3 processes run once `--state dynamodb://` works"
+        )
     elif sc:
         notes.append(f"scale-out: the bottleneck is {report.scale_bottleneck(sc)}")
-    unverified = [f"{k}/{kind}" for k in ("burst",) if k in results for kind in scenarios.KINDS
-                  if kind in results[k] and not results[k][kind]["verified"]]
+    unverified = [
+        f"{k}/{kind}"
+        for k in ("burst",)
+        if k in results
+        for kind in scenarios.KINDS
+        if kind in results[k] and not results[k][kind]["verified"]
+    ]
     if unverified:
         notes.append("some runs did not end with every response in S3 and an empty queue: " + ", ".join(unverified))
     return notes
@@ -200,8 +268,10 @@ def _print_profiles(burst: dict[str, Any]) -> None:
         for run in burst[kind]["runs"]:
             for name, prof in (run.get("profile") or {}).items():
                 cpu = run["cpu_ms_per_request"]
-                print(f"\nprofile {run['logs']}/{name}: {prof['samples']} samples holding the GIL, "
-                      f"{cpu:.2f} ms CPU per request")
+                print(
+                    f"\nprofile {run['logs']}/{name}: {prof['samples']} samples holding the GIL, "
+                    f"{cpu:.2f} ms CPU per request"
+                )
                 print("  by library (inclusive):")
                 for frame, share in prof["libraries"]:
                     print(f"    {share:5.1f}%  {frame}")
@@ -221,8 +291,10 @@ def _print_stages(results: dict[str, Any]) -> None:
             continue
         print(f"\nstages of a message, {label} (wall time; bench.trace_daemon):")
         for stage, q in stages.items():
-            print(f"    {stage:<40} n={q['n']:<5} p50 {q['p50_ms']:8.1f} ms  p90 {q['p90_ms']:8.1f} ms  "
-                  f"mean {q['mean_ms']:8.1f} ms")
+            print(
+                f"    {stage:<40} n={q['n']:<5} p50 {q['p50_ms']:8.1f} ms  p90 {q['p90_ms']:8.1f} ms  "
+                f"mean {q['mean_ms']:8.1f} ms"
+            )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Scenario 6, scale-out: 1, 2 and 3 daemon processes sharing one fleet-mode DynamoDB table, in
 moto's DynamoDB and in dynalite (an independent implementation, tests/support/dynalite.py), with
 SQS/SNS/S3 in moto as everywhere else."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,16 +33,21 @@ def fleet_mode(timeout: float = 60.0) -> tuple[bool, str]:
         "    except Exception: pass\n"
         "    print('OPENED')\n"
     )
-    env = child_env(AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="testing",
-                    AWS_SECRET_ACCESS_KEY="testing-secret-key-not-real", AWS_DEFAULT_REGION="us-east-1")
+    env = child_env(
+        AWS_ENDPOINT_URL="http://127.0.0.1:9",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing-secret-key-not-real",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return False, "open_store('dynamodb://x') did not return"
     line = (done.stdout.strip().splitlines() or ["RAISED no answer: " + done.stderr.strip()[-200:]])[-1]
     if line.startswith("RAISED") and "not available" in line:
-        return False, line[len("RAISED "):]
+        return False, line[len("RAISED ") :]
     return True, ""
 
 
@@ -52,25 +58,37 @@ def fleet_state_url(em: EmulatorProcess) -> str:
     try:
         from cfn_provider.ops.bootstrap import ensure_table
     except ImportError:  # bootstrap not there: the schema daemon/stores/dynamodb.py reads
-        client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+        client.create_table(
+            TableName=table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        )
     else:
         ensure_table(client, table)
     return f"dynamodb://{table}"
 
 
-def scale_out(opts: Options, state: Callable[[EmulatorProcess], str] = fleet_state_url,
-              label: str = "dynamodb (moto)", tag: str = "scale") -> dict[str, Any]:
+def scale_out(
+    opts: Options,
+    state: Callable[[EmulatorProcess], str] = fleet_state_url,
+    label: str = "dynamodb (moto)",
+    tag: str = "scale",
+) -> dict[str, Any]:
     available, why = fleet_mode()
-    out: dict[str, Any] = {"requests": opts.scale_n, "fleet_mode": available,
-                           "fleet_note": "" if available else why}
+    out: dict[str, Any] = {"requests": opts.scale_n, "fleet_mode": available, "fleet_note": "" if available else why}
     counts = (1, 2, 3) if available else (1,)
     base = None
     for processes in counts:
         try:
-            run = throughput_run(opts, "daemon", opts.scale_n, f"{tag}-{processes}", processes=processes,
-                                 state=state if available else None)
+            run = throughput_run(
+                opts,
+                "daemon",
+                opts.scale_n,
+                f"{tag}-{processes}",
+                processes=processes,
+                state=state if available else None,
+            )
         except RuntimeError as exc:  # e.g. fleet mode present but not startable here
             out[str(processes)] = {"error": str(exc)}
             continue
@@ -95,12 +113,15 @@ def scale_out_dynalite(opts: Options) -> dict[str, Any]:
     except DynaliteMissing as exc:
         return {"requests": opts.scale_n, "unavailable": str(exc)}
     try:
+
         def table(_em: EmulatorProcess) -> str:
             name = f"cfn-bench-{uuid.uuid4().hex[:8]}"
             db.create_table(name)
             return f"dynamodb://{name}"
 
-        on_dynalite = dataclasses.replace(opts, daemon_env={**opts.daemon_env, "AWS_ENDPOINT_URL_DYNAMODB": db.endpoint})
+        on_dynalite = dataclasses.replace(
+            opts, daemon_env={**opts.daemon_env, "AWS_ENDPOINT_URL_DYNAMODB": db.endpoint}
+        )
         cpu0 = cpu_seconds(db.proc.pid)  # type: ignore[union-attr]
         out = scale_out(on_dynalite, table, "dynamodb (dynalite)", "scale-dynalite")
         answered = sum(r.get("answered", 0) for r in out.values() if isinstance(r, dict))

@@ -4,6 +4,7 @@ Every run gets a fresh emulator process and a fresh topic/queue/bucket, so no ru
 another's queue, objects or memory. Consumers are processes of their own, and their CPU is
 read from /proc, so nothing the bench does (publishing, reading logs) is counted against them.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,15 @@ from urllib.parse import unquote, urlsplit
 from cfn_provider.local.emulator import Provider
 
 from .harness import (
-    Consumer, EmulatorProcess, InFlightSampler, build_requests, cpu_pressure_s, feed, pressure_share,
-    queue_depth, responses_in_bucket,
+    Consumer,
+    EmulatorProcess,
+    InFlightSampler,
+    build_requests,
+    cpu_pressure_s,
+    feed,
+    pressure_share,
+    queue_depth,
+    responses_in_bucket,
 )
 from .noise import spread
 from .profile import Spy, top_frames
@@ -29,8 +37,14 @@ KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "limit", "naive")
 # the daemon on the loop --event-loop picks, on asyncio's own, and with the trivial handler written
 # `async def` (run on the loop: what the thread pool's hand-off costs a sync handler)
 DAEMONS = ("daemon", "daemon_asyncio", "daemon_async_handler")
-SQS_OPERATIONS = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
-                  "ChangeMessageVisibilityBatch", "GetQueueAttributes")
+SQS_OPERATIONS = (
+    "ReceiveMessage",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
+    "GetQueueAttributes",
+)
 LABELS = {
     "daemon": "daemon (cfn-provider run)",
     "daemon_asyncio": "daemon on asyncio's loop (--event-loop asyncio)",
@@ -58,33 +72,61 @@ class Options:
     profile: bool = False
     event_loop: str = "auto"  # the daemon's --event-loop
     baseline: Path | None = None  # another checkout whose daemon takes its turn in the burst too (before/after)
-    daemon_env: dict[str, str] = field(default_factory=dict)  # more environment for the daemons (e.g. a DynamoDB endpoint)
+    daemon_env: dict[str, str] = field(
+        default_factory=dict
+    )  # more environment for the daemons (e.g. a DynamoDB endpoint)
     inflight_n: int = 1000  # bench.scenarios_more.inflight: handlers in flight at once
     inflight_sleep: float = 15.0  # seconds each of them sleeps
     say: Callable[[str], None] = print
 
 
 # ---------------------------------------------------------------------------- one throughput run
-def _consumer(kind: str, opts: Options, em: EmulatorProcess, provider: Provider, rundir: Path, index: int = 0,
-              handler: str = "trivial", state: str | None = None, trace: bool = False) -> Consumer:
+def _consumer(
+    kind: str,
+    opts: Options,
+    em: EmulatorProcess,
+    provider: Provider,
+    rundir: Path,
+    index: int = 0,
+    handler: str = "trivial",
+    state: str | None = None,
+    trace: bool = False,
+) -> Consumer:
     log = rundir / f"{kind}-{index}.log"
     if kind in DAEMONS or kind == "baseline":
         if kind == "daemon_async_handler" and handler == "trivial":
             handler = "async_trivial"
-        return Consumer.daemon(em, provider, state or f"sqlite://{rundir}/state.db", handler, log,
-                               concurrency=opts.concurrency, name=f"daemon-{index}",
-                               extra=["--event-loop", "asyncio" if kind == "daemon_asyncio" else opts.event_loop],
-                               env={"STATE_DIRECTORY": str(rundir / f"state-{index}"), **opts.daemon_env},  # its health file
-                               trace=rundir / f"stages-{index}.json" if trace else None,
-                               checkout=opts.baseline if kind == "baseline" else None)
+        return Consumer.daemon(
+            em,
+            provider,
+            state or f"sqlite://{rundir}/state.db",
+            handler,
+            log,
+            concurrency=opts.concurrency,
+            name=f"daemon-{index}",
+            extra=["--event-loop", "asyncio" if kind == "daemon_asyncio" else opts.event_loop],
+            env={"STATE_DIRECTORY": str(rundir / f"state-{index}"), **opts.daemon_env},  # its health file
+            trace=rundir / f"stages-{index}.json" if trace else None,
+            checkout=opts.baseline if kind == "baseline" else None,
+        )
     if kind == "limit":
         return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers)])
     return Consumer.script("bench.naive_loop", em, provider, log)
 
 
-def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "trivial", processes: int = 1,
-                   state: str | Callable[[EmulatorProcess], str] | None = None, backlog: int | None = None,
-                   profile: bool = False, trace: bool = False, properties: dict[str, Any] | None = None) -> dict[str, Any]:
+def throughput_run(
+    opts: Options,
+    kind: str,
+    n: int,
+    tag: str,
+    handler: str = "trivial",
+    processes: int = 1,
+    state: str | Callable[[EmulatorProcess], str] | None = None,
+    backlog: int | None = None,
+    profile: bool = False,
+    trace: bool = False,
+    properties: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """n requests through one emulator to `processes` consumers of one kind; figures of the run.
     `state`: the daemons' --state (or a function making it in the emulator); default SQLite."""
     rundir = opts.logdir / tag
@@ -93,8 +135,10 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
         provider = Provider.create(em)
         requests = build_requests(em.client("s3"), provider, n, properties)
         state_url = state(em) if callable(state) else state
-        consumers = [_consumer(kind, opts, em, provider, rundir, i, handler, state_url, trace and kind == "daemon")
-                     for i in range(processes)]
+        consumers = [
+            _consumer(kind, opts, em, provider, rundir, i, handler, state_url, trace and kind == "daemon")
+            for i in range(processes)
+        ]
         try:
             for c in consumers:
                 c.start()
@@ -108,8 +152,15 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
             cpu0, emu0, psi0, t0 = sum(c.cpu() for c in consumers), em.cpu(), cpu_pressure_s(), time.monotonic()
             sys0 = sum(c.cpu_sys() for c in consumers)
             sampler = InFlightSampler(em.client("sqs"), provider.queue_url)
-            fed = feed(em.client("sns"), provider.topic_arn, requests, opts.rate, answered,
-                       backlog=backlog or opts.backlog, deadline=max(120.0, n / 2))
+            fed = feed(
+                em.client("sns"),
+                provider.topic_arn,
+                requests,
+                opts.rate,
+                answered,
+                backlog=backlog or opts.backlog,
+                deadline=max(120.0, n / 2),
+            )
             bound = time.monotonic() + max(60.0, n / 5) + float((properties or {}).get("SleepSeconds", 0))
             while answered() < n and time.monotonic() < bound and all(c.proc.poll() is None for c in consumers):  # type: ignore[union-attr]
                 time.sleep(0.05)  # the reader threads note when each answer came
@@ -136,30 +187,44 @@ def throughput_run(opts: Options, kind: str, n: int, tag: str, handler: str = "t
                 c.stop()
     errors = [e for c in consumers for e in c.errors][:5]
     result = {
-        "kind": kind, "processes": processes, "requests": n, "answered": done, "seconds": round(elapsed, 3),
-        "rps": done / elapsed, "cpu_s": cpu1 - cpu0, "cpu_ms_per_request": 1000 * (cpu1 - cpu0) / max(done, 1),
+        "kind": kind,
+        "processes": processes,
+        "requests": n,
+        "answered": done,
+        "seconds": round(elapsed, 3),
+        "rps": done / elapsed,
+        "cpu_s": cpu1 - cpu0,
+        "cpu_ms_per_request": 1000 * (cpu1 - cpu0) / max(done, 1),
         "cpu_sys_s": sys1 - sys0,
         "emulator_cpu_ms_per_request": 1000 * (emu1 - emu0) / max(done, 1),
         "emulator_busy": (emu1 - emu0) / elapsed,  # cores; its GIL keeps it near one at most
         "cpu_pressure": pressure_share(psi0, psi1, t1 - t0),
-        "emulator_calls": dict(calls), "sqs_calls_per_request": sum(calls[op] for op in SQS_OPERATIONS) / max(done, 1),
+        "emulator_calls": dict(calls),
+        "sqs_calls_per_request": sum(calls[op] for op in SQS_OPERATIONS) / max(done, 1),
         "in_flight_mean": in_flight,  # messages received and not yet deleted, sampled every 0.25 s
         "in_flight_peak": max(sampler.samples, default=0),
         "peak_rss_mb": memory.get("VmHWM", 0) * 1024 / 1e6,
         "published_per_s": fed.published / max(fed.last_at - fed.first_at, 1e-6),
         "publisher_paused_s": round(fed.paused_s, 2),
-        "state": (state_url or "sqlite").split(":")[0], "responses_in_bucket": in_bucket, "queue_left": depth, "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
-        "verified": done >= n and in_bucket == n and depth == 0, "errors": errors, "logs": str(rundir),
+        "state": (state_url or "sqlite").split(":")[0],
+        "responses_in_bucket": in_bucket,
+        "queue_left": depth,
+        "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
+        "verified": done >= n and in_bucket == n and depth == 0,
+        "errors": errors,
+        "logs": str(rundir),
         "event_loop": started_loop(consumers[0].log_path) if kind in DAEMONS else None,
     }
     if spies:
         result["profile"] = {s.out.name: top_frames(s.out) for s in spies}
     if trace and kind == "daemon":
         result["stages"] = _stages(rundir / "stages-0.json")
-    opts.say(f"    {tag:<28} {done:>5}/{n} in {elapsed:6.1f} s  {result['rps']:6.1f} req/s  "
-             f"cpu {result['cpu_ms_per_request']:5.2f} ms/req  emulator {result['emulator_busy']:.2f} cores"
-             + (f"  cpu pressure {result['cpu_pressure']:.0%}" if result["cpu_pressure"] is not None else "")
-             + ("" if result["verified"] else f"  UNVERIFIED (bucket {in_bucket}, queue {depth}) {errors[:1]}"))
+    opts.say(
+        f"    {tag:<28} {done:>5}/{n} in {elapsed:6.1f} s  {result['rps']:6.1f} req/s  "
+        f"cpu {result['cpu_ms_per_request']:5.2f} ms/req  emulator {result['emulator_busy']:.2f} cores"
+        + (f"  cpu pressure {result['cpu_pressure']:.0%}" if result["cpu_pressure"] is not None else "")
+        + ("" if result["verified"] else f"  UNVERIFIED (bucket {in_bucket}, queue {depth}) {errors[:1]}")
+    )
     return result
 
 
@@ -185,17 +250,23 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     n = sum(r["answered"] for r in runs)
     seconds = sum(r["seconds"] for r in runs)
     return {
-        "requests": n, "seconds": round(seconds, 2), "rps": n / seconds,
+        "requests": n,
+        "seconds": round(seconds, 2),
+        "rps": n / seconds,
         "cpu_ms_per_request": 1000 * sum(r["cpu_s"] for r in runs) / max(n, 1),
         "cpu_sys_ms_per_request": 1000 * sum(r.get("cpu_sys_s", 0.0) for r in runs) / max(n, 1),
         "emulator_cpu_ms_per_request": sum(r["emulator_cpu_ms_per_request"] * r["answered"] for r in runs) / max(n, 1),
         "emulator_busy": sum(r["emulator_busy"] * r["seconds"] for r in runs) / seconds,
         "sqs_calls_per_request": sum(r["sqs_calls_per_request"] * r["answered"] for r in runs) / max(n, 1),
         "in_flight_mean": sum(r["in_flight_mean"] * r["seconds"] for r in runs) / seconds,
-        "cpu_pressure": (sum(r["cpu_pressure"] * r["seconds"] for r in runs) / seconds
-                         if all(r["cpu_pressure"] is not None for r in runs) else None),
+        "cpu_pressure": (
+            sum(r["cpu_pressure"] * r["seconds"] for r in runs) / seconds
+            if all(r["cpu_pressure"] is not None for r in runs)
+            else None
+        ),
         "emulator_calls": dict(sum((Counter(r["emulator_calls"]) for r in runs), Counter())),
-        "verified": all(r["verified"] for r in runs), "runs": runs,
+        "verified": all(r["verified"] for r in runs),
+        "runs": runs,
     }
 
 
@@ -207,19 +278,24 @@ def burst(opts: Options) -> dict[str, Any]:
     for r in range(opts.rounds):
         order = kinds if r % 2 == 0 else tuple(reversed(kinds))  # no consumer always goes first
         for kind in order:
-            runs[kind].append(throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}",
-                                             profile=opts.profile and kind != "naive"))
+            runs[kind].append(
+                throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}", profile=opts.profile and kind != "naive")
+            )
     out: dict[str, Any] = {k: _combine(v) for k, v in runs.items()}
     naive = out["naive"]
     out["rounds"] = opts.rounds
     out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
     if opts.baseline:
         out["baseline_checkout"] = str(opts.baseline)
-    for kind in DAEMONS + (("baseline",) if opts.baseline else ()):  # each ratio per round (the runs that took turns), then min / median / max
+    for kind in DAEMONS + (
+        ("baseline",) if opts.baseline else ()
+    ):  # each ratio per round (the runs that took turns), then min / median / max
         tag = "daemon" if kind == "daemon" else kind
         pairs = list(zip(runs[kind], runs["limit"]))
         out[f"{tag}_over_limit_spread"] = spread([d["rps"] / l["rps"] for d, l in pairs])
-        out[f"cpu_{tag}_over_limit_spread"] = spread([d["cpu_ms_per_request"] / l["cpu_ms_per_request"] for d, l in pairs])
+        out[f"cpu_{tag}_over_limit_spread"] = spread(
+            [d["cpu_ms_per_request"] / l["cpu_ms_per_request"] for d, l in pairs]
+        )
         out[f"{tag}_over_limit"] = out[f"{tag}_over_limit_spread"]["median"]  # targets: the median
         out[f"cpu_{tag}_over_limit"] = out[f"cpu_{tag}_over_limit_spread"]["median"]
     out["daemon_over_naive"] = out["daemon"]["rps"] / naive["rps"]
@@ -229,11 +305,21 @@ def burst(opts: Options) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- 3: slow handlers
 def slow(opts: Options) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": opts.slow_m, "concurrency": opts.concurrency,
-                           "ideal_s": opts.slow_m * 1.0 / opts.concurrency}
+    out: dict[str, Any] = {
+        "requests": opts.slow_m,
+        "concurrency": opts.concurrency,
+        "ideal_s": opts.slow_m * 1.0 / opts.concurrency,
+    }
     for handler in ("async_sleep", "sync_sleep"):
-        run = throughput_run(opts, "daemon", opts.slow_m, f"slow-{handler}", handler=handler,
-                             backlog=opts.concurrency + 30, trace=opts.profile)
+        run = throughput_run(
+            opts,
+            "daemon",
+            opts.slow_m,
+            f"slow-{handler}",
+            handler=handler,
+            backlog=opts.concurrency + 30,
+            trace=opts.profile,
+        )
         run["efficiency"] = out["ideal_s"] / run["seconds"]
         out[handler] = run
     return out
@@ -251,8 +337,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def _summary(latencies_s: list[float]) -> dict[str, Any]:
     ms = [1000 * x for x in latencies_s]
-    return {"count": len(ms), "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
-            "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms) if ms else float("nan")}
+    return {
+        "count": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p95_ms": percentile(ms, 95),
+        "p99_ms": percentile(ms, 99),
+        "mean_ms": statistics.fmean(ms) if ms else float("nan"),
+    }
 
 
 def latency(opts: Options) -> dict[str, Any]:
@@ -270,8 +361,12 @@ def latency(opts: Options) -> dict[str, Any]:
         daemon_sub = sns.list_subscriptions_by_topic(TopicArn=provider.topic_arn)["Subscriptions"][0]
         sns.unsubscribe(SubscriptionArn=daemon_sub["SubscriptionArn"])
         for endpoint in (probe_arn, daemon_sub["Endpoint"]):
-            sns.subscribe(TopicArn=provider.topic_arn, Protocol="sqs", Endpoint=endpoint,
-                          Attributes={"RawMessageDelivery": "false"})
+            sns.subscribe(
+                TopicArn=provider.topic_arn,
+                Protocol="sqs",
+                Endpoint=endpoint,
+                Attributes={"RawMessageDelivery": "false"},
+            )
         probe_provider = Provider(em, provider.name, provider.topic_arn, probe_url, provider.bucket)  # type: ignore[arg-type]
         requests = build_requests(em.client("s3", endpoint=s3_proxy.endpoint), provider, opts.latency_count)
         received: dict[str, float] = {}
@@ -281,11 +376,19 @@ def latency(opts: Options) -> dict[str, Any]:
                 _, message_id, at = line.split()
                 received[message_id] = float(at)
 
-        daemon = Consumer.daemon(em, provider, f"sqlite://{rundir}/state.db", "trivial", rundir / "daemon.log",
-                                 concurrency=opts.concurrency, response_endpoint=s3_proxy.endpoint,
-                                 trace=rundir / "stages-0.json" if opts.profile else None)
-        probe = Consumer.script("bench.limit_loop", em, probe_provider, rundir / "probe.log", ["--receive-only"],
-                                name="probe")
+        daemon = Consumer.daemon(
+            em,
+            provider,
+            f"sqlite://{rundir}/state.db",
+            "trivial",
+            rundir / "daemon.log",
+            concurrency=opts.concurrency,
+            response_endpoint=s3_proxy.endpoint,
+            trace=rundir / "stages-0.json" if opts.profile else None,
+        )
+        probe = Consumer.script(
+            "bench.limit_loop", em, probe_provider, rundir / "probe.log", ["--receive-only"], name="probe"
+        )
         probe.on_line = on_probe_line
         try:
             daemon.start(settle=2.0)
@@ -296,8 +399,9 @@ def latency(opts: Options) -> dict[str, Any]:
                 if pause > 0:
                     time.sleep(pause)
                 request.published_at = time.time()
-                request.sns_message_id = sns.publish(TopicArn=provider.topic_arn,
-                                                     Message=json.dumps(request.body))["MessageId"]
+                request.sns_message_id = sns.publish(TopicArn=provider.topic_arn, Message=json.dumps(request.body))[
+                    "MessageId"
+                ]
             daemon.wait_answered(len(requests), 30)
             deadline = time.monotonic() + 10
             while len(received) < len(requests) and time.monotonic() < deadline:
@@ -312,13 +416,20 @@ def latency(opts: Options) -> dict[str, Any]:
                 puts.setdefault(key, exchange.answered_at)
     end_to_end = [puts[r.key] - r.published_at for r in requests if r.key in puts]
     delivery = [received[r.sns_message_id] - r.published_at for r in requests if r.sns_message_id in received]
-    out = {"requests": len(requests), "interval_s": opts.latency_interval,
-           "daemon": _summary(end_to_end), "delivery": _summary(delivery), "logs": str(rundir)}
+    out = {
+        "requests": len(requests),
+        "interval_s": opts.latency_interval,
+        "daemon": _summary(end_to_end),
+        "delivery": _summary(delivery),
+        "logs": str(rundir),
+    }
     out["p50_over_delivery_ms"] = out["daemon"]["p50_ms"] - out["delivery"]["p50_ms"]
     if opts.profile:
         out["stages"] = _stages(rundir / "stages-0.json")
-    opts.say(f"    latency: daemon p50 {out['daemon']['p50_ms']:.1f} ms ({len(end_to_end)} answers), "
-             f"delivery p50 {out['delivery']['p50_ms']:.1f} ms ({len(delivery)} arrivals)")
+    opts.say(
+        f"    latency: daemon p50 {out['daemon']['p50_ms']:.1f} ms ({len(end_to_end)} answers), "
+        f"delivery p50 {out['delivery']['p50_ms']:.1f} ms ({len(delivery)} arrivals)"
+    )
     return out
 
 
@@ -331,8 +442,15 @@ def idle(opts: Options) -> dict[str, Any]:
     settle = 5.0
     with EmulatorProcess(rundir) as em, RecordingProxy(em.port) as sqs_proxy:
         provider = Provider.create(em)
-        daemon = Consumer.daemon(em, provider, f"sqlite://{rundir}/state.db", "trivial", rundir / "daemon.log",
-                                 concurrency=opts.concurrency, env={"AWS_ENDPOINT_URL_SQS": sqs_proxy.endpoint})
+        daemon = Consumer.daemon(
+            em,
+            provider,
+            f"sqlite://{rundir}/state.db",
+            "trivial",
+            rundir / "daemon.log",
+            concurrency=opts.concurrency,
+            env={"AWS_ENDPOINT_URL_SQS": sqs_proxy.endpoint},
+        )
         try:
             daemon.start(settle=settle)
             t0, cpu0 = time.time(), daemon.cpu()
@@ -345,12 +463,19 @@ def idle(opts: Options) -> dict[str, Any]:
         all_calls = sqs_proxy.count()
     window = t1 - t0
     out = {
-        "seconds": round(window, 1), "cpu_percent": 100 * (cpu1 - cpu0) / window,
-        "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6, "peak_rss_mb": memory.get("VmHWM", 0) * 1024 / 1e6,
-        "sqs_requests": sum(calls.values()), "sqs_requests_per_minute": 60 * sum(calls.values()) / window,
-        "sqs_by_operation": dict(calls), "sqs_requests_including_startup": dict(all_calls),
-        "proxied": sum(all_calls.values()) > 0, "logs": str(rundir),
+        "seconds": round(window, 1),
+        "cpu_percent": 100 * (cpu1 - cpu0) / window,
+        "rss_mb": memory.get("VmRSS", 0) * 1024 / 1e6,
+        "peak_rss_mb": memory.get("VmHWM", 0) * 1024 / 1e6,
+        "sqs_requests": sum(calls.values()),
+        "sqs_requests_per_minute": 60 * sum(calls.values()) / window,
+        "sqs_by_operation": dict(calls),
+        "sqs_requests_including_startup": dict(all_calls),
+        "proxied": sum(all_calls.values()) > 0,
+        "logs": str(rundir),
     }
-    opts.say(f"    idle: {out['cpu_percent']:.3f} % CPU, RSS {out['rss_mb']:.1f} MB, "
-             f"{out['sqs_requests']} SQS requests in {window:.0f} s {dict(calls)}")
+    opts.say(
+        f"    idle: {out['cpu_percent']:.3f} % CPU, RSS {out['rss_mb']:.1f} MB, "
+        f"{out['sqs_requests']} SQS requests in {window:.0f} s {dict(calls)}"
+    )
     return out

@@ -1,6 +1,7 @@
 """Scenarios 7 and 8: many requests at once. 1000 slow handlers in flight (async, and sync in the
 thread pool): peak RSS and time to drain; and 10,000 waiting polls (a hook until polling is merged).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,11 +20,20 @@ def inflight(opts: Options) -> dict[str, Any]:
     many = dataclasses.replace(opts, concurrency=opts.inflight_n)
     out: dict[str, Any] = {"requests": opts.inflight_n, "sleep_s": opts.inflight_sleep}
     for kind, handler in HANDLERS.items():
-        run = throughput_run(many, "daemon", opts.inflight_n, f"inflight-{kind}", handler=handler,
-                             backlog=opts.inflight_n, properties={"SleepSeconds": str(opts.inflight_sleep)})
+        run = throughput_run(
+            many,
+            "daemon",
+            opts.inflight_n,
+            f"inflight-{kind}",
+            handler=handler,
+            backlog=opts.inflight_n,
+            properties={"SleepSeconds": str(opts.inflight_sleep)},
+        )
         out[kind] = run
-        opts.say(f"    inflight {kind}: peak RSS {run['peak_rss_mb']:.1f} MB, {run['in_flight_peak']} in flight at "
-                 f"most, drained in {run['seconds']:.1f} s")
+        opts.say(
+            f"    inflight {kind}: peak RSS {run['peak_rss_mb']:.1f} MB, {run['in_flight_peak']} in flight at "
+            f"most, drained in {run['seconds']:.1f} s"
+        )
     return out
 
 
@@ -35,8 +45,15 @@ def waiting_polls(opts: Options) -> dict[str, Any]:
     from . import polls_waiting
 
     waiting = 1000 if opts.idle_seconds < 60 else 10_000  # --quick: a tenth
-    out = polls_waiting.run(waiting=waiting, seconds=min(60.0, opts.idle_seconds), logdir=opts.logdir / "polls",
-                            say=opts.say)
+    out = polls_waiting.run(
+        waiting=waiting, seconds=min(60.0, opts.idle_seconds), logdir=opts.logdir / "polls", say=opts.say
+    )
     during = out["while_waiting"]
-    return {"available": True, "requests": waiting, "cpu_percent": during["cpu_percent"],
-            "rss_mb": during["rss_max_mb"], "verified": out["verified"], "fill": out["fill"]}
+    return {
+        "available": True,
+        "requests": waiting,
+        "cpu_percent": during["cpu_percent"],
+        "rss_mb": during["rss_max_mb"],
+        "verified": out["verified"],
+        "fill": out["fill"],
+    }

@@ -9,6 +9,7 @@ at exit, the wall-time distribution of each stage to $BENCH_TRACE_OUT as JSON:
 
 Stages it cannot find (the daemon changed) are skipped, not fatal.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -60,15 +61,18 @@ def _install() -> None:
     _wrap(worker.Worker, "process", "Worker.process (receive to PUT done)")
     call = getattr(worker, "call", None)
     if call is not None:
+
         async def timed_call(*args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             try:
                 return await call(*args, **kwargs)
             finally:
                 _note("handler", started)
+
         worker.call = timed_call  # type: ignore[attr-defined]
     run = getattr(store.SQLiteStore, "_run", None)
     if run is not None:  # split each store call into waiting for its thread and the write itself
+
         async def timed_run(self: Any, fn: Any, *args: Any) -> Any:
             submitted, box = time.monotonic(), {}
 
@@ -78,6 +82,7 @@ def _install() -> None:
                     return fn(*a)
                 finally:
                     box["end"] = time.monotonic()
+
             try:
                 return await run(self, inner, *args)
             finally:
@@ -86,6 +91,7 @@ def _install() -> None:
                         _samples["store: queued for its thread"].append(1000 * (box["start"] - submitted))
                         _samples["store: the write (fsync)"].append(1000 * (box["end"] - box["start"]))
                         _samples["store: back on the loop"].append(1000 * (time.monotonic() - box["end"]))
+
         store.SQLiteStore._run = timed_run  # type: ignore[method-assign]
 
 
@@ -95,9 +101,12 @@ def summary() -> dict[str, dict[str, float]]:
         items = {k: sorted(v) for k, v in _samples.items()}
     for stage, values in items.items():
         if values:
-            out[stage] = {"n": len(values), "p50_ms": round(values[len(values) // 2], 1),
-                          "p90_ms": round(values[int(len(values) * 0.9)], 1),
-                          "mean_ms": round(sum(values) / len(values), 1)}
+            out[stage] = {
+                "n": len(values),
+                "p50_ms": round(values[len(values) // 2], 1),
+                "p90_ms": round(values[int(len(values) * 0.9)], 1),
+                "mean_ms": round(sum(values) / len(values), 1),
+            }
     return out
 
 

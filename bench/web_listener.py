@@ -11,6 +11,7 @@ request at a time, for the latency of a lone request.
 
     python -m bench --only web [--quick]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -67,20 +68,39 @@ def _quantiles(values: list[float]) -> dict[str, float]:
         return {"p50_ms": float("nan"), "p99_ms": float("nan"), "count": 0}
     ordered = sorted(values)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000  # noqa: E731
-    return {"p50_ms": pick(0.50), "p99_ms": pick(0.99), "mean_ms": statistics.fmean(ordered) * 1000,
-            "count": len(ordered)}
+    return {
+        "p50_ms": pick(0.50),
+        "p99_ms": pick(0.99),
+        "mean_ms": statistics.fmean(ordered) * 1000,
+        "count": len(ordered),
+    }
 
 
 def _request(response_base: str) -> dict[str, Any]:
     rid = str(uuid.uuid4()).upper()
-    return {"RequestType": "Create", "RequestId": rid, "ResponseURL": f"{response_base}/ans/{rid}",
-            "IntranetResponseURL": f"{response_base}/ans/{rid}", "ResourceType": "Custom::Bench",
-            "LogicalResourceId": "Thing", "StackId": str(uuid.uuid4()), "StackName": "bench",
-            "ResourceOwnerId": "1", "CallerId": "1", "RegionId": "cn-hangzhou", "ResourceProperties": {}}
+    return {
+        "RequestType": "Create",
+        "RequestId": rid,
+        "ResponseURL": f"{response_base}/ans/{rid}",
+        "IntranetResponseURL": f"{response_base}/ans/{rid}",
+        "ResourceType": "Custom::Bench",
+        "LogicalResourceId": "Thing",
+        "StackId": str(uuid.uuid4()),
+        "StackName": "bench",
+        "ResourceOwnerId": "1",
+        "CallerId": "1",
+        "RegionId": "cn-hangzhou",
+        "ResourceProperties": {},
+    }
 
 
-async def _load(session: aiohttp.ClientSession, url: str, requests: list[dict[str, Any]], concurrency: int,
-                receiver: Receiver | None) -> tuple[list[float], list[float], float]:
+async def _load(
+    session: aiohttp.ClientSession,
+    url: str,
+    requests: list[dict[str, Any]],
+    concurrency: int,
+    receiver: Receiver | None,
+) -> tuple[list[float], list[float], float]:
     """Every request, `concurrency` in flight at a time, each until answered (with `receiver`: until its
     answer reached the ResponseURL): (round trips, times to the answer, seconds)."""
     pending = list(reversed(requests))
@@ -118,13 +138,41 @@ async def _run(work: Path, opts: Any, n: int, lone: int) -> dict[str, Any]:
     await receiver.start()
     log = open(work / "daemon.log", "w")
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "cfn_provider", "run", "--transport", "web", "--web-address", "127.0.0.1",
-         "--web-port", "0", "--web-cert", str(cert), "--web-key", str(key), "--web-token-file", str(work / "token"),
-         "--state", f"sqlite://{work}/state.db", "--handler", "Custom::Bench=bench.handlers:trivial",
-         "--allow-response-url", receiver.base + "/", "--concurrency", str(opts.concurrency),
-         "--event-loop", opts.event_loop, "--log-format", "json"],
-        env={**os.environ, "PYTHONPATH": str(REPO), "STATE_DIRECTORY": str(work)}, stdout=log,
-        stderr=subprocess.STDOUT, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--transport",
+            "web",
+            "--web-address",
+            "127.0.0.1",
+            "--web-port",
+            "0",
+            "--web-cert",
+            str(cert),
+            "--web-key",
+            str(key),
+            "--web-token-file",
+            str(work / "token"),
+            "--state",
+            f"sqlite://{work}/state.db",
+            "--handler",
+            "Custom::Bench=bench.handlers:trivial",
+            "--allow-response-url",
+            receiver.base + "/",
+            "--concurrency",
+            str(opts.concurrency),
+            "--event-loop",
+            opts.event_loop,
+            "--log-format",
+            "json",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO), "STATE_DIRECTORY": str(work)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
     out: dict[str, Any] = {}
     try:
         base = await asyncio.to_thread(_listening, work / "daemon.log", daemon)
@@ -132,17 +180,27 @@ async def _run(work: Path, opts: Any, n: int, lone: int) -> dict[str, Any]:
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
             warm = [_request(receiver.base) for _ in range(20)]
             await _load(session, f"{base}/{token}/sync", warm, 4, None)
-            for mode, concurrency, count in (("sync", LOADED_CONCURRENCY, n), ("async", LOADED_CONCURRENCY, n),
-                                             ("sync_lone", 1, lone), ("async_lone", 1, lone)):
+            for mode, concurrency, count in (
+                ("sync", LOADED_CONCURRENCY, n),
+                ("async", LOADED_CONCURRENCY, n),
+                ("sync_lone", 1, lone),
+                ("async_lone", 1, lone),
+            ):
                 sync = mode.startswith("sync")
                 url = f"{base}/{token}" + ("/sync" if sync else "")
                 requests = [_request(receiver.base) for _ in range(count)]
                 cpu0 = cpu_seconds(daemon.pid)
                 trips, answers, seconds = await _load(session, url, requests, concurrency, None if sync else receiver)
-                out[mode] = {"requests": count, "concurrency": concurrency, "round_trip": _quantiles(trips),
-                             "answer": _quantiles(answers), "seconds": seconds, "rps": count / seconds,
-                             "cpu_ms_per_request": (cpu_seconds(daemon.pid) - cpu0) * 1000 / count,
-                             "verified": len(answers) == count}
+                out[mode] = {
+                    "requests": count,
+                    "concurrency": concurrency,
+                    "round_trip": _quantiles(trips),
+                    "answer": _quantiles(answers),
+                    "seconds": seconds,
+                    "rps": count / seconds,
+                    "cpu_ms_per_request": (cpu_seconds(daemon.pid) - cpu0) * 1000 / count,
+                    "verified": len(answers) == count,
+                }
     finally:
         daemon.terminate()
         try:

@@ -3,6 +3,7 @@
 The handler SDK's public names import from here: `from cfn_provider import Resource, Call`.
 Everything else in the package is internal and may change without notice.
 """
+
 from __future__ import annotations
 
 import os as _os
@@ -10,8 +11,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
-__all__ = ["Call", "Context", "CustomResourceRequest", "HandlerResult", "InProgress", "PropertyError", "Resource",
-           "__version__"]
+__all__ = [
+    "Call",
+    "Context",
+    "CustomResourceRequest",
+    "HandlerResult",
+    "InProgress",
+    "PropertyError",
+    "Resource",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     from .long_running.progress import InProgress
@@ -28,8 +37,15 @@ if _os.path.islink(__file__):  # an editable install (make venv): a module it do
         raise ImportError("cfn_provider: the editable install predates its source: run `make venv`") from None
     watch(__name__, __file__)
 
-_PUBLIC = {"Call": "sdk.call", "PropertyError": "sdk.schema", "Resource": "sdk.resource", "Context": "pipeline.runner",
-           "CustomResourceRequest": "sdk.types", "HandlerResult": "sdk.types", "InProgress": "long_running.progress"}
+_PUBLIC = {
+    "Call": "sdk.call",
+    "PropertyError": "sdk.schema",
+    "Resource": "sdk.resource",
+    "Context": "pipeline.runner",
+    "CustomResourceRequest": "sdk.types",
+    "HandlerResult": "sdk.types",
+    "InProgress": "long_running.progress",
+}
 
 
 def __getattr__(name: str) -> Any:

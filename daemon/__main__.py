@@ -4,6 +4,7 @@
 follow the one rule of cfn_provider.pipeline.handler_path (installed packages, PYTHONPATH and the
 --handler-path folders) whichever way the daemon is started.
 """
+
 import os
 import sys
 

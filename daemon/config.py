@@ -3,6 +3,7 @@
 Precedence: command line, then CFN_PROVIDER_* environment variables, then the config
 file, then the defaults below.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,13 @@ def default_state_url() -> str:
     return f"sqlite://{default_state_dir() / 'state.db'}"
 
 
-def daemon_id(transport: str = "sqs", queue_url: str | None = None, mns_endpoint: str | None = None,
-              mns_queue: str | None = None, web_listen: str | None = None) -> str | None:
+def daemon_id(
+    transport: str = "sqs",
+    queue_url: str | None = None,
+    mns_endpoint: str | None = None,
+    mns_queue: str | None = None,
+    web_listen: str | None = None,
+) -> str | None:
     """The daemon as its operator knows it: the queue it serves (`sqs URL`, `mns ENDPOINT/queues/NAME`)
     or the address it listens on (`web ADDRESS:PORT`); None when the options do not name one. `run`
     and `check` both derive it from the same options."""
@@ -45,7 +51,7 @@ def daemon_id(transport: str = "sqs", queue_url: str | None = None, mns_endpoint
 def health_dir(state: str) -> Path:
     """Where health files live: beside the SQLite state file, else in the state directory."""
     if state.startswith("sqlite:///"):
-        return Path(state[len("sqlite://"):]).parent
+        return Path(state[len("sqlite://") :]).parent
     return default_state_dir()
 
 
@@ -75,8 +81,12 @@ class Settings:
     queue_url: str
     region: str | None = None
     topic_arns: tuple[str, ...] = ()
-    handlers: tuple[tuple[str, Any], ...] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
-    handler_paths: tuple[str, ...] = ()  # --handler-path folders handler modules are also imported from (pipeline.handler_path)
+    handlers: tuple[
+        tuple[str, Any], ...
+    ] = ()  # (ResourceType or pattern, "module[:attr]", object, or None: the entry point)
+    handler_paths: tuple[
+        str, ...
+    ] = ()  # --handler-path folders handler modules are also imported from (pipeline.handler_path)
     state: str = field(default_factory=default_state_url)
     concurrency: int = 32
     visibility_timeout: int = 60
@@ -108,12 +118,24 @@ class Settings:
     @property
     def daemon(self) -> str:
         """This daemon as `check` and the health file name it (config.daemon_id)."""
-        return daemon_id(self.transport, self.queue_url, self.mns_endpoint, self.mns_queue,
-                         f"{self.web.address}:{self.web.port}") or "sqs (no queue)"
+        return (
+            daemon_id(
+                self.transport, self.queue_url, self.mns_endpoint, self.mns_queue, f"{self.web.address}:{self.web.port}"
+            )
+            or "sqs (no queue)"
+        )
 
 
-_REPEATABLE = ("handler", "handler_path", "topic_arn", "allow_response_url", "trust_signing_cert_url", "function",
-               "mns_topic", "web_allow_source")
+_REPEATABLE = (
+    "handler",
+    "handler_path",
+    "topic_arn",
+    "allow_response_url",
+    "trust_signing_cert_url",
+    "function",
+    "mns_topic",
+    "web_allow_source",
+)
 
 
 class ConfigError(ValueError):
@@ -150,7 +172,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             doc[key] = [doc[key]]
     table = doc.pop("handlers", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"config file {path}: [handlers] must be a table of TYPE = \"MODULE[:ATTR]\" or true")
+        raise ConfigError(f'config file {path}: [handlers] must be a table of TYPE = "MODULE[:ATTR]" or true')
     handlers = list(doc.pop("handler", []))
     for rtype, spec in table.items():
         if spec is True:  # the built-in / entry point registered as rtype
@@ -158,8 +180,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         elif isinstance(spec, str) and spec.strip():
             handlers.append(f"{rtype}={spec}")
         elif spec is not False:
-            raise ConfigError(f"config file {path}: [handlers] {rtype!r} must be \"MODULE[:ATTR]\", true "
-                              "(the built-in or entry point of that name) or false")
+            raise ConfigError(
+                f'config file {path}: [handlers] {rtype!r} must be "MODULE[:ATTR]", true '
+                "(the built-in or entry point of that name) or false"
+            )
     if handlers:
         doc["handler"] = handlers
     if "functions" in doc:
@@ -187,6 +211,7 @@ def apply_config_file(ctx: Any, path: str, *, strict: bool) -> None:
     known = {p.name for p in ctx.command.params}
     unknown = sorted(set(values) - known)
     if strict and unknown:
-        raise click.BadParameter(f"{path}: unknown setting(s) {', '.join(unknown)}; "
-                                 f"known: {', '.join(sorted(known - {'config'}))}")
+        raise click.BadParameter(
+            f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known - {'config'}))}"
+        )
     ctx.default_map = {**(ctx.default_map or {}), **{k: v for k, v in values.items() if k in known}}

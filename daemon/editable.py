@@ -9,6 +9,7 @@ about a `cfn_provider.*` name no other finder found, and when the checkout has t
 raises an ImportError that says to run `make venv`. A normal install (a wheel, the container)
 has no links and gets no finder.
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -65,8 +66,9 @@ class _StaleFinder(importlib.abc.MetaPathFinder):
         for folder in map(Path, path):
             source = source_of(folder) if folder.is_dir() else None
             if source is not None and _is_source_module(source, name):
-                raise StaleInstall(f"{fullname} is in {source} but not in the installed package at {folder}: {HINT}",
-                                   name=fullname)
+                raise StaleInstall(
+                    f"{fullname} is in {source} but not in the installed package at {folder}: {HINT}", name=fullname
+                )
         return None
 
 

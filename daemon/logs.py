@@ -9,6 +9,7 @@ query strings (presigned credentials) and known secret values never reach the ou
 whichever code logged them. Data values are never logged by the daemon at all, so
 NoEcho holds by construction.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,8 +22,12 @@ import structlog
 
 from .trust.urls import redact_text
 
-_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-               "ALIBABA_CLOUD_SECURITY_TOKEN")
+_SECRET_ENV = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+    "ALIBABA_CLOUD_SECURITY_TOKEN",
+)
 _registered: list[str] = []  # secrets read from files at run time (cfn_provider.transports.mns credentials)
 
 
@@ -129,6 +134,7 @@ def _console_renderer(colors: bool) -> Any:
         if stack is not None and not str(stack).startswith(_STACK_DUMP):
             event_dict[_STACK_NAME] = event_dict.pop("stack")
         return renderer(logger, name, event_dict)
+
     return render
 
 

@@ -5,6 +5,7 @@ supports, and falls back to asyncio's loop quietly otherwise; `uvloop` insists (
 why when it cannot be had); `asyncio` never tries. The daemon's `started` log line names the loop
 that is actually running (`running()`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,9 @@ def _uvloop() -> Any:
     try:
         import uvloop
     except ImportError as exc:
-        raise EventLoopError(f"uvloop is not installed ({exc}); pip install uvloop, "
-                             "or use --event-loop asyncio") from None
+        raise EventLoopError(
+            f"uvloop is not installed ({exc}); pip install uvloop, or use --event-loop asyncio"
+        ) from None
     return uvloop
 
 

@@ -1,4 +1,5 @@
 """Build the daemon from Settings and run it until stopped."""
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,12 @@ class Service:
         self.settings = settings
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.router = Router(settings.handlers, use_entry_points=settings.use_entry_points, functions=settings.functions,
-                             handler_paths=settings.handler_paths)
+        self.router = Router(
+            settings.handlers,
+            use_entry_points=settings.use_entry_points,
+            functions=settings.functions,
+            handler_paths=settings.handler_paths,
+        )
         self.poller: Poller | WebListener | None = None  # what brings requests in: the queue's poller, or the listener
         self.dead_letters: DeadLetterWatcher | None = None
         self.polls: PollScheduler | None = None
@@ -111,19 +116,32 @@ class Service:
                 verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
                 inside = s.alibaba_cloud if s.alibaba_cloud is not None else inside_alibaba_cloud()
                 worker = Worker(
-                    router=self.router, store=store, responder=Responder(http, on_retry=self.metrics.put_retried),
-                    url_policy=ResponseUrlPolicy(s.allow_response_urls), verifier=verifier,
+                    router=self.router,
+                    store=store,
+                    responder=Responder(http, on_retry=self.metrics.put_retried),
+                    url_policy=ResponseUrlPolicy(s.allow_response_urls),
+                    verifier=verifier,
                     policy=policy,
-                    executor=executor, owner=self.owner, session=session, metrics=self.metrics,
-                    dialect=CLOUDFORMATION if sns else ROS, url_choice=ResponseUrlChoice(s.ros_response_url, inside),
+                    executor=executor,
+                    owner=self.owner,
+                    session=session,
+                    metrics=self.metrics,
+                    dialect=CLOUDFORMATION if sns else ROS,
+                    url_choice=ResponseUrlChoice(s.ros_response_url, inside),
                 )
                 if queue is None:
                     self.poller = WebListener(s, worker, self.metrics, on_ready=self._ready)
                 else:
                     self.poller = Poller(
-                        queue, worker, concurrency=s.concurrency, visibility_timeout=s.visibility_timeout,
-                        wait_seconds=s.wait_seconds, grace_period=s.grace_period, max_backoff=s.max_backoff,
-                        on_ready=self._ready, on_receive_error=self.metrics.receive_failed,
+                        queue,
+                        worker,
+                        concurrency=s.concurrency,
+                        visibility_timeout=s.visibility_timeout,
+                        wait_seconds=s.wait_seconds,
+                        grace_period=s.grace_period,
+                        max_backoff=s.max_backoff,
+                        on_ready=self._ready,
+                        on_receive_error=self.metrics.receive_failed,
                     )
                 poller = self.poller
                 self.metrics.watch(lambda: len(poller.tasks), poller.oldest_in_flight)
@@ -134,13 +152,24 @@ class Service:
                 if self._early_stop:
                     self.poller.stop()
                 housekeeping = asyncio.create_task(self._housekeeping(store))
-                self.polls = scheduler_for(worker, store, owner=self.owner, concurrency=s.concurrency,
-                                           lease_seconds=s.visibility_timeout, interval=s.poll_interval)
+                self.polls = scheduler_for(
+                    worker,
+                    store,
+                    owner=self.owner,
+                    concurrency=s.concurrency,
+                    lease_seconds=s.visibility_timeout,
+                    interval=s.poll_interval,
+                )
                 polling = asyncio.create_task(self.polls.run())
                 if self._early_stop:
                     self.polls.stop()
-                self.dead_letters = await watcher_for(queue, worker, interval=s.dead_letter_interval,
-                                                      visibility_timeout=s.visibility_timeout) if queue else None
+                self.dead_letters = (
+                    await watcher_for(
+                        queue, worker, interval=s.dead_letter_interval, visibility_timeout=s.visibility_timeout
+                    )
+                    if queue
+                    else None
+                )
                 watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
                 if self._early_stop and self.dead_letters:
                     self.dead_letters.stop()
@@ -167,8 +196,9 @@ class Service:
         host = await stack.enter_async_context(FunctionHost())
         started = time.monotonic()
         await host.warm(functions)
-        log.info("functions_started", functions=[f.name for f in functions],
-                 seconds=round(time.monotonic() - started, 2))
+        log.info(
+            "functions_started", functions=[f.name for f in functions], seconds=round(time.monotonic() - started, 2)
+        )
 
     def _policy(self) -> Policy:
         """The trust policy of the transport: SNS signatures and TopicArns on SQS; on MNS its topic
@@ -180,8 +210,9 @@ class Service:
             topics = allowlist(s.mns_topics, s.mns_endpoint or "")
         except ValueError as exc:
             raise TransportConfigError(str(exc)) from None
-        return Policy(False, topics, s.visibility_timeout, forms=MNS_FORMS,
-                      bare_messages=not topics or s.mns_allow_bare_messages)
+        return Policy(
+            False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=not topics or s.mns_allow_bare_messages
+        )
 
     async def _stop_watching(self, watching: asyncio.Task | None) -> None:
         """Let the dead-letter pass in progress finish its messages within the grace period (none
@@ -213,10 +244,19 @@ class Service:
         if p is None:
             return
         try:
-            health.write(self.health_file, health.Health(
-                pid=os.getpid(), updated_at=time.time(), last_receive_ok=p.last_receive_ok,
-                last_receive_at=p.last_receive_at, last_error=p.last_error, in_flight=len(p.tasks),
-                handled=p.handled, daemon=self.settings.daemon))
+            health.write(
+                self.health_file,
+                health.Health(
+                    pid=os.getpid(),
+                    updated_at=time.time(),
+                    last_receive_ok=p.last_receive_ok,
+                    last_receive_at=p.last_receive_at,
+                    last_error=p.last_error,
+                    in_flight=len(p.tasks),
+                    handled=p.handled,
+                    daemon=self.settings.daemon,
+                ),
+            )
         except OSError as exc:
             log.warning("health.write_failed", path=str(self.health_file), error=str(exc))
 
@@ -247,38 +287,65 @@ class Service:
     async def _open_queue(self, session: aiobotocore.session.AioSession, stack: AsyncExitStack) -> Queue:
         s = self.settings
         if s.transport == "mns":
-            return await MnsQueue.open(s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack,
-                                       allow_http=s.mns_allow_http)
+            return await MnsQueue.open(
+                s.mns_endpoint or "", s.mns_queue or "", load_credentials(), stack, allow_http=s.mns_allow_http
+            )
         return await SqsQueue.open(session, s.queue_url, s.region, stack)
 
     def _log_start(self, queue: Queue | None) -> None:
         s = self.settings
         where = {"queue_url": redact(queue.url)} if queue else {"listen": f"{s.web.address}:{s.web.port}"}
-        log.info("started", **where, transport=s.transport, owner=self.owner,
-                 concurrency=s.concurrency, state=s.state.split("?")[0], event_loop=loops.running(),
-                 health_file=str(self.health_file),
-                 handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
-                 not_served=[r.pattern for r in self.router.available])
+        log.info(
+            "started",
+            **where,
+            transport=s.transport,
+            owner=self.owner,
+            concurrency=s.concurrency,
+            state=s.state.split("?")[0],
+            event_loop=loops.running(),
+            health_file=str(self.health_file),
+            handlers=[f"{r.pattern}={r.spec}" for r in self.router.routes()],
+            not_served=[r.pattern for r in self.router.available],
+        )
         if not self.router.routes():
-            log.warning("no_handlers", detail="no handler is named, so every request is answered FAILED "
-                                              "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]")
+            log.warning(
+                "no_handlers",
+                detail="no handler is named, so every request is answered FAILED "
+                "'no handler for TYPE': name them with --handler TYPE[=MODULE[:ATTR]]",
+            )
         if s.transport == "web":
-            log.info("web_trust", ros_response_url=s.ros_response_url, detail="ROS does not sign web requests: trust "
-                     "rests on the URL's path token (and --web-allow-source, if given)")
+            log.info(
+                "web_trust",
+                ros_response_url=s.ros_response_url,
+                detail="ROS does not sign web requests: trust "
+                "rests on the URL's path token (and --web-allow-source, if given)",
+            )
             return
         if s.transport == "mns":
-            log.info("mns_trust", ros_response_url=s.ros_response_url, topics=list(s.mns_topics),
-                     bare_messages=not s.mns_topics or s.mns_allow_bare_messages,
-                     detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)")
+            log.info(
+                "mns_trust",
+                ros_response_url=s.ros_response_url,
+                topics=list(s.mns_topics),
+                bare_messages=not s.mns_topics or s.mns_allow_bare_messages,
+                detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)",
+            )
             if not s.mns_topics:
-                log.warning("topics_unrestricted", detail="no --mns-topic given: notifications from any MNS topic, "
-                                                          "and bare messages, are accepted")
+                log.warning(
+                    "topics_unrestricted",
+                    detail="no --mns-topic given: notifications from any MNS topic, and bare messages, are accepted",
+                )
             return
         if not s.verify_signatures:
-            log.warning("signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone")
+            log.warning(
+                "signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone"
+            )
         if not s.topic_arns:
-            log.warning("topics_unrestricted", detail="no --topic-arn given: notifications from any SNS topic are accepted")
+            log.warning(
+                "topics_unrestricted", detail="no --topic-arn given: notifications from any SNS topic are accepted"
+            )
         if s.trust_signing_cert_urls:
-            log.warning("cert_urls_trusted", prefixes=list(s.trust_signing_cert_urls),
-                        detail="SNS signing certificates are also trusted from these non-AWS prefixes")
-
+            log.warning(
+                "cert_urls_trusted",
+                prefixes=list(s.trust_signing_cert_urls),
+                detail="SNS signing certificates are also trusted from these non-AWS prefixes",
+            )

@@ -1,5 +1,6 @@
 """The operator's Custom::Command configuration: the TOML file of [commands.NAME] and [types."TYPE"]
 entries that cfn_provider.handlers.command selects from (its docstring shows the format)."""
+
 from __future__ import annotations
 
 import os
@@ -52,12 +53,14 @@ def load_config(path: str | None = None) -> Config:
     """Read and check the file at `path` (default: $CFN_PROVIDER_COMMAND_CONFIG); ConfigError if wrong."""
     path = path or os.environ.get(CONFIG_ENV)
     if not path:
-        raise ConfigError(f"Custom::Command is not configured on this provider: set {CONFIG_ENV} "
-                          "to a TOML file of [commands.NAME] entries")
+        raise ConfigError(
+            f"Custom::Command is not configured on this provider: set {CONFIG_ENV} "
+            "to a TOML file of [commands.NAME] entries"
+        )
     doc = read_toml(path, "the command configuration", ConfigError)
     unknown = sorted(set(doc) - {"commands", "types"})
     if unknown:
-        raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown)}; expected [commands.NAME] or [types.\"TYPE\"]")
+        raise ConfigError(f'{path}: unknown table(s) {", ".join(unknown)}; expected [commands.NAME] or [types."TYPE"]')
     tables = {}
     for table in ("commands", "types"):
         raw = doc.get(table, {})
@@ -108,7 +111,7 @@ def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:
         raise bad("pass-env must be a list of variable names")
     env = spec.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise bad("env must be a table of NAME = \"value\"")
+        raise bad('env must be a table of NAME = "value"')
     replace_on = spec.get("replace-on", [])
     if not isinstance(replace_on, list) or not all(isinstance(v, str) for v in replace_on):
         raise bad("replace-on must be a list of property names")

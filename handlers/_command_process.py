@@ -1,5 +1,6 @@
 """Running one configured command for a request: its environment and stdin from the request, its
 process group, its bounded output, and what that output means as a handler result."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,6 +28,7 @@ class CommandError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------- environment
+
 
 def env_name(key: str) -> str:
     """'RecordName' -> 'RECORD_NAME', 'dns.zone-id' -> 'DNS_ZONE_ID'."""
@@ -83,6 +85,7 @@ def request_json(event: Mapping[str, Any]) -> bytes:
 
 # ---------------------------------------------------------------------------------- running
 
+
 @dataclass(frozen=True)
 class Outcome:
     """How a command ended: exit status, the head of stdout (and whether it overflowed), stderr's tail."""
@@ -130,8 +133,9 @@ async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
             pass
 
 
-async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: float,
-              extra_env: Mapping[str, str] | None = None) -> Outcome:
+async def run(
+    entry: Entry, action: str, event: Mapping[str, Any], *, timeout: float, extra_env: Mapping[str, str] | None = None
+) -> Outcome:
     """Run one configured action; kill its process group when it exits, times out or is cancelled.
 
     The command runs in a session (process group) of its own. When the command exits, whatever it
@@ -141,8 +145,14 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
     env.update(entry.env)
     env.update(request_env(event))
     env.update(extra_env or {})
-    pipes: dict[str, Any] = dict(stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                 stderr=asyncio.subprocess.PIPE, env=env, cwd=entry.cwd, start_new_session=True)
+    pipes: dict[str, Any] = dict(
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=entry.cwd,
+        start_new_session=True,
+    )
     command = entry.actions[action]
     try:
         if entry.shell:
@@ -170,8 +180,9 @@ async def run(entry: Entry, action: str, event: Mapping[str, Any], *, timeout: f
             _kill_group(proc.pid, signal.SIGKILL)
             raise
         await _terminate(proc, entry.kill_grace)
-        raise CommandError(f"command {entry.name!r} ({action}) timed out after {timeout:.0f} s; "
-                           "its process group was killed") from None
+        raise CommandError(
+            f"command {entry.name!r} ({action}) timed out after {timeout:.0f} s; its process group was killed"
+        ) from None
     except BaseException:  # cancelled: the daemon gave up on the request, or is stopping now
         _kill_group(proc.pid, signal.SIGKILL)
         raise
@@ -233,9 +244,10 @@ def result_of(entry: Entry, action: str, outcome: Outcome) -> Any:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise CommandError(f"{what} printed something that is not JSON on stdout ({exc}); "
-                           "print nothing, a JSON string (the id) or an object with PhysicalResourceId/Data/NoEcho") from None
+        raise CommandError(
+            f"{what} printed something that is not JSON on stdout ({exc}); "
+            "print nothing, a JSON string (the id) or an object with PhysicalResourceId/Data/NoEcho"
+        ) from None
     if isinstance(doc, (str, dict)):
         return doc
     raise CommandError(f"{what} printed a JSON {type(doc).__name__}; expected a string (the id) or an object")
-

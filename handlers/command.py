@@ -55,6 +55,7 @@ OldResourceProperties (a rollback swaps them) and the PhysicalResourceId. A comm
 something named there must check that it made it (e.g. a tag or marker with the StackId and
 logical id), as the built-in handlers do.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -64,8 +65,22 @@ from cfn_provider import Call, Resource
 from cfn_provider.handlers._command_config import CONFIG_ENV, DEFAULT_TIMEOUT, ConfigError, Entry, load_config
 from cfn_provider.handlers._command_process import CommandError, env_name, request_env, result_of, run
 
-__all__ = ["CONFIG_ENV", "DEFAULT_TIMEOUT", "Command", "CommandError", "ConfigError", "Entry", "create", "delete",
-           "env_name", "handler", "load_config", "request_env", "run", "update"]
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_TIMEOUT",
+    "Command",
+    "CommandError",
+    "ConfigError",
+    "Entry",
+    "create",
+    "delete",
+    "env_name",
+    "handler",
+    "load_config",
+    "request_env",
+    "run",
+    "update",
+]
 
 
 class Command(Resource):
@@ -83,11 +98,15 @@ class Command(Resource):
             return config.types[call.resource_type]
         name = props.get("Command")
         if not name:
-            raise ConfigError(f"{call.resource_type} needs a Command property naming one of the commands "
-                              f"configured on this provider: {', '.join(sorted(config.commands)) or 'none'}")
+            raise ConfigError(
+                f"{call.resource_type} needs a Command property naming one of the commands "
+                f"configured on this provider: {', '.join(sorted(config.commands)) or 'none'}"
+            )
         if not isinstance(name, str) or name not in config.commands:  # the value is not echoed back
-            raise ConfigError("the Command property names no command configured on this provider; "
-                              f"configured: {', '.join(sorted(config.commands)) or 'none'}")
+            raise ConfigError(
+                "the Command property names no command configured on this provider; "
+                f"configured: {', '.join(sorted(config.commands)) or 'none'}"
+            )
         return config.commands[name]
 
     def needs_replacement(self, props: dict[str, Any], old: dict[str, Any], call: Call) -> bool:

@@ -12,6 +12,7 @@ Useful to try a provider end to end, and as the smallest example of the handler 
 
 ServiceToken and ServiceTimeout are CloudFormation's own and are not echoed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

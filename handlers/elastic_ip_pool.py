@@ -33,6 +33,7 @@ Only addresses this resource made are ever read, retagged or released: members o
 the addresses whose tags name its id, its stack and its logical id (a template can send any
 PhysicalResourceId; it cannot send another stack's StackId).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -88,8 +89,10 @@ class ElasticIpPool(Resource):
                 "maxItems": 40,
                 "items": {
                     "type": "object",
-                    "properties": {"Key": {"type": "string", "minLength": 1, "maxLength": 128},
-                                   "Value": {"type": "string", "maxLength": 256}},
+                    "properties": {
+                        "Key": {"type": "string", "minLength": 1, "maxLength": 128},
+                        "Value": {"type": "string", "maxLength": 256},
+                    },
                     "required": ["Key", "Value"],
                     "additionalProperties": False,
                 },
@@ -132,8 +135,11 @@ class ElasticIpPool(Resource):
         alone is not proof: a template can hand this provider any PhysicalResourceId (e.g. one a
         previous ServiceToken answered), and must not reach another stack's addresses with it."""
         found = await ec2.describe_addresses(Filters=[{"Name": f"tag:{POOL_TAG}", "Values": [pool]}])
-        mine = [a for a in found.get("Addresses", [])
-                if _tags(a).get(STACK_TAG) == call.stack_id[:256] and _tags(a).get(LOGICAL_TAG) == call.logical_id]
+        mine = [
+            a
+            for a in found.get("Addresses", [])
+            if _tags(a).get(STACK_TAG) == call.stack_id[:256] and _tags(a).get(LOGICAL_TAG) == call.logical_id
+        ]
         return sorted(mine, key=lambda a: (_index(a) is None, _index(a) or 0, a["AllocationId"]))
 
     async def _reconcile(self, ec2: Any, pool: str, props: dict[str, Any], call: Call) -> list[dict[str, Any]]:
@@ -164,11 +170,22 @@ class ElasticIpPool(Resource):
         return [slots[i] for i in range(size)]
 
     @staticmethod
-    async def _allocate(ec2: Any, pool: str, index: int, props: dict[str, Any], wanted: dict[str, str],
-                        call: Call) -> dict[str, Any]:
-        tags = {POOL_TAG: pool, INDEX_TAG: str(index), STACK_TAG: call.stack_id[:256], LOGICAL_TAG: call.logical_id, **wanted}
-        args: dict[str, Any] = {"Domain": "vpc", "TagSpecifications": [
-            {"ResourceType": "elastic-ip", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]}
+    async def _allocate(
+        ec2: Any, pool: str, index: int, props: dict[str, Any], wanted: dict[str, str], call: Call
+    ) -> dict[str, Any]:
+        tags = {
+            POOL_TAG: pool,
+            INDEX_TAG: str(index),
+            STACK_TAG: call.stack_id[:256],
+            LOGICAL_TAG: call.logical_id,
+            **wanted,
+        }
+        args: dict[str, Any] = {
+            "Domain": "vpc",
+            "TagSpecifications": [
+                {"ResourceType": "elastic-ip", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+            ],
+        }
         for name in ("PublicIpv4Pool", "NetworkBorderGroup"):
             if props.get(name):
                 args[name] = props[name]
@@ -176,11 +193,15 @@ class ElasticIpPool(Resource):
             allocated = await ec2.allocate_address(**args)
         except Exception as exc:
             if _code(exc):  # the code, not EC2's message: that may quote PublicIpv4Pool / NetworkBorderGroup
-                raise PoolError(f"could not allocate Elastic IP {index + 1} of {props['Size']}: EC2 said "
-                                f"{_code(exc)}") from None
+                raise PoolError(
+                    f"could not allocate Elastic IP {index + 1} of {props['Size']}: EC2 said {_code(exc)}"
+                ) from None
             raise
-        return {"PublicIp": allocated["PublicIp"], "AllocationId": allocated["AllocationId"],
-                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        return {
+            "PublicIp": allocated["PublicIp"],
+            "AllocationId": allocated["AllocationId"],
+            "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+        }
 
     @staticmethod
     async def _retag(ec2: Any, address: dict[str, Any], wanted: dict[str, str]) -> None:
@@ -190,8 +211,9 @@ class ElasticIpPool(Resource):
         if stale:
             await ec2.delete_tags(Resources=[address["AllocationId"]], Tags=[{"Key": k} for k in stale])
         if changed:
-            await ec2.create_tags(Resources=[address["AllocationId"]],
-                                  Tags=[{"Key": k, "Value": v} for k, v in changed.items()])
+            await ec2.create_tags(
+                Resources=[address["AllocationId"]], Tags=[{"Key": k, "Value": v} for k, v in changed.items()]
+            )
 
     @staticmethod
     async def _release(ec2: Any, address: dict[str, Any], call: Call, strict: bool) -> None:
@@ -202,8 +224,9 @@ class ElasticIpPool(Resource):
             if code in _GONE:
                 return  # released already: that is what we wanted
             if strict or not code:
-                raise PoolError(f"could not release Elastic IP {address.get('PublicIp')} "
-                                f"({address['AllocationId']}): {exc}") from None
+                raise PoolError(
+                    f"could not release Elastic IP {address.get('PublicIp')} ({address['AllocationId']}): {exc}"
+                ) from None
             call.log.warning("elastic_ip_pool.release_failed", allocation_id=address["AllocationId"], error=code)
 
     async def _release_all(self, ec2: Any, pool: str, call: Call, strict: bool) -> None:

@@ -43,6 +43,7 @@ name or an id alone: SSM parameters go by their owner marker, and a key-derived 
 binding (an HMAC of the server key over StackId and logical id) that another stack cannot
 produce, so naming another resource's id derives nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -154,7 +155,8 @@ class RandomSecret(Resource):
             raise SecretError(
                 "Custom::RandomSecret needs somewhere to keep the secret so Updates return the same one "
                 f"(CloudFormation sends no Data back): give it a ParameterName (SSM), or configure a "
-                f"server key on the provider ({KEY_ENV})")
+                f"server key on the provider ({KEY_ENV})"
+            )
         if name:
             async with call.client("ssm") as ssm:
                 await self._claim(ssm, name, physical_id, call)
@@ -169,35 +171,49 @@ class RandomSecret(Resource):
             secret = await self._recover(ssm, physical_id, props, old_name, call)
             if name:
                 await self._claim(ssm, name, physical_id, call)  # every time: a rollback may name anything
-                if (name != old_name or props.get("KmsKeyId") != old.get("KmsKeyId")
-                        or await self._stored(ssm, name) != secret):
+                if (
+                    name != old_name
+                    or props.get("KmsKeyId") != old.get("KmsKeyId")
+                    or await self._stored(ssm, name) != secret
+                ):
                     await self._put(ssm, name, secret, physical_id, props.get("KmsKeyId"), call)
             if old_name and old_name != name:
                 await self._remove(ssm, old_name, physical_id, call)
         return self._answer(physical_id, secret, name)
 
-    async def _recover(self, ssm: Any, physical_id: str, props: dict[str, Any], old_name: str | None,
-                       call: Call) -> str:
+    async def _recover(
+        self, ssm: Any, physical_id: str, props: dict[str, Any], old_name: str | None, call: Call
+    ) -> str:
         """The secret of *this* resource, or an error: never another resource's."""
         match = _ID.search(physical_id)
         if not match or not physical_id.startswith(stem_of(call) + "-"):
-            raise SecretError("the PhysicalResourceId is not one this handler made for this stack and logical id; "
-                              "change Rotation to replace the secret")
+            raise SecretError(
+                "the PhysicalResourceId is not one this handler made for this stack and logical id; "
+                "change Rotation to replace the secret"
+            )
         if match["key"]:
             key = load_key()
             if key is None:
-                raise SecretError(f"this secret was derived from a server key and none is configured ({KEY_ENV}); "
-                                  "restore the key, or change Rotation to replace the secret")
+                raise SecretError(
+                    f"this secret was derived from a server key and none is configured ({KEY_ENV}); "
+                    "restore the key, or change Rotation to replace the secret"
+                )
             if key_id(key) != match["key"]:
-                raise SecretError(f"the server key changed since this secret was made (key {match['key']}, "
-                                  f"now {key_id(key)}); restore it, or change Rotation to replace the secret")
+                raise SecretError(
+                    f"the server key changed since this secret was made (key {match['key']}, "
+                    f"now {key_id(key)}); restore it, or change Rotation to replace the secret"
+                )
             if match["bind"] and not hmac.compare_digest(match["bind"], binding(key, call)):
-                raise SecretError("the PhysicalResourceId was not made for this stack and logical id; "
-                                  "change Rotation to replace the secret")
+                raise SecretError(
+                    "the PhysicalResourceId was not made for this stack and logical id; "
+                    "change Rotation to replace the secret"
+                )
             return derive(key, physical_id, props["Length"], alphabet_of(props))
         if not props.get("ParameterName"):
-            raise SecretError("without a server key this secret is kept only in SSM, so ParameterName cannot be "
-                              "removed; change Rotation to replace the secret instead")
+            raise SecretError(
+                "without a server key this secret is kept only in SSM, so ParameterName cannot be "
+                "removed; change Rotation to replace the secret instead"
+            )
         # The old name first (where the secret was), then the new one (a rollback after the move got
         # that far); each only when its owner marker says this very resource put it there.
         for candidate in dict.fromkeys(n for n in (old_name, props.get("ParameterName")) if n):
@@ -205,8 +221,10 @@ class RandomSecret(Resource):
                 secret = await self._stored(ssm, candidate)
                 if secret is not None:
                     return secret
-        raise SecretError("the secret is not in an SSM parameter this resource owns (ParameterName, old or new); "
-                          "change Rotation to make a new one")
+        raise SecretError(
+            "the secret is not in an SSM parameter this resource owns (ParameterName, old or new); "
+            "change Rotation to make a new one"
+        )
 
     # --- delete
     async def delete(self, props: dict[str, Any], call: Call) -> None:
@@ -226,8 +244,7 @@ class RandomSecret(Resource):
     @staticmethod
     async def _owner(ssm: Any, name: str) -> dict[str, str] | None:
         """None: no such parameter; {}: one not made by this handler; else its owner's ids."""
-        found = await ssm.describe_parameters(
-            ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
+        found = await ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
         for param in found.get("Parameters", []):
             if param.get("Name") == name:
                 match = _OWNER.match(param.get("Description") or "")
@@ -239,8 +256,11 @@ class RandomSecret(Resource):
         """The marker names this very resource: its id, in this stack, under this logical id."""
         if not owner:
             return False
-        return owner.get("id") == physical_id and owner.get("stack") == call.stack_id \
+        return (
+            owner.get("id") == physical_id
+            and owner.get("stack") == call.stack_id
             and owner.get("logical") == call.logical_id
+        )
 
     async def _claim(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
         """A parameter may be (over)written only when absent or already this logical resource's."""
@@ -249,13 +269,16 @@ class RandomSecret(Resource):
             return
         if owner.get("stack") == call.stack_id and owner.get("logical") == call.logical_id:
             return  # this resource's, the one it replaces, or an earlier attempt at it
-        raise SecretError("the SSM parameter named by ParameterName already exists and is not this resource's; "
-                          "choose another ParameterName")
+        raise SecretError(
+            "the SSM parameter named by ParameterName already exists and is not this resource's; "
+            "choose another ParameterName"
+        )
 
     @staticmethod
     async def _put(ssm: Any, name: str, secret: str, physical_id: str, kms_key: str | None, call: Call) -> None:
-        args: dict[str, Any] = dict(Name=name, Value=secret, Type="SecureString", Overwrite=True,
-                                    Description=owner_marker(physical_id, call))
+        args: dict[str, Any] = dict(
+            Name=name, Value=secret, Type="SecureString", Overwrite=True, Description=owner_marker(physical_id, call)
+        )
         if kms_key:
             args["KeyId"] = kms_key
         await ssm.put_parameter(**args)
@@ -274,8 +297,11 @@ class RandomSecret(Resource):
         if owner is None:
             return  # already gone
         if not self._owns(owner, physical_id, call):
-            call.log.info("random_secret.parameter_kept", parameter=name,
-                          detail="the parameter is not this resource's (a replacement's, or another stack's)")
+            call.log.info(
+                "random_secret.parameter_kept",
+                parameter=name,
+                detail="the parameter is not this resource's (a replacement's, or another stack's)",
+            )
             return
         try:
             await ssm.delete_parameter(Name=name)

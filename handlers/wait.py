@@ -27,6 +27,7 @@ allowed by default (a template author must not turn the provider into a prober o
 operator's network). Redirects are not followed (one could leave the allowlist): a 3xx is not
 done yet. Only the status is read. Reasons name a property and a rule, never the property's value.
 """
+
 from __future__ import annotations
 
 import math
@@ -103,8 +104,10 @@ def plan(props: Mapping[str, Any], now: float, env: Mapping[str, str] | None = N
     """The validated wait: {"until": epoch} or {"url": ...}, and the interval. Raises WaitError."""
     unknown = sorted(set(map(str, props)) - KNOWN)
     if unknown:
-        raise WaitError(f"unknown properties {', '.join(n[:40] for n in unknown[:5])}; "
-                        "use one of Url, Until, Seconds (and IntervalSeconds)")
+        raise WaitError(
+            f"unknown properties {', '.join(n[:40] for n in unknown[:5])}; "
+            "use one of Url, Until, Seconds (and IntervalSeconds)"
+        )
     given = [name for name in ("Url", "Until", "Seconds") if props.get(name) not in (None, "")]
     if len(given) != 1:
         raise WaitError("give exactly one of Url, Until and Seconds")

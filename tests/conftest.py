@@ -1,4 +1,5 @@
 """Shared fixtures: one moto server per session, a fresh topic/queue/bucket per test."""
+
 from __future__ import annotations
 
 import os
@@ -99,7 +100,6 @@ async def run_daemon(provider: Provider, tmp_path: Path) -> AsyncIterator[Callab
         yield start
 
 
-
 @pytest.fixture
 def calls_file(tmp_path: Path) -> Path:
     """Where tests.support.handlers records its calls (CFN_TEST_CALLS_FILE); see recorded_calls."""
@@ -113,8 +113,9 @@ def daemon_args() -> tuple[str, ...]:
 
 
 @pytest.fixture
-def spawn(emulator: Emulator, provider: Provider, tmp_path: Path, calls_file: Path,
-          daemon_args: tuple[str, ...]) -> Iterator[DaemonSpawner]:
+def spawn(
+    emulator: Emulator, provider: Provider, tmp_path: Path, calls_file: Path, daemon_args: tuple[str, ...]
+) -> Iterator[DaemonSpawner]:
     """Start subprocess daemons sharing one state file and `calls_file`: `spawn("first", *args)`;
     every one is killed at teardown."""
     spawner = DaemonSpawner(emulator, provider, tmp_path, calls_file, daemon_args)

@@ -1,6 +1,7 @@
 """The house rules of the source tree (docs/architecture.md): the package's folders read as the
 architecture, no import cycles, no module past about 400 lines, and each module's docstring says
 what it is."""
+
 from __future__ import annotations
 
 import ast
@@ -100,5 +101,16 @@ def test_module_is_short_and_says_what_it_is(name: str):
 
 def test_the_folders_read_as_the_architecture():
     packages = sorted(p.name for p in (REPO / "daemon").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["dead_letters", "dialects", "functions", "local", "long_running", "ops", "pipeline", "sdk", "stores",
-                        "transports", "trust"]
+    assert packages == [
+        "dead_letters",
+        "dialects",
+        "functions",
+        "local",
+        "long_running",
+        "ops",
+        "pipeline",
+        "sdk",
+        "stores",
+        "transports",
+        "trust",
+    ]

@@ -4,6 +4,7 @@ No daemon is started: `cfn_provider.cli._serve` is replaced by a function that r
 it is given, and `cfn_provider.logs.configure` by one that records the log options. The last tests
 run the real `_serve` on configurations that fail before any network use.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,6 +95,7 @@ def value_of(cap: Captured, field: str):
 
 # ---- help and version --------------------------------------------------------------------------
 
+
 def test_top_level_help_lists_commands():
     result = invoke("--help")
     assert result.exit_code == 0, result.output
@@ -101,9 +103,22 @@ def test_top_level_help_lists_commands():
         assert word in result.output
 
 
-DESIGN_OPTIONS = ("--config", "--queue-url", "--region", "--topic-arn", "--handler", "TYPE=MODULE[:ATTR]",
-                  "--state", "--concurrency", "--visibility-timeout", "--verify-signatures",
-                  "--no-verify-signatures", "--allow-response-url", "--log-format", "--log-level")
+DESIGN_OPTIONS = (
+    "--config",
+    "--queue-url",
+    "--region",
+    "--topic-arn",
+    "--handler",
+    "TYPE=MODULE[:ATTR]",
+    "--state",
+    "--concurrency",
+    "--visibility-timeout",
+    "--verify-signatures",
+    "--no-verify-signatures",
+    "--allow-response-url",
+    "--log-format",
+    "--log-level",
+)
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -136,6 +151,7 @@ def test_version():
 
 # ---- defaults ----------------------------------------------------------------------------------
 
+
 def test_defaults(captured, tmp_path):
     result = invoke("run", "--queue-url", Q)
     assert result.exit_code == 0, result.output
@@ -162,36 +178,119 @@ def test_queue_url_is_required(captured):
 
 # (option, command line, environment, TOML (dashed keys), field, expected)
 OPTIONS = [
-    ("region", ["--region", "eu-west-1"], {"CFN_PROVIDER_REGION": "eu-west-1"},
-     'region = "eu-west-1"', "region", "eu-west-1"),
-    ("topic-arn", ["--topic-arn", A1, "--topic-arn", A2], {"CFN_PROVIDER_TOPIC_ARN": f"{A1} {A2}"},
-     f'topic-arn = ["{A1}", "{A2}"]', "topic_arns", (A1, A2)),
-    ("handler", ["--handler", "Custom::Echo=cfn_provider.handlers.echo", "--handler", "Custom::Acme*=pkg.mod:obj.attr"],
-     {"CFN_PROVIDER_HANDLER": "Custom::Echo=cfn_provider.handlers.echo Custom::Acme*=pkg.mod:obj.attr"},
-     'handler = ["Custom::Echo=cfn_provider.handlers.echo", "Custom::Acme*=pkg.mod:obj.attr"]', "handlers",
-     (("Custom::Echo", "cfn_provider.handlers.echo"), ("Custom::Acme*", "pkg.mod:obj.attr"))),
-    ("state", ["--state", "sqlite:///var/lib/cfn/state.db"], {"CFN_PROVIDER_STATE": "sqlite:///var/lib/cfn/state.db"},
-     'state = "sqlite:///var/lib/cfn/state.db"', "state", "sqlite:///var/lib/cfn/state.db"),
+    (
+        "region",
+        ["--region", "eu-west-1"],
+        {"CFN_PROVIDER_REGION": "eu-west-1"},
+        'region = "eu-west-1"',
+        "region",
+        "eu-west-1",
+    ),
+    (
+        "topic-arn",
+        ["--topic-arn", A1, "--topic-arn", A2],
+        {"CFN_PROVIDER_TOPIC_ARN": f"{A1} {A2}"},
+        f'topic-arn = ["{A1}", "{A2}"]',
+        "topic_arns",
+        (A1, A2),
+    ),
+    (
+        "handler",
+        ["--handler", "Custom::Echo=cfn_provider.handlers.echo", "--handler", "Custom::Acme*=pkg.mod:obj.attr"],
+        {"CFN_PROVIDER_HANDLER": "Custom::Echo=cfn_provider.handlers.echo Custom::Acme*=pkg.mod:obj.attr"},
+        'handler = ["Custom::Echo=cfn_provider.handlers.echo", "Custom::Acme*=pkg.mod:obj.attr"]',
+        "handlers",
+        (("Custom::Echo", "cfn_provider.handlers.echo"), ("Custom::Acme*", "pkg.mod:obj.attr")),
+    ),
+    (
+        "state",
+        ["--state", "sqlite:///var/lib/cfn/state.db"],
+        {"CFN_PROVIDER_STATE": "sqlite:///var/lib/cfn/state.db"},
+        'state = "sqlite:///var/lib/cfn/state.db"',
+        "state",
+        "sqlite:///var/lib/cfn/state.db",
+    ),
     ("concurrency", ["--concurrency", "7"], {"CFN_PROVIDER_CONCURRENCY": "7"}, "concurrency = 7", "concurrency", 7),
-    ("visibility-timeout", ["--visibility-timeout", "120"], {"CFN_PROVIDER_VISIBILITY_TIMEOUT": "120"},
-     "visibility-timeout = 120", "visibility_timeout", 120),
-    ("grace-period", ["--grace-period", "5.5"], {"CFN_PROVIDER_GRACE_PERIOD": "5.5"},
-     "grace-period = 5.5", "grace_period", 5.5),
-    ("verify-signatures", ["--no-verify-signatures"], {"CFN_PROVIDER_VERIFY_SIGNATURES": "false"},
-     "verify-signatures = false", "verify_signatures", False),
-    ("allow-response-url", ["--allow-response-url", "http://127.0.0.1:5000/", "--allow-response-url", "http://s3.local/"],
-     {"CFN_PROVIDER_ALLOW_RESPONSE_URL": "http://127.0.0.1:5000/ http://s3.local/"},
-     'allow-response-url = ["http://127.0.0.1:5000/", "http://s3.local/"]', "allow_response_urls",
-     ("http://127.0.0.1:5000/", "http://s3.local/")),
-    ("trust-signing-cert-url", ["--trust-signing-cert-url", "http://127.0.0.1:9/"],
-     {"CFN_PROVIDER_TRUST_SIGNING_CERT_URL": "http://127.0.0.1:9/"},
-     'trust-signing-cert-url = ["http://127.0.0.1:9/"]', "trust_signing_cert_urls", ("http://127.0.0.1:9/",)),
-    ("dead-letter-interval", ["--dead-letter-interval", "0"], {"CFN_PROVIDER_DEAD_LETTER_INTERVAL": "0"},
-     "dead-letter-interval = 0", "dead_letter_interval", 0.0),
-    ("wait-seconds", ["--wait-seconds", "3"], {"CFN_PROVIDER_WAIT_SECONDS": "3"}, "wait-seconds = 3", "wait_seconds", 3),
-    ("max-backoff", ["--max-backoff", "1.5"], {"CFN_PROVIDER_MAX_BACKOFF": "1.5"}, "max-backoff = 1.5", "max_backoff", 1.5),
-    ("log-format", ["--log-format", "json"], {"CFN_PROVIDER_LOG_FORMAT": "json"}, 'log-format = "json"', "log_format", "json"),
-    ("log-level", ["--log-level", "debug"], {"CFN_PROVIDER_LOG_LEVEL": "debug"}, 'log-level = "debug"', "log_level", "debug"),
+    (
+        "visibility-timeout",
+        ["--visibility-timeout", "120"],
+        {"CFN_PROVIDER_VISIBILITY_TIMEOUT": "120"},
+        "visibility-timeout = 120",
+        "visibility_timeout",
+        120,
+    ),
+    (
+        "grace-period",
+        ["--grace-period", "5.5"],
+        {"CFN_PROVIDER_GRACE_PERIOD": "5.5"},
+        "grace-period = 5.5",
+        "grace_period",
+        5.5,
+    ),
+    (
+        "verify-signatures",
+        ["--no-verify-signatures"],
+        {"CFN_PROVIDER_VERIFY_SIGNATURES": "false"},
+        "verify-signatures = false",
+        "verify_signatures",
+        False,
+    ),
+    (
+        "allow-response-url",
+        ["--allow-response-url", "http://127.0.0.1:5000/", "--allow-response-url", "http://s3.local/"],
+        {"CFN_PROVIDER_ALLOW_RESPONSE_URL": "http://127.0.0.1:5000/ http://s3.local/"},
+        'allow-response-url = ["http://127.0.0.1:5000/", "http://s3.local/"]',
+        "allow_response_urls",
+        ("http://127.0.0.1:5000/", "http://s3.local/"),
+    ),
+    (
+        "trust-signing-cert-url",
+        ["--trust-signing-cert-url", "http://127.0.0.1:9/"],
+        {"CFN_PROVIDER_TRUST_SIGNING_CERT_URL": "http://127.0.0.1:9/"},
+        'trust-signing-cert-url = ["http://127.0.0.1:9/"]',
+        "trust_signing_cert_urls",
+        ("http://127.0.0.1:9/",),
+    ),
+    (
+        "dead-letter-interval",
+        ["--dead-letter-interval", "0"],
+        {"CFN_PROVIDER_DEAD_LETTER_INTERVAL": "0"},
+        "dead-letter-interval = 0",
+        "dead_letter_interval",
+        0.0,
+    ),
+    (
+        "wait-seconds",
+        ["--wait-seconds", "3"],
+        {"CFN_PROVIDER_WAIT_SECONDS": "3"},
+        "wait-seconds = 3",
+        "wait_seconds",
+        3,
+    ),
+    (
+        "max-backoff",
+        ["--max-backoff", "1.5"],
+        {"CFN_PROVIDER_MAX_BACKOFF": "1.5"},
+        "max-backoff = 1.5",
+        "max_backoff",
+        1.5,
+    ),
+    (
+        "log-format",
+        ["--log-format", "json"],
+        {"CFN_PROVIDER_LOG_FORMAT": "json"},
+        'log-format = "json"',
+        "log_format",
+        "json",
+    ),
+    (
+        "log-level",
+        ["--log-level", "debug"],
+        {"CFN_PROVIDER_LOG_LEVEL": "debug"},
+        'log-level = "debug"',
+        "log_level",
+        "debug",
+    ),
 ]
 OPTION_IDS = [o[0] for o in OPTIONS]
 
@@ -244,33 +343,44 @@ def test_config_file_from_environment(captured, tmp_path):
 
 
 def test_config_handlers_table(captured, tmp_path):
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         queue-url = "{Q}"
 
         [handlers]
         "Custom::Echo" = "cfn_provider.handlers.echo"
         "Custom::Acme*" = "acme.handlers:router"
-    """)
+    """,
+    )
     result = invoke("run", "--config", config)
     assert result.exit_code == 0, result.output
-    assert captured.one.handlers == (("Custom::Echo", "cfn_provider.handlers.echo"), ("Custom::Acme*", "acme.handlers:router"))
+    assert captured.one.handlers == (
+        ("Custom::Echo", "cfn_provider.handlers.echo"),
+        ("Custom::Acme*", "acme.handlers:router"),
+    )
 
 
 def test_config_handler_list_and_table_are_merged(captured, tmp_path):
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         queue-url = "{Q}"
         handler = ["Custom::One=mod.one"]
 
         [handlers]
         "Custom::Two" = "mod.two:obj"
-    """)
+    """,
+    )
     result = invoke("run", "--config", config)
     assert result.exit_code == 0, result.output
     assert set(captured.one.handlers) == {("Custom::One", "mod.one"), ("Custom::Two", "mod.two:obj")}
 
 
 def test_full_config_file(captured, tmp_path):
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         queue-url = "{Q}"
         region = "eu-west-1"
         topic-arn = ["{A1}"]
@@ -284,7 +394,8 @@ def test_full_config_file(captured, tmp_path):
 
         [handlers]
         "Custom::Echo" = "cfn_provider.handlers.echo"
-    """)
+    """,
+    )
     result = invoke("run", "--config", config)
     assert result.exit_code == 0, result.output
     s = captured.one
@@ -299,28 +410,100 @@ def test_full_config_file(captured, tmp_path):
 
 # (option, command line, environment, TOML, field, from CLI, from env, from config, default)
 PRECEDENCE = [
-    ("queue-url", ["--queue-url", Q], {"CFN_PROVIDER_QUEUE_URL": Q2}, 'queue-url = "https://sqs/config"',
-     "queue_url", Q, Q2, "https://sqs/config", None),
-    ("concurrency", ["--concurrency", "7"], {"CFN_PROVIDER_CONCURRENCY": "5"}, "concurrency = 3",
-     "concurrency", 7, 5, 3, 32),
-    ("region", ["--region", "cli-1"], {"CFN_PROVIDER_REGION": "env-1"}, 'region = "cfg-1"',
-     "region", "cli-1", "env-1", "cfg-1", None),
-    ("topic-arn", ["--topic-arn", A1], {"CFN_PROVIDER_TOPIC_ARN": A2}, f'topic-arn = ["{A1}", "{A2}"]',
-     "topic_arns", (A1,), (A2,), (A1, A2), ()),
-    ("handler", ["--handler", "Custom::X=cli.mod"], {"CFN_PROVIDER_HANDLER": "Custom::X=env.mod"},
-     '[handlers]\n"Custom::X" = "cfg.mod"', "handlers",
-     (("Custom::X", "cli.mod"),), (("Custom::X", "env.mod"),), (("Custom::X", "cfg.mod"),), ()),
-    ("verify-signatures", ["--verify-signatures"], {"CFN_PROVIDER_VERIFY_SIGNATURES": "false"},
-     "verify-signatures = true", "verify_signatures", True, False, True, True),
-    ("verify-signatures-off", ["--no-verify-signatures"], {"CFN_PROVIDER_VERIFY_SIGNATURES": "true"},
-     "verify-signatures = false", "verify_signatures", False, True, False, True),
-    ("log-level", ["--log-level", "error"], {"CFN_PROVIDER_LOG_LEVEL": "warning"}, 'log-level = "debug"',
-     "log_level", "error", "warning", "debug", "info"),
+    (
+        "queue-url",
+        ["--queue-url", Q],
+        {"CFN_PROVIDER_QUEUE_URL": Q2},
+        'queue-url = "https://sqs/config"',
+        "queue_url",
+        Q,
+        Q2,
+        "https://sqs/config",
+        None,
+    ),
+    (
+        "concurrency",
+        ["--concurrency", "7"],
+        {"CFN_PROVIDER_CONCURRENCY": "5"},
+        "concurrency = 3",
+        "concurrency",
+        7,
+        5,
+        3,
+        32,
+    ),
+    (
+        "region",
+        ["--region", "cli-1"],
+        {"CFN_PROVIDER_REGION": "env-1"},
+        'region = "cfg-1"',
+        "region",
+        "cli-1",
+        "env-1",
+        "cfg-1",
+        None,
+    ),
+    (
+        "topic-arn",
+        ["--topic-arn", A1],
+        {"CFN_PROVIDER_TOPIC_ARN": A2},
+        f'topic-arn = ["{A1}", "{A2}"]',
+        "topic_arns",
+        (A1,),
+        (A2,),
+        (A1, A2),
+        (),
+    ),
+    (
+        "handler",
+        ["--handler", "Custom::X=cli.mod"],
+        {"CFN_PROVIDER_HANDLER": "Custom::X=env.mod"},
+        '[handlers]\n"Custom::X" = "cfg.mod"',
+        "handlers",
+        (("Custom::X", "cli.mod"),),
+        (("Custom::X", "env.mod"),),
+        (("Custom::X", "cfg.mod"),),
+        (),
+    ),
+    (
+        "verify-signatures",
+        ["--verify-signatures"],
+        {"CFN_PROVIDER_VERIFY_SIGNATURES": "false"},
+        "verify-signatures = true",
+        "verify_signatures",
+        True,
+        False,
+        True,
+        True,
+    ),
+    (
+        "verify-signatures-off",
+        ["--no-verify-signatures"],
+        {"CFN_PROVIDER_VERIFY_SIGNATURES": "true"},
+        "verify-signatures = false",
+        "verify_signatures",
+        False,
+        True,
+        False,
+        True,
+    ),
+    (
+        "log-level",
+        ["--log-level", "error"],
+        {"CFN_PROVIDER_LOG_LEVEL": "warning"},
+        'log-level = "debug"',
+        "log_level",
+        "error",
+        "warning",
+        "debug",
+        "info",
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, args, env, toml, field, from_cli, from_env, from_config, default", PRECEDENCE,
-                         ids=[p[0] for p in PRECEDENCE])
+@pytest.mark.parametrize(
+    "name, args, env, toml, field, from_cli, from_env, from_config, default", PRECEDENCE, ids=[p[0] for p in PRECEDENCE]
+)
 def test_precedence(captured, tmp_path, name, args, env, toml, field, from_cli, from_env, from_config, default):
     base = [] if name == "queue-url" else ["--queue-url", Q]
     base_toml = "" if name == "queue-url" else f'queue-url = "{Q}"\n'
@@ -343,7 +526,16 @@ def test_precedence(captured, tmp_path, name, args, env, toml, field, from_cli, 
 
 # ---- errors ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["Custom::Thing:cfn_provider.handlers.echo", "cfn_provider.handlers.echo", "=cfn_provider.handlers.echo", "Custom::Thing="])
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Custom::Thing:cfn_provider.handlers.echo",
+        "cfn_provider.handlers.echo",
+        "=cfn_provider.handlers.echo",
+        "Custom::Thing=",
+    ],
+)
 def test_bad_handler_value_is_a_usage_error(captured, value):
     result = invoke("run", "--queue-url", Q, "--handler", value)
     assert result.exit_code == 2, result.output
@@ -354,7 +546,12 @@ def test_bad_handler_value_is_a_usage_error(captured, value):
 
 
 def test_bad_handler_value_from_environment(captured):
-    result = invoke("run", "--queue-url", Q, env={"CFN_PROVIDER_HANDLER": "Custom::Thing=cfn_provider.handlers.echo Custom::Thing:x.y"})
+    result = invoke(
+        "run",
+        "--queue-url",
+        Q,
+        env={"CFN_PROVIDER_HANDLER": "Custom::Thing=cfn_provider.handlers.echo Custom::Thing:x.y"},
+    )
     assert result.exit_code == 2
     assert "TYPE=MODULE[:ATTR]" in result.output and "Custom::Thing:x.y" in result.output
     assert captured.settings == []
@@ -363,13 +560,20 @@ def test_bad_handler_value_from_environment(captured):
 CONFIG_PATH = object()  # in `named` below: the config file's own path
 
 
-@pytest.mark.parametrize("entries, named", [
-    pytest.param('handler = ["cfn_provider.handlers.echo"]\n', ["TYPE=MODULE[:ATTR]", "cfn_provider.handlers.echo"], id="handler-without-type"),
-    pytest.param('handlers = "cfn_provider.handlers.echo"\n', ["[handlers]"], id="handlers-not-a-table"),
-    pytest.param("bogus = 1\nconcurency = 4\n", ["bogus", "concurency", CONFIG_PATH], id="unknown-keys"),
-    pytest.param('queue-urll = "x"\n', [("queue-urll", "queue_urll")], id="unknown-dashed-key"),
-    pytest.param('[aws]\nregion = "eu-west-1"\n', ["aws"], id="unknown-table"),
-])
+@pytest.mark.parametrize(
+    "entries, named",
+    [
+        pytest.param(
+            'handler = ["cfn_provider.handlers.echo"]\n',
+            ["TYPE=MODULE[:ATTR]", "cfn_provider.handlers.echo"],
+            id="handler-without-type",
+        ),
+        pytest.param('handlers = "cfn_provider.handlers.echo"\n', ["[handlers]"], id="handlers-not-a-table"),
+        pytest.param("bogus = 1\nconcurency = 4\n", ["bogus", "concurency", CONFIG_PATH], id="unknown-keys"),
+        pytest.param('queue-urll = "x"\n', [("queue-urll", "queue_urll")], id="unknown-dashed-key"),
+        pytest.param('[aws]\nregion = "eu-west-1"\n', ["aws"], id="unknown-table"),
+    ],
+)
 def test_bad_config_entry_is_a_usage_error_naming_it(captured, tmp_path, entries, named):
     """Every item of `named` is in the message; a tuple there is satisfied by any one of its strings."""
     config = write_config(tmp_path, f'queue-url = "{Q}"\n{entries}')
@@ -406,8 +610,16 @@ def test_config_that_is_a_directory(captured, tmp_path):
     assert captured.settings == []
 
 
-@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--concurrency", "many"], ["--visibility-timeout", "1"],
-                                  ["--log-format", "xml"], ["--log-level", "loud"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--concurrency", "0"],
+        ["--concurrency", "many"],
+        ["--visibility-timeout", "1"],
+        ["--log-format", "xml"],
+        ["--log-level", "loud"],
+    ],
+)
 def test_out_of_range_values_are_usage_errors(captured, args):
     result = invoke("run", "--queue-url", Q, *args)
     assert result.exit_code == 2
@@ -424,6 +636,7 @@ def test_out_of_range_value_in_config(captured, tmp_path):
 
 
 # ---- the real _serve: errors found before any network use --------------------------------------
+
 
 def test_relative_sqlite_state_exits_2():
     result = invoke("run", "--queue-url", Q, "--state", "sqlite://relative/path", "--log-format", "json")
@@ -442,8 +655,17 @@ def test_unusable_state_url_exits_2(state):
 
 
 def test_handler_module_that_does_not_exist_exits_2(tmp_path):
-    result = invoke("run", "--queue-url", Q, "--state", f"sqlite://{tmp_path}/s.db", "--log-format", "json",
-                    "--handler", "Custom::Missing=no_such_module_for_cfn_tests")
+    result = invoke(
+        "run",
+        "--queue-url",
+        Q,
+        "--state",
+        f"sqlite://{tmp_path}/s.db",
+        "--log-format",
+        "json",
+        "--handler",
+        "Custom::Missing=no_such_module_for_cfn_tests",
+    )
     assert result.exit_code == 2, result.output
     assert "no_such_module_for_cfn_tests" in result.output
     assert "Custom::Missing" in result.output
@@ -453,8 +675,17 @@ def test_handler_module_that_does_not_exist_exits_2(tmp_path):
 def test_handler_module_that_fails_to_import_exits_2(tmp_path, monkeypatch):
     (tmp_path / "broken_handler_for_cfn_tests.py").write_text('raise RuntimeError("database password not set")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
-    result = invoke("run", "--queue-url", Q, "--state", f"sqlite://{tmp_path}/s.db", "--log-format", "json",
-                    "--handler", "Custom::Broken=broken_handler_for_cfn_tests")
+    result = invoke(
+        "run",
+        "--queue-url",
+        Q,
+        "--state",
+        f"sqlite://{tmp_path}/s.db",
+        "--log-format",
+        "json",
+        "--handler",
+        "Custom::Broken=broken_handler_for_cfn_tests",
+    )
     assert result.exit_code == 2, result.output
     assert "broken_handler_for_cfn_tests" in result.output
     assert "database password not set" in result.output
@@ -464,8 +695,17 @@ def test_handler_module_that_fails_to_import_exits_2(tmp_path, monkeypatch):
 def test_handler_without_actions_exits_2(tmp_path, monkeypatch):
     (tmp_path / "half_handler_for_cfn_tests.py").write_text("def create(event):\n    return None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    result = invoke("run", "--queue-url", Q, "--state", f"sqlite://{tmp_path}/s.db", "--log-format", "json",
-                    "--handler", "Custom::Half=half_handler_for_cfn_tests")
+    result = invoke(
+        "run",
+        "--queue-url",
+        Q,
+        "--state",
+        f"sqlite://{tmp_path}/s.db",
+        "--log-format",
+        "json",
+        "--handler",
+        "Custom::Half=half_handler_for_cfn_tests",
+    )
     assert result.exit_code == 2, result.output
     assert "update" in result.output and "delete" in result.output
     assert "Traceback" not in result.output
@@ -483,7 +723,9 @@ def test_serve_returns_2_directly(capsys):
 def test_run_serves_a_built_in_named_by_its_bare_type_from_every_source(captured, tmp_path):
     assert invoke("run", "--queue-url", Q, "--handler", "Custom::RandomSecret").exit_code == 0
     assert captured.settings[-1].handlers == (("Custom::RandomSecret", None),)
-    config = write_config(tmp_path, f'queue-url = "{Q}"\n[handlers]\n"Custom::Echo" = true\n"Custom::Command" = false\n')
+    config = write_config(
+        tmp_path, f'queue-url = "{Q}"\n[handlers]\n"Custom::Echo" = true\n"Custom::Command" = false\n'
+    )
     assert invoke("run", "--config", config).exit_code == 0
     assert captured.settings[-1].handlers == (("Custom::Echo", None),)
 
@@ -497,7 +739,9 @@ def test_config_file_single_strings_for_repeatable_options(tmp_path, monkeypatch
     seen = {}
     monkeypatch.setattr(cli, "_serve", lambda settings: seen.setdefault("s", settings) and 0)
     config = tmp_path / "c.toml"
-    config.write_text('queue-url = "https://q"\nhandler = "Custom::X=cfn_provider.handlers.echo"\ntopic-arn = "arn:t"\n')
+    config.write_text(
+        'queue-url = "https://q"\nhandler = "Custom::X=cfn_provider.handlers.echo"\ntopic-arn = "arn:t"\n'
+    )
     result = click.testing.CliRunner().invoke(cli.main, ["run", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert seen["s"].handlers == (("Custom::X", "cfn_provider.handlers.echo"),)

@@ -1,4 +1,5 @@
 """`cfn-provider handlers`: what `run` would serve, from where, for which ResourceTypes."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -47,12 +48,23 @@ def test_built_ins_are_listed_as_available_and_not_served_by_default():
     text = invoke().stdout
     assert text.startswith("no handlers served")
     assert "available, NOT served (serve one with --handler TYPE):" in text
-    assert any(line.split()[:2] == ["Custom::RandomSecret", "cfn_provider.handlers.random_secret"] for line in text.splitlines())
+    assert any(
+        line.split()[:2] == ["Custom::RandomSecret", "cfn_provider.handlers.random_secret"]
+        for line in text.splitlines()
+    )
 
 
 def test_table_is_sorted_exact_types_then_patterns_longest_first():
-    result = invoke("--handler", f"Custom::*={FX}:short_glob", "--handler", f"Custom::Acme*={FX}:long_glob",
-                    "--handler", f"Custom::Aaa={FX}:exact", "--handler", "Custom::Echo")
+    result = invoke(
+        "--handler",
+        f"Custom::*={FX}:short_glob",
+        "--handler",
+        f"Custom::Acme*={FX}:long_glob",
+        "--handler",
+        f"Custom::Aaa={FX}:exact",
+        "--handler",
+        "Custom::Echo",
+    )
     assert result.exit_code == 0, result.output
     served, _, available = result.stdout.partition("\n\n")
     lines = served.splitlines()
@@ -64,12 +76,16 @@ def test_table_is_sorted_exact_types_then_patterns_longest_first():
     echo = next(line for line in lines if line.startswith("Custom::Echo "))
     assert echo.split()[1:3] == ["cfn_provider.handlers.echo", "built-in"]
     assert "Custom::Echo" not in available and "Custom::RandomSecret" in available
-    assert invoke("--handler", f"Custom::*={FX}:short_glob").stdout == invoke("--handler", f"Custom::*={FX}:short_glob").stdout
+    assert (
+        invoke("--handler", f"Custom::*={FX}:short_glob").stdout
+        == invoke("--handler", f"Custom::*={FX}:short_glob").stdout
+    )
 
 
 def test_config_file_and_environment_handlers_are_listed_with_where_they_were_named(tmp_path):
     config = tmp_path / "provider.toml"
-    config.write_text(textwrap.dedent(f"""
+    config.write_text(
+        textwrap.dedent(f"""
         queue-url = "https://sqs.eu-west-1.amazonaws.com/123456789012/q"   # settings of `run` are ignored here
         concurrency = 4
         [handlers]
@@ -77,16 +93,29 @@ def test_config_file_and_environment_handlers_are_listed_with_where_they_were_na
         "Custom::Acme*" = "{FX}:long_glob"
         "Custom::RandomSecret" = true
         "Custom::Command" = false
-    """))
+    """)
+    )
     got = {r["resource_type"]: r for r in rows(invoke("--config", str(config), "--json"))}
-    assert got["Custom::Echo"] == {"resource_type": "Custom::Echo", "handler": f"{FX}:exact", "source": "module",
-                                   "pattern": False, "served": True, "why": "named in the config file"}
+    assert got["Custom::Echo"] == {
+        "resource_type": "Custom::Echo",
+        "handler": f"{FX}:exact",
+        "source": "module",
+        "pattern": False,
+        "served": True,
+        "why": "named in the config file",
+    }
     assert got["Custom::Acme*"]["pattern"] is True
     assert got["Custom::RandomSecret"]["served"] is True and got["Custom::RandomSecret"]["source"] == "built-in"
     assert got["Custom::Command"]["served"] is False and got["Custom::ElasticIpPool"]["served"] is False
 
-    via_env = {r["resource_type"]: r for r in rows(invoke("--json", env={
-        "CFN_PROVIDER_CONFIG": str(config), "CFN_PROVIDER_HANDLER": f"Custom::Other={FX}:other"}))}
+    via_env = {
+        r["resource_type"]: r
+        for r in rows(
+            invoke(
+                "--json", env={"CFN_PROVIDER_CONFIG": str(config), "CFN_PROVIDER_HANDLER": f"Custom::Other={FX}:other"}
+            )
+        )
+    }
     assert via_env["Custom::Other"]["handler"] == f"{FX}:other"
     assert via_env["Custom::Other"]["why"] == "named in CFN_PROVIDER_HANDLER"
     assert "Custom::Acme*" not in via_env  # like `run`: --handler (here from the environment) replaces the file's

@@ -13,6 +13,7 @@ JSON, or a shell block with a `cfn-provider simulate` line, carries a marker on 
   e.g. a daemon with its configuration file); that test must exist and read the page.
 A new block of those kinds without a marker fails this test, naming its page and line.
 """
+
 from __future__ import annotations
 
 import os
@@ -76,7 +77,7 @@ def parse(page: Path) -> list[Block]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        block = Block(str(page.relative_to(REPO)), i + 1, fence.group(1).lower(), "\n".join(lines[i + 1:end]) + "\n")
+        block = Block(str(page.relative_to(REPO)), i + 1, fence.group(1).lower(), "\n".join(lines[i + 1 : end]) + "\n")
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marker = _MARKER.match(before.strip())
         if marker:
@@ -128,10 +129,13 @@ def commands_of(example: Example) -> list[list[str]]:
 
 # ------------------------------------------------------------------------------ the convention
 
+
 def test_every_example_or_fragment_is_marked():
     unmarked = [b.where for b in ALL_BLOCKS if b.needs_marker and b.kind is None]
-    assert not unmarked, ("these code blocks are neither run nor marked as fragments: add <!-- example: NAME --> "
-                          f"or <!-- not-run: WHY --> on the line before each (docs/architecture.md): {unmarked}")
+    assert not unmarked, (
+        "these code blocks are neither run nor marked as fragments: add <!-- example: NAME --> "
+        f"or <!-- not-run: WHY --> on the line before each (docs/architecture.md): {unmarked}"
+    )
     assert all(b.value for b in ALL_BLOCKS if b.kind == "not-run"), "a not-run marker says why"
     for block in (b for b in ALL_BLOCKS if b.kind == "run-by"):
         test = REPO / block.value
@@ -147,7 +151,9 @@ def test_each_example_is_complete(example: Example):
     for block in example.blocks:
         if block.lang in FILE_LANGS:
             name = block.text.splitlines()[0]
-            assert re.fullmatch(r"# [\w./-]+\.\w+", name), f"{block.where}: the first line names the file (# mypkg/thing.py)"
+            assert re.fullmatch(r"# [\w./-]+\.\w+", name), (
+                f"{block.where}: the first line names the file (# mypkg/thing.py)"
+            )
     kinds = [c[1] for c in commands_of(example)]
     assert kinds[:1] == ["create"] and "update" in kinds and kinds[-1] == "delete", (example.id, kinds)
     template = commands_of(example)[0][2]
@@ -156,13 +162,19 @@ def test_each_example_is_complete(example: Example):
 
 # ------------------------------------------------------------------------------ running them
 
+
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CFN_PROVIDER_"))}
 
 
 def _resource_rows(stdout: str, status: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line[:4].isdigit() and line.split()[2:4] != [
-        "AWS::CloudFormation::Stack", status] and line.split()[3:4] == [status]]
+    return [
+        line
+        for line in stdout.splitlines()
+        if line[:4].isdigit()
+        and line.split()[2:4] != ["AWS::CloudFormation::Stack", status]
+        and line.split()[3:4] == [status]
+    ]
 
 
 @pytest.mark.slow
@@ -173,8 +185,9 @@ def test_example_runs_as_written(example: Example, tmp_path: Path):
         (tmp_path / name).write_text(text)
     try:
         for args in commands_of(example):
-            done = subprocess.run([str(CLI), *args], cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                                  timeout=180)
+            done = subprocess.run(
+                [str(CLI), *args], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=180
+            )
             shown = f"$ cfn-provider {shlex.join(args)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
             assert done.returncode == 0, shown
             assert "Traceback" not in done.stderr, shown
@@ -195,8 +208,13 @@ def test_not_run_cloudformation_templates_pass_cfn_lint():
 
     checked = 0
     for block in ALL_BLOCKS:
-        if block.kind == "not-run" and block.lang in ("yaml", "yml") and "Resources:" in block.text \
-                and "ROSTemplateFormatVersion" not in block.text and "ALIYUN::" not in block.text:
+        if (
+            block.kind == "not-run"
+            and block.lang in ("yaml", "yml")
+            and "Resources:" in block.text
+            and "ROSTemplateFormatVersion" not in block.text
+            and "ALIYUN::" not in block.text
+        ):
             errors = [str(f) for f in lint(block.where, block.text) if f.error]
             assert not errors, errors
             checked += 1

@@ -1,6 +1,7 @@
 """cfn_provider.editable: a module added to the checkout after `make venv` says "run make venv", not
 "No module named ...". The editable install is built here as setuptools' strict mode builds it (a
 folder of links per package) from a small source tree of the test's own."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,13 @@ def test_importing_a_module_the_install_lacks_says_run_make_venv(tmp_path: Path)
             except ModuleNotFoundError as exc:
                 print(name, type(exc).__name__, exc.name, "make venv" in str(exc))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "pkg.b StaleInstall pkg.b True",

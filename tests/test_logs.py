@@ -1,4 +1,5 @@
 """cfn_provider.logs.configure: formats, the stdlib bridge, and redaction of every rendered line."""
+
 from __future__ import annotations
 
 import io
@@ -12,10 +13,15 @@ from cfn_provider import logs
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 TOKEN = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+example=="
-QUERY = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20240101T000000Z&X-Amz-Expires=7200&X-Amz-SignedHeaders=host&X-Amz-Signature=" + "5d" * 32
+QUERY = (
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20240101T000000Z&X-Amz-Expires=7200&X-Amz-SignedHeaders=host&X-Amz-Signature="
+    + "5d" * 32
+)
 URL = "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/arn%3Aaws%3Acloudformation/req?" + QUERY
-SIGV2_URL = ("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/key"
-             "?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1700000000&Signature=abc%2Bdef%2Fghi%3D")
+SIGV2_URL = (
+    "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/key"
+    "?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1700000000&Signature=abc%2Bdef%2Fghi%3D"
+)
 # fragments of the query string that must never be seen
 LEAKS = ("X-Amz-Signature", "5d5d5d5d", "X-Amz-Credential", "AKIAIOSFODNN7EXAMPLE", "Signature=abc", "abc%2Bdef")
 NOISY = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")
@@ -61,6 +67,7 @@ def assert_clean(text: str) -> None:
 
 
 # ---- formats -----------------------------------------------------------------------------------
+
 
 def test_json_lines_with_event_level_timestamp():
     stream = configured("json")
@@ -162,6 +169,7 @@ def test_level_filters_structlog_and_stdlib():
 
 
 # ---- redaction ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", ["json", "console"])
 def test_url_query_redacted_in_structlog_events(fmt):
@@ -268,6 +276,7 @@ def test_every_json_line_is_valid_json_after_redaction(secrets):
 
 
 # ---- the daemon's own lines go straight to the stream ----------------------------------------------
+
 
 def test_structlog_lines_do_not_pass_through_the_stdlib_handler(monkeypatch):
     stream = configured("json")

@@ -1,4 +1,5 @@
 """cfn_provider.loops: which event loop the daemon runs on, the fallback, and the `started` line naming it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -66,6 +67,7 @@ async def _note(ran: list[int]) -> None:
 
 # ---- the daemon ----------------------------------------------------------------------------------
 
+
 def _run_without_uvloop(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`cfn-provider run ...` in a child whose `import uvloop` fails (a module that raises, first on the path)."""
     blocker = tmp_path / "blocker"
@@ -74,9 +76,26 @@ def _run_without_uvloop(tmp_path: Path, *args: str, env: dict[str, str] | None =
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("CFN_PROVIDER_")}
     child_env.update(PYTHONPATH=f"{blocker}{os.pathsep}{REPO}", **(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "cfn_provider", "run", "--queue-url", "http://127.0.0.1:9/000000000000/q",
-         "--state", f"sqlite://{tmp_path}/state.db", "--no-verify-signatures", "--log-format", "json", *args],
-        env=child_env, cwd=REPO, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--queue-url",
+            "http://127.0.0.1:9/000000000000/q",
+            "--state",
+            f"sqlite://{tmp_path}/state.db",
+            "--no-verify-signatures",
+            "--log-format",
+            "json",
+            *args,
+        ],
+        env=child_env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.slow
@@ -115,8 +134,9 @@ def test_auto_falls_back_and_the_daemon_serves_on_asyncio(tmp_path, emulator, pr
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "uvloop.py").write_text("raise ImportError('uvloop blocked by the test')\n")
-    daemon = SubprocessDaemon.for_provider(emulator, provider, tmp_path, tmp_path / "daemon.log",
-                                           env={"PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"})
+    daemon = SubprocessDaemon.for_provider(
+        emulator, provider, tmp_path, tmp_path / "daemon.log", env={"PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"}
+    )
     try:
         daemon.start()
         started = next(e for e in daemon.events() if e.get("event") == "started")

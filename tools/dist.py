@@ -17,6 +17,7 @@ files), `twine check --strict`, the wheelhouse (pip download, only binary wheels
 virtualenv outside the repository gets the wheel from the wheelhouse (--require-hashes, no
 index) plus the [demo] extra, and runs `cfn-provider --version` and `cfn-provider demo` there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,22 @@ def source_copy(into: Path) -> Path:
     """The files git tracks (everything, when this is not a git checkout), copied: the build
     writes nothing into the checkout and packs nothing that is not part of the project."""
     target = into / "source"
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True
+    )
     if listed.returncode == 0 and listed.stdout:
         for name in listed.stdout.decode().split("\0"):
             if name and (REPO / name).is_file():
                 (target / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(REPO / name, target / name)
     else:
-        shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+        shutil.copytree(
+            REPO,
+            target,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+            ),
+        )
     return target
 
 
@@ -69,7 +77,7 @@ def version() -> str:
     text = (REPO / "daemon" / "__init__.py").read_text()
     found = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
     if not found:
-        sys.exit("make dist: no __version__ = \"...\" line in daemon/__init__.py")
+        sys.exit('make dist: no __version__ = "..." line in daemon/__init__.py')
     return found[1]
 
 
@@ -88,8 +96,10 @@ def hashed_requirements(wheelhouse: Path) -> str:
     twice = {name: vs for name, vs in versions.items() if len(vs) > 1}
     if twice:
         sys.exit(f"make dist: the wheelhouse has several versions of {twice}: one per project")
-    lines = ["# Written by `make dist` (tools/dist.py): every wheel in this folder, pinned, with its sha256.",
-             "# pip install --no-index --find-links THIS_FOLDER --require-hashes -r THIS_FILE"]
+    lines = [
+        "# Written by `make dist` (tools/dist.py): every wheel in this folder, pinned, with its sha256.",
+        "# pip install --no-index --find-links THIS_FOLDER --require-hashes -r THIS_FILE",
+    ]
     for (name, ver), digests in sorted(found.items()):
         lines.append(f"{name}=={ver} " + " ".join(f"--hash=sha256:{d}" for d in sorted(digests)))
     return "\n".join(lines) + "\n"
@@ -98,13 +108,26 @@ def hashed_requirements(wheelhouse: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/dist.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "dist", help="output folder (default: dist)")
-    parser.add_argument("--with", dest="extra", action="append", default=[], metavar="REQ",
-                        help="also put this (a wheel file, or NAME==VERSION) and its dependencies in the wheelhouse")
-    parser.add_argument("--platform", action="append", default=[],
-                        help="pip download --platform (e.g. manylinux2014_aarch64): wheels for another machine")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="also put this (a wheel file, or NAME==VERSION) and its dependencies in the wheelhouse",
+    )
+    parser.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        help="pip download --platform (e.g. manylinux2014_aarch64): wheels for another machine",
+    )
     parser.add_argument("--no-smoke-test", action="store_true", help="skip the fresh-virtualenv demo")
-    parser.add_argument("--smoke-venv", type=Path, help="make the smoke test's virtualenv here and keep it "
-                        "(default: a temporary folder, removed)")
+    parser.add_argument(
+        "--smoke-venv",
+        type=Path,
+        help="make the smoke test's virtualenv here and keep it (default: a temporary folder, removed)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     python = Path(sys.executable)
@@ -119,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         wheel = out / f"cfn_sns_provider-{ver}-py3-none-any.whl"
         sdist = out / f"cfn_sns_provider-{ver}.tar.gz"
         if not wheel.is_file() or not sdist.is_file():
-            sys.exit(f"make dist: expected {wheel.name} and {sdist.name} in {out}, found {sorted(p.name for p in out.iterdir())}")
+            sys.exit(
+                f"make dist: expected {wheel.name} and {sdist.name} in {out}, found {sorted(p.name for p in out.iterdir())}"
+            )
 
         step("twine check --strict")
         run(python, "-m", "twine", "check", "--strict", wheel, sdist)
@@ -128,10 +153,29 @@ def main(argv: list[str] | None = None) -> int:
         wheelhouse = out / "wheelhouse"
         platform = [a for p in args.platform for a in ("--platform", p)]
         if platform:
-            platform += ["--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-                         "--implementation", "cp"]
-        run(python, "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--only-binary", ":all:",
-            *platform, "--dest", wheelhouse, "-c", REPO / "constraints.txt", wheel, *args.extra)
+            platform += [
+                "--python-version",
+                f"{sys.version_info.major}.{sys.version_info.minor}",
+                "--implementation",
+                "cp",
+            ]
+        run(
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--only-binary",
+            ":all:",
+            *platform,
+            "--dest",
+            wheelhouse,
+            "-c",
+            REPO / "constraints.txt",
+            wheel,
+            *args.extra,
+        )
         (wheelhouse / "requirements.txt").write_text(hashed_requirements(wheelhouse))
         count = len(list(wheelhouse.glob("*.whl")))
         print(f"  {count} wheels; {wheelhouse / 'requirements.txt'} pins and hashes each", flush=True)
@@ -142,10 +186,31 @@ def main(argv: list[str] | None = None) -> int:
         venv = args.smoke_venv.resolve() if args.smoke_venv else work / "venv"
         run(python, "-m", "venv", venv)
         pip = venv / "bin" / "pip"
-        run(pip, "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", wheelhouse,
-            "--require-hashes", "-r", wheelhouse / "requirements.txt", cwd=work)
-        run(pip, "install", "--quiet", "--disable-pip-version-check", "-c", REPO / "constraints.txt",
-            f"{PROJECT}[demo]=={ver}", "--find-links", wheelhouse, cwd=work)
+        run(
+            pip,
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+            wheelhouse,
+            "--require-hashes",
+            "-r",
+            wheelhouse / "requirements.txt",
+            cwd=work,
+        )
+        run(
+            pip,
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-c",
+            REPO / "constraints.txt",
+            f"{PROJECT}[demo]=={ver}",
+            "--find-links",
+            wheelhouse,
+            cwd=work,
+        )
         step("cfn-provider demo, from that virtualenv")
         run(venv / "bin" / "cfn-provider", "--version", cwd=work)
         run(venv / "bin" / "cfn-provider", "demo", cwd=work)

@@ -1,4 +1,5 @@
 """The answer a dead-lettered request gets: FAILED, saying where the operator should look."""
+
 from __future__ import annotations
 
 import contextvars
@@ -16,9 +17,16 @@ DEAD_LETTER: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Contex
 
 def dead_letter_answer(request: Request, where: tuple[str, str]) -> responses.Response:
     queue_name, message_id = where
-    log.error("deadletter.answered", dead_letter_queue=queue_name,
-              detail="the request ran out of receives on the queue; answering FAILED")
-    return responses.cut_short(request, (
-        f"The provider could not process this request: it ran out of receives and was moved to the "
-        f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
-        f"(message {message_id}, RequestId {request.request_id})."))
+    log.error(
+        "deadletter.answered",
+        dead_letter_queue=queue_name,
+        detail="the request ran out of receives on the queue; answering FAILED",
+    )
+    return responses.cut_short(
+        request,
+        (
+            f"The provider could not process this request: it ran out of receives and was moved to the "
+            f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
+            f"(message {message_id}, RequestId {request.request_id})."
+        ),
+    )

@@ -34,6 +34,7 @@ attempt holds (DEFER: the next pass looks again), and a pass waits at most `mess
 any one message (a slow PUT, a store outage); one still being worked on then goes on in the
 background, hidden by its heartbeat (`still-running`), and the pass moves on.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,9 +65,17 @@ def queue_name(url: str) -> str:
 class DeadLetterWatcher:
     """`await run()` until `stop()`; `sweep()` is one pass (returns what became of the messages)."""
 
-    def __init__(self, queue: Queue, worker: Worker, *, interval: float = DEFAULT_INTERVAL,
-                 visibility_timeout: int = 60, max_per_pass: int = MAX_PER_PASS, wait_seconds: int = 1,
-                 message_seconds: float | None = None):
+    def __init__(
+        self,
+        queue: Queue,
+        worker: Worker,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        visibility_timeout: int = 60,
+        max_per_pass: int = MAX_PER_PASS,
+        wait_seconds: int = 1,
+        message_seconds: float | None = None,
+    ):
         self.queue, self.worker = queue, worker
         self.name = queue_name(queue.url)
         self.interval, self.visibility_timeout = interval, visibility_timeout
@@ -137,9 +146,12 @@ class DeadLetterWatcher:
         except Exception as exc:  # noqa: BLE001 - e.g. no sqs:ReceiveMessage on the DLQ: said once
             if not self._receive_failed:
                 self._receive_failed = True
-                log.error("deadletter.receive_failed", dead_letter_queue=self.name,
-                          error=f"{type(exc).__name__}: {exc}"[:300],
-                          detail="requests left in the dead-letter queue cannot be answered until this works")
+                log.error(
+                    "deadletter.receive_failed",
+                    dead_letter_queue=self.name,
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    detail="requests left in the dead-letter queue cannot be answered until this works",
+                )
             return []
         self._receive_failed = False
         return messages
@@ -165,30 +177,44 @@ class DeadLetterWatcher:
             await self.queue.set_visibility(message, LEAVE_SECONDS)
             return "left"
         except Exception as exc:  # noqa: BLE001 - the message simply comes back later
-            log.warning("deadletter.dispose_failed", message_id=message.id, disposition=disposition.value,
-                        error=f"{type(exc).__name__}: {exc}"[:300])
+            log.warning(
+                "deadletter.dispose_failed",
+                message_id=message.id,
+                disposition=disposition.value,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+            )
             return "dispose-failed"
 
 
-async def watcher_for(queue: Any, worker: Worker, *, interval: float, visibility_timeout: int) -> DeadLetterWatcher | None:
+async def watcher_for(
+    queue: Any, worker: Worker, *, interval: float, visibility_timeout: int
+) -> DeadLetterWatcher | None:
     """The watcher of `queue`'s dead-letter queue; None (saying why) when it is off, the queue has
     none, or the transport cannot name it."""
     if interval <= 0:
-        log.info("deadletter.off", detail="--dead-letter-interval 0: requests left in the dead-letter queue "
-                                          "are not answered by this daemon")
+        log.info(
+            "deadletter.off",
+            detail="--dead-letter-interval 0: requests left in the dead-letter queue are not answered by this daemon",
+        )
         return None
     find = getattr(queue, "dead_letter_queue", None)
     if find is None:  # a transport that cannot name its dead-letter queue
         if await queue.has_dead_letter_queue():
-            log.warning("deadletter.unsupported", queue_url=redact(queue.url),
-                        detail="this transport's dead-letter queue is not watched: requests left there are not "
-                               "answered by the daemon: watch it")
+            log.warning(
+                "deadletter.unsupported",
+                queue_url=redact(queue.url),
+                detail="this transport's dead-letter queue is not watched: requests left there are not "
+                "answered by the daemon: watch it",
+            )
         return None
     try:
         dlq = await find()
     except Exception as exc:  # noqa: BLE001 - e.g. no sqs:GetQueueAttributes / GetQueueUrl permission
-        log.error("deadletter.unknown", error=f"{type(exc).__name__}: {exc}"[:300],
-                  detail="cannot find the queue's dead-letter queue; requests left there will not be answered")
+        log.error(
+            "deadletter.unknown",
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            detail="cannot find the queue's dead-letter queue; requests left there will not be answered",
+        )
         return None
     if dlq is None:
         return None

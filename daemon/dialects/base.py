@@ -8,6 +8,7 @@ NoEcho and replacement exist, and which hosts a ResponseURL may name. A field th
 other dialect has changes none of this: it is ignored (and named in the log).
 The CloudFormation values are the daemon's original behaviour, unchanged.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -44,8 +45,17 @@ class Dialect:
 ROS_FIELDS = ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId", "RegionId")  # what ROS adds
 
 CLOUDFORMATION = Dialect(
-    name="cloudformation", method="PUT", content_type="", dated=False, max_physical_id=1024,
-    max_resource_type=None, timeout_property="ServiceTimeout", default_timeout=3600, max_timeout=3600,
-    no_echo=True, replaces_on_update=True, response_hosts=S3_HOSTS,
+    name="cloudformation",
+    method="PUT",
+    content_type="",
+    dated=False,
+    max_physical_id=1024,
+    max_resource_type=None,
+    timeout_property="ServiceTimeout",
+    default_timeout=3600,
+    max_timeout=3600,
+    no_echo=True,
+    replaces_on_update=True,
+    response_hosts=S3_HOSTS,
     ignored_fields=ROS_FIELDS,
 )

@@ -14,6 +14,7 @@ A request is ROS's because its transport is (MNS, the HTTP listener), never beca
 carries: a ROS-only field in a request on SNS/SQS changes nothing (docs/security.md, "The
 transport decides the dialect"), and an ARN StackId on MNS is a ROS request's StackId like any other.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,9 +25,19 @@ from .base import CLOUDFORMATION, Dialect
 from ..trust.urls import ALIYUN_HOSTS
 
 ROS = Dialect(
-    name="ros", method="POST", content_type="application/json", dated=True, max_physical_id=255,
-    max_resource_type=68, timeout_property="Timeout", default_timeout=60, max_timeout=43200,
-    no_echo=False, replaces_on_update=False, response_hosts=ALIYUN_HOSTS, stack_name_field="StackName",
+    name="ros",
+    method="POST",
+    content_type="application/json",
+    dated=True,
+    max_physical_id=255,
+    max_resource_type=68,
+    timeout_property="Timeout",
+    default_timeout=60,
+    max_timeout=43200,
+    no_echo=False,
+    replaces_on_update=False,
+    response_hosts=ALIYUN_HOSTS,
+    stack_name_field="StackName",
 )
 DIALECTS = {d.name: d for d in (CLOUDFORMATION, ROS)}  # by name: how a stored request names its dialect
 URL_MODES = ("intranet", "public", "auto")
@@ -80,6 +91,8 @@ class ResponseUrlChoice:
 
 def replacement_refused(old_id: str, new_id: str) -> str:
     """The FAILED reason for a handler that returned a new id on Update."""
-    return (f"ROS cannot replace a custom resource: on Update the handler returned PhysicalResourceId "
-            f"{new_id[:100]!r}, but it must stay {old_id[:100]!r}. Update the resource in place (return None "
-            "or its id); to replace it, give it a new logical id in the template.")
+    return (
+        f"ROS cannot replace a custom resource: on Update the handler returned PhysicalResourceId "
+        f"{new_id[:100]!r}, but it must stay {old_id[:100]!r}. Update the resource in place (return None "
+        "or its id); to replace it, give it a new logical id in the template."
+    )

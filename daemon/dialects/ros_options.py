@@ -1,5 +1,6 @@
 """`cfn-provider run` options for the transport and Alibaba Cloud ROS (applied in cfn_provider.cli), and
 APPLIES_TO: which transports each transport-specific option applies to (one given for another is refused)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -34,32 +35,66 @@ APPLIES_TO: dict[str, tuple[str, ...]] = {
 }
 
 RUN_OPTIONS = [
-    click.option("--transport", type=click.Choice(TRANSPORTS), default="sqs", show_default=True,
-                 envvar=ENV + "TRANSPORT",
-                 help="Where requests come from, which decides the dialect of every request: sqs (--queue-url; "
-                      "CloudFormation through SNS), mns (--mns-endpoint and --mns-queue; Alibaba Cloud ROS) or web "
-                      "(an HTTP(S) listener for ROS's web[sync,idempotent]:URL ServiceToken: the --web-* options; "
-                      "print the ServiceToken with `cfn-provider web-token`). Options of another transport are refused."),
-    click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL",
-                 help="With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com. Credentials come from "
-                      "ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET or ~/.alibabacloud/credentials."),
-    click.option("--mns-allow-http", is_flag=True, default=False, envvar=ENV + "MNS_ALLOW_HTTP",
-                 help="Allow an http:// --mns-endpoint (a local emulator or test server only): every MNS "
-                      "request carries the AccessKey id, a replayable signature and any STS security "
-                      "token, which plain http shows to the network."),
-    click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME",
-                 help="With --transport mns: the queue ROS sends to (ServiceToken acs:mns:REGION:ACCOUNT:queues/NAME)."),
-    click.option("--mns-topic", "mns_topic", multiple=True, envvar=ENV + "MNS_TOPIC", metavar="ARN",
-                 help=f"With --transport mns: serve notifications only from this topic ({FORM}, the ServiceToken "
-                      "ROS publishes to; repeatable). Then messages that are not topic notifications are refused "
-                      "unless --mns-allow-bare-messages. Default: any topic, and bare messages, with a warning."),
-    click.option("--mns-allow-bare-messages", is_flag=True, default=False, envvar=ENV + "MNS_ALLOW_BARE_MESSAGES",
-                 help="With --mns-topic: also serve messages sent straight to the queue (a ServiceToken "
-                      "acs:mns:REGION:ACCOUNT:queues/NAME), which name no topic."),
-    click.option("--ros-response-url", type=click.Choice(URL_MODES), default="auto", show_default=True,
-                 envvar=ENV + "ROS_RESPONSE_URL",
-                 help="Which URL answers a ROS request: its IntranetResponseURL, its public ResponseURL, or auto "
-                      "(inside Alibaba Cloud the intranet one first, the public one on connection errors)."),
+    click.option(
+        "--transport",
+        type=click.Choice(TRANSPORTS),
+        default="sqs",
+        show_default=True,
+        envvar=ENV + "TRANSPORT",
+        help="Where requests come from, which decides the dialect of every request: sqs (--queue-url; "
+        "CloudFormation through SNS), mns (--mns-endpoint and --mns-queue; Alibaba Cloud ROS) or web "
+        "(an HTTP(S) listener for ROS's web[sync,idempotent]:URL ServiceToken: the --web-* options; "
+        "print the ServiceToken with `cfn-provider web-token`). Options of another transport are refused.",
+    ),
+    click.option(
+        "--mns-endpoint",
+        envvar=ENV + "MNS_ENDPOINT",
+        metavar="URL",
+        help="With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com. Credentials come from "
+        "ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET or ~/.alibabacloud/credentials.",
+    ),
+    click.option(
+        "--mns-allow-http",
+        is_flag=True,
+        default=False,
+        envvar=ENV + "MNS_ALLOW_HTTP",
+        help="Allow an http:// --mns-endpoint (a local emulator or test server only): every MNS "
+        "request carries the AccessKey id, a replayable signature and any STS security "
+        "token, which plain http shows to the network.",
+    ),
+    click.option(
+        "--mns-queue",
+        envvar=ENV + "MNS_QUEUE",
+        metavar="NAME",
+        help="With --transport mns: the queue ROS sends to (ServiceToken acs:mns:REGION:ACCOUNT:queues/NAME).",
+    ),
+    click.option(
+        "--mns-topic",
+        "mns_topic",
+        multiple=True,
+        envvar=ENV + "MNS_TOPIC",
+        metavar="ARN",
+        help=f"With --transport mns: serve notifications only from this topic ({FORM}, the ServiceToken "
+        "ROS publishes to; repeatable). Then messages that are not topic notifications are refused "
+        "unless --mns-allow-bare-messages. Default: any topic, and bare messages, with a warning.",
+    ),
+    click.option(
+        "--mns-allow-bare-messages",
+        is_flag=True,
+        default=False,
+        envvar=ENV + "MNS_ALLOW_BARE_MESSAGES",
+        help="With --mns-topic: also serve messages sent straight to the queue (a ServiceToken "
+        "acs:mns:REGION:ACCOUNT:queues/NAME), which name no topic.",
+    ),
+    click.option(
+        "--ros-response-url",
+        type=click.Choice(URL_MODES),
+        default="auto",
+        show_default=True,
+        envvar=ENV + "ROS_RESPONSE_URL",
+        help="Which URL answers a ROS request: its IntranetResponseURL, its public ResponseURL, or auto "
+        "(inside Alibaba Cloud the intranet one first, the public one on connection errors).",
+    ),
 ]
 
 
@@ -87,11 +122,17 @@ def transport_settings(options: dict[str, Any]) -> dict[str, Any]:
             allowlist(options["mns_topic"], options["mns_endpoint"])
         except ValueError as exc:
             raise click.UsageError(str(exc), ctx) from None
-    return {"queue_url": options["queue_url"] or "", "transport": options["transport"],
-            "mns_endpoint": options["mns_endpoint"], "mns_queue": options["mns_queue"],
-            "ros_response_url": options["ros_response_url"], "mns_allow_http": options["mns_allow_http"],
-            "mns_topics": tuple(options["mns_topic"]), "mns_allow_bare_messages": options["mns_allow_bare_messages"],
-            **({"web": web_settings(options, ctx)} if options["transport"] == "web" else {})}
+    return {
+        "queue_url": options["queue_url"] or "",
+        "transport": options["transport"],
+        "mns_endpoint": options["mns_endpoint"],
+        "mns_queue": options["mns_queue"],
+        "ros_response_url": options["ros_response_url"],
+        "mns_allow_http": options["mns_allow_http"],
+        "mns_topics": tuple(options["mns_topic"]),
+        "mns_allow_bare_messages": options["mns_allow_bare_messages"],
+        **({"web": web_settings(options, ctx)} if options["transport"] == "web" else {}),
+    }
 
 
 _GIVEN = {ParameterSource.COMMANDLINE: "on the command line", ParameterSource.DEFAULT_MAP: "in the --config file"}
@@ -106,15 +147,20 @@ def refuse_other_transports(ctx: click.Context, transport: str) -> None:
             continue
         given = f"by {param.envvar}" if source is ParameterSource.ENVIRONMENT else _GIVEN.get(source, str(source))
         name = "/".join(param.opts + param.secondary_opts)
-        raise click.UsageError(f"{name} applies to --transport {' or '.join(applies)} only, not {transport} "
-                               f"(it was given {given}): remove it", ctx)
+        raise click.UsageError(
+            f"{name} applies to --transport {' or '.join(applies)} only, not {transport} "
+            f"(it was given {given}): remove it",
+            ctx,
+        )
 
 
 def plain_http_refused(endpoint: str) -> str:
     """The error for an http:// MNS endpoint without --mns-allow-http."""
-    return (f"--mns-endpoint {endpoint!r} is plain http: every MNS request carries the AccessKey id, a "
-            "replayable signature and any STS security token in clear. Use https://ACCOUNT.mns.REGION.aliyuncs.com, "
-            "or pass --mns-allow-http (CFN_PROVIDER_MNS_ALLOW_HTTP=1) for a local emulator.")
+    return (
+        f"--mns-endpoint {endpoint!r} is plain http: every MNS request carries the AccessKey id, a "
+        "replayable signature and any STS security token in clear. Use https://ACCOUNT.mns.REGION.aliyuncs.com, "
+        "or pass --mns-allow-http (CFN_PROVIDER_MNS_ALLOW_HTTP=1) for a local emulator."
+    )
 
 
 def _param(ctx: click.Context, name: str) -> click.Parameter | None:

@@ -1,5 +1,6 @@
 """`cfn-provider run` options for transport web (the HTTP(S) listener serving ROS's `web[options]:<url>`
 ServiceToken) (applied in cfn_provider.dialects.ros_options, whose APPLIES_TO names them web-only)."""
+
 from __future__ import annotations
 
 import os
@@ -14,45 +15,118 @@ from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 ENV = "CFN_PROVIDER_"
 
 WEB_OPTIONS = [
-    click.option("--web-address", default="0.0.0.0", show_default=True, envvar=ENV + "WEB_ADDRESS", metavar="ADDRESS",
-                 help="With --transport web: the address to listen on (127.0.0.1: this machine only)."),
-    click.option("--web-port", type=click.IntRange(0, 65535), default=8443, show_default=True,
-                 envvar=ENV + "WEB_PORT", help="With --transport web: the port to listen on (0: any free one)."),
-    click.option("--web-cert", type=click.Path(dir_okay=False), envvar=ENV + "WEB_CERT", metavar="PEM",
-                 help="With --transport web: the TLS certificate chain (PEM); HTTPS needs it and --web-key. Both "
-                      "files are read again on SIGHUP, without dropping open connections."),
-    click.option("--web-key", type=click.Path(dir_okay=False), envvar=ENV + "WEB_KEY", metavar="PEM",
-                 help="With --transport web: the certificate's private key (PEM, unencrypted; mode 600)."),
-    click.option("--web-allow-http", is_flag=True, default=False, envvar=ENV + "WEB_ALLOW_HTTP",
-                 help="With --transport web: listen with plain HTTP (no --web-cert), behind a TLS-terminating "
-                      "proxy or on loopback only: the path token is the only secret a request carries."),
-    click.option("--web-token-file", type=click.Path(dir_okay=False), envvar=ENV + "WEB_TOKEN_FILE", metavar="FILE",
-                 help=f"With --transport web: the path token(s), one a line (at most two valid at once, for "
-                      f"rotation; read again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: "
-                      "make one with `cfn-provider web-token --new`."),
-    click.option("--web-allow-source", "web_allow_source", multiple=True, envvar=ENV + "WEB_ALLOW_SOURCE",
-                 metavar="CIDR", help="With --transport web: serve only these source networks (repeatable; "
-                                      "default: any). Behind a load balancer this is the balancer's address."),
-    click.option("--web-max-body", type=click.IntRange(1024, 16 * 1024 * 1024), default=MAX_BODY, show_default=True,
-                 envvar=ENV + "WEB_MAX_BODY", metavar="BYTES",
-                 help="With --transport web: larger request bodies get 413, unread."),
-    click.option("--web-header-timeout", type=click.FloatRange(1, 300), default=10.0, show_default=True,
-                 envvar=ENV + "WEB_HEADER_TIMEOUT", metavar="SECONDS",
-                 help="With --transport web: a connection that has not sent a whole request line and headers "
-                      "this long after it opened (or after its last response) is closed."),
-    click.option("--web-body-timeout", type=click.FloatRange(1, 300), default=10.0, show_default=True,
-                 envvar=ENV + "WEB_BODY_TIMEOUT", metavar="SECONDS",
-                 help="With --transport web: a body that has not fully arrived this long after its headers gets 408."),
-    click.option("--web-sync-timeout", type=click.FloatRange(5, 43200), default=55.0, show_default=True,
-                 envvar=ENV + "WEB_SYNC_TIMEOUT", metavar="SECONDS",
-                 help="With --transport web: the longest a web[sync] caller waits for its answer, whatever the "
-                      "request's Timeout: keep it below any proxy's or load balancer's idle timeout. A handler "
-                      "still running then is answered FAILED (timed out) in time."),
+    click.option(
+        "--web-address",
+        default="0.0.0.0",
+        show_default=True,
+        envvar=ENV + "WEB_ADDRESS",
+        metavar="ADDRESS",
+        help="With --transport web: the address to listen on (127.0.0.1: this machine only).",
+    ),
+    click.option(
+        "--web-port",
+        type=click.IntRange(0, 65535),
+        default=8443,
+        show_default=True,
+        envvar=ENV + "WEB_PORT",
+        help="With --transport web: the port to listen on (0: any free one).",
+    ),
+    click.option(
+        "--web-cert",
+        type=click.Path(dir_okay=False),
+        envvar=ENV + "WEB_CERT",
+        metavar="PEM",
+        help="With --transport web: the TLS certificate chain (PEM); HTTPS needs it and --web-key. Both "
+        "files are read again on SIGHUP, without dropping open connections.",
+    ),
+    click.option(
+        "--web-key",
+        type=click.Path(dir_okay=False),
+        envvar=ENV + "WEB_KEY",
+        metavar="PEM",
+        help="With --transport web: the certificate's private key (PEM, unencrypted; mode 600).",
+    ),
+    click.option(
+        "--web-allow-http",
+        is_flag=True,
+        default=False,
+        envvar=ENV + "WEB_ALLOW_HTTP",
+        help="With --transport web: listen with plain HTTP (no --web-cert), behind a TLS-terminating "
+        "proxy or on loopback only: the path token is the only secret a request carries.",
+    ),
+    click.option(
+        "--web-token-file",
+        type=click.Path(dir_okay=False),
+        envvar=ENV + "WEB_TOKEN_FILE",
+        metavar="FILE",
+        help=f"With --transport web: the path token(s), one a line (at most two valid at once, for "
+        f"rotation; read again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: "
+        "make one with `cfn-provider web-token --new`.",
+    ),
+    click.option(
+        "--web-allow-source",
+        "web_allow_source",
+        multiple=True,
+        envvar=ENV + "WEB_ALLOW_SOURCE",
+        metavar="CIDR",
+        help="With --transport web: serve only these source networks (repeatable; "
+        "default: any). Behind a load balancer this is the balancer's address.",
+    ),
+    click.option(
+        "--web-max-body",
+        type=click.IntRange(1024, 16 * 1024 * 1024),
+        default=MAX_BODY,
+        show_default=True,
+        envvar=ENV + "WEB_MAX_BODY",
+        metavar="BYTES",
+        help="With --transport web: larger request bodies get 413, unread.",
+    ),
+    click.option(
+        "--web-header-timeout",
+        type=click.FloatRange(1, 300),
+        default=10.0,
+        show_default=True,
+        envvar=ENV + "WEB_HEADER_TIMEOUT",
+        metavar="SECONDS",
+        help="With --transport web: a connection that has not sent a whole request line and headers "
+        "this long after it opened (or after its last response) is closed.",
+    ),
+    click.option(
+        "--web-body-timeout",
+        type=click.FloatRange(1, 300),
+        default=10.0,
+        show_default=True,
+        envvar=ENV + "WEB_BODY_TIMEOUT",
+        metavar="SECONDS",
+        help="With --transport web: a body that has not fully arrived this long after its headers gets 408.",
+    ),
+    click.option(
+        "--web-sync-timeout",
+        type=click.FloatRange(5, 43200),
+        default=55.0,
+        show_default=True,
+        envvar=ENV + "WEB_SYNC_TIMEOUT",
+        metavar="SECONDS",
+        help="With --transport web: the longest a web[sync] caller waits for its answer, whatever the "
+        "request's Timeout: keep it below any proxy's or load balancer's idle timeout. A handler "
+        "still running then is answered FAILED (timed out) in time.",
+    ),
 ]
 
 # The options above, by parameter name: they apply to --transport web only (ros_options.APPLIES_TO).
-WEB_ONLY = ("web_address", "web_port", "web_cert", "web_key", "web_allow_http", "web_token_file", "web_allow_source",
-            "web_max_body", "web_header_timeout", "web_body_timeout", "web_sync_timeout")
+WEB_ONLY = (
+    "web_address",
+    "web_port",
+    "web_cert",
+    "web_key",
+    "web_allow_http",
+    "web_token_file",
+    "web_allow_source",
+    "web_max_body",
+    "web_header_timeout",
+    "web_body_timeout",
+    "web_sync_timeout",
+)
 
 
 def web_settings(options: dict[str, Any], ctx: click.Context) -> WebSettings:
@@ -68,9 +142,15 @@ def web_settings(options: dict[str, Any], ctx: click.Context) -> WebSettings:
     except (TokenError, ValueError) as exc:
         raise click.UsageError(str(exc), ctx) from None
     return WebSettings(
-        address=options["web_address"], port=options["web_port"], cert_file=cert, key_file=key,
-        allow_http=options["web_allow_http"], token_file=options["web_token_file"],
-        allow_sources=tuple(str(net) for net in allow), max_body=options["web_max_body"],
-        header_timeout=options["web_header_timeout"], body_timeout=options["web_body_timeout"],
+        address=options["web_address"],
+        port=options["web_port"],
+        cert_file=cert,
+        key_file=key,
+        allow_http=options["web_allow_http"],
+        token_file=options["web_token_file"],
+        allow_sources=tuple(str(net) for net in allow),
+        max_body=options["web_max_body"],
+        header_timeout=options["web_header_timeout"],
+        body_timeout=options["web_body_timeout"],
         sync_timeout=options["web_sync_timeout"],
     )

@@ -9,6 +9,7 @@ ended the URL answers 403 as an expired presigned URL does (`lambda.late_send`).
 ResponseURL never leaves the daemon: the daemon validates what was captured and delivers it
 through its own responder (store, 4096-byte guard, NoEcho, retries).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,10 @@ from aiohttp import web
 from .tls import LOOPBACK, LoopbackTls
 
 MAX_BODY = 1024 * 1024  # a body this large is refused as an answer (CloudFormation takes 4096 bytes)
-_DENIED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
-           b"<Message>Request has expired</Message></Error>")
+_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Request has expired</Message></Error>"
+)
 
 log = structlog.get_logger("lambda")
 
@@ -60,9 +63,16 @@ def parse(body: bytes) -> Answer:
     except (UnicodeDecodeError, ValueError):
         return Answer(status=None, problem="the function's response body is not JSON")
     if not isinstance(doc, dict):
-        return Answer(status=None, problem=f"the function's response body is a JSON {type(doc).__name__}, not an object")
-    return Answer(status=doc.get("Status"), reason=doc.get("Reason"), physical_id=doc.get("PhysicalResourceId"),
-                  data=doc.get("Data"), no_echo=doc.get("NoEcho") is True or doc.get("NoEcho") == "true")
+        return Answer(
+            status=None, problem=f"the function's response body is a JSON {type(doc).__name__}, not an object"
+        )
+    return Answer(
+        status=doc.get("Status"),
+        reason=doc.get("Reason"),
+        physical_id=doc.get("PhysicalResourceId"),
+        data=doc.get("Data"),
+        no_echo=doc.get("NoEcho") is True or doc.get("NoEcho") == "true",
+    )
 
 
 class Answers:
@@ -112,14 +122,17 @@ class Answers:
         if capture is None:
             ended = self._closed.get(token)
             if ended is not None:
-                log.warning("lambda.late_send", **ended,
-                            detail="sent after the call ended; the request was already answered")
+                log.warning(
+                    "lambda.late_send", **ended, detail="sent after the call ended; the request was already answered"
+                )
             return web.Response(status=403, body=_DENIED, content_type="application/xml")
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            answer = Answer(status=None, problem=f"the function's response body is over {MAX_BODY} bytes; "
-                                                  "CloudFormation accepts at most 4096")
+            answer = Answer(
+                status=None,
+                problem=f"the function's response body is over {MAX_BODY} bytes; CloudFormation accepts at most 4096",
+            )
         else:
             answer = parse(body)
         self.capture(capture, answer)
@@ -128,8 +141,13 @@ class Answers:
     @staticmethod
     def capture(capture: Capture, answer: Answer) -> None:
         if capture.answer is not None:
-            log.warning("lambda.second_send", status=str(answer.status)[:40], kept=str(capture.answer.status)[:40],
-                        **capture.ids, detail="the function sent a second answer; the first is kept")
+            log.warning(
+                "lambda.second_send",
+                status=str(answer.status)[:40],
+                kept=str(capture.answer.status)[:40],
+                **capture.ids,
+                detail="the function sent a second answer; the first is kept",
+            )
             return
         capture.answer = answer
         if capture.on_answer is not None:

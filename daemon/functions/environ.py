@@ -13,14 +13,32 @@ Not the daemon's environment: a function sees
   Environment.Variables held), over all of the above but Lambda's reserved names;
 - SSL_CERT_FILE and REQUESTS_CA_BUNDLE: what it trusted before plus the loopback listener's CA.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from typing import Mapping
 
-PASSED = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "SSL_CERT_DIR",
-          "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
+PASSED = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+)
 LOOPBACK_HOSTS = "127.0.0.1,localhost"
 _region: list[str | None] = []
 
@@ -40,25 +58,41 @@ def host_region() -> str | None:
     return _region[0]
 
 
-def function_environment(*, name: str, handler: str, code: str, memory_mb: int | None, log_group: str,
-                         log_stream: str, configured: Mapping[str, str],
-                         host: Mapping[str, str] | None = None) -> dict[str, str]:
+def function_environment(
+    *,
+    name: str,
+    handler: str,
+    code: str,
+    memory_mb: int | None,
+    log_group: str,
+    log_stream: str,
+    configured: Mapping[str, str],
+    host: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The process environment of one execution environment (trust bundles are added by the caller)."""
     host = os.environ if host is None else host
-    env = {k: v for k, v in host.items()
-           if k in PASSED or k.startswith("LC_") or (k.startswith("AWS_") and not k.startswith("AWS_LAMBDA_"))}
+    env = {
+        k: v
+        for k, v in host.items()
+        if k in PASSED or k.startswith("LC_") or (k.startswith("AWS_") and not k.startswith("AWS_LAMBDA_"))
+    }
     region = host_region()
     if region:
         env.setdefault("AWS_REGION", region)
         env.setdefault("AWS_DEFAULT_REGION", region)
-    env.update({
-        "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb or machine_memory_mb()),
-        "AWS_LAMBDA_LOG_GROUP_NAME": log_group, "AWS_LAMBDA_LOG_STREAM_NAME": log_stream,
-        "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
-        "AWS_EXECUTION_ENV": f"AWS_Lambda_python{sys.version_info.major}.{sys.version_info.minor}",
-        "LAMBDA_TASK_ROOT": code, "_HANDLER": handler,
-    })
+    env.update(
+        {
+            "AWS_LAMBDA_FUNCTION_NAME": name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb or machine_memory_mb()),
+            "AWS_LAMBDA_LOG_GROUP_NAME": log_group,
+            "AWS_LAMBDA_LOG_STREAM_NAME": log_stream,
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_python{sys.version_info.major}.{sys.version_info.minor}",
+            "LAMBDA_TASK_ROOT": code,
+            "_HANDLER": handler,
+        }
+    )
     env.update(configured)
     for key in ("NO_PROXY", "no_proxy"):
         if key in env or any(k.lower().endswith("_proxy") for k in env):

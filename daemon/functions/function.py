@@ -17,6 +17,7 @@ killed at the deadline); without one, how the call ended decides:
 
 A call cancelled (the runner's deadline, the daemon's stop) kills its process, which is replaced.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -56,8 +57,9 @@ class FunctionFailed(Exception):
 
 def log_hint(request_id: str) -> str:
     """Where to look, in place of AWS's "See the details in CloudWatch Log Stream: ..."."""
-    return ("See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), "
-            f"lines with request_id={request_id}")
+    return (
+        f"See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), lines with request_id={request_id}"
+    )
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,16 @@ class FunctionTarget:
 
     def init(self, check: bool = False) -> dict[str, Any]:
         """The runtime's set-up line (cfn_provider.functions.runtime)."""
-        return {"code": self.code, "module": self.module, "attr": self.attr, "stock": STOCK, "crhelper": CRHELPER,
-                "memory_mb": self.settings.memory_mb, "check": check, "prepend": not _interpreters_own(self.code)}
+        return {
+            "code": self.code,
+            "module": self.module,
+            "attr": self.attr,
+            "stock": STOCK,
+            "crhelper": CRHELPER,
+            "memory_mb": self.settings.memory_mb,
+            "check": check,
+            "prepend": not _interpreters_own(self.code),
+        }
 
 
 def _interpreters_own(folder: str) -> bool:
@@ -98,7 +108,7 @@ class LambdaFunction:
         self.settings: FunctionSettings = target.settings
 
     def __repr__(self) -> str:
-        return f"<lambda function {self.name}: {self.spec[len('lambda:'):]} in {self.target.code}>"
+        return f"<lambda function {self.name}: {self.spec[len('lambda:') :]} in {self.target.code}>"
 
     async def create(self, event: Mapping[str, Any], context: Any = None) -> Any:
         return await self.invoke(event, context)
@@ -123,8 +133,14 @@ class LambdaFunction:
         assert host.tls is not None
         stream = self.settings.log_stream or log_stream_name()
         env = function_environment(
-            name=self.name, handler=self.target.handler, code=self.target.code, memory_mb=self.settings.memory_mb,
-            log_group=self.log_group, log_stream=stream, configured=self.settings.environment)
+            name=self.name,
+            handler=self.target.handler,
+            code=self.target.code,
+            memory_mb=self.settings.memory_mb,
+            log_group=self.log_group,
+            log_stream=stream,
+            configured=self.settings.environment,
+        )
         env.update(host.tls.trust_environment(env))
         process = FunctionProcess(self.name, self.target.init(), env, self.target.code, stream)
         await process.start(START_TIMEOUT)
@@ -147,21 +163,37 @@ class LambdaFunction:
             raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
         if process is None:
             tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
-            log.info("lambda.queued", function=self.name, concurrency=self.settings.concurrency,
-                     detail="every process of the function is busy: the poll scheduler tries again shortly")
-            return InProgress(progress=progress if progress is not None and not queued else {QUEUED: tries},
-                              after=min(15.0, 1.0 + tries))
+            log.info(
+                "lambda.queued",
+                function=self.name,
+                concurrency=self.settings.concurrency,
+                detail="every process of the function is busy: the poll scheduler tries again shortly",
+            )
+            return InProgress(
+                progress=progress if progress is not None and not queued else {QUEUED: tries},
+                after=min(15.0, 1.0 + tries),
+            )
         request_id = str(event.get("RequestId") or "")
         aws_request_id = str(uuid.uuid4())
-        ids = {"function": self.name, "request_id": request_id, "stack": _stack_name(event),
-               "logical_id": str(event.get("LogicalResourceId") or ""), "aws_request_id": aws_request_id}
+        ids = {
+            "function": self.name,
+            "request_id": request_id,
+            "stack": _stack_name(event),
+            "logical_id": str(event.get("LogicalResourceId") or ""),
+            "aws_request_id": aws_request_id,
+        }
         capture = host.answers.open({k: ids[k] for k in ("function", "request_id", "logical_id", "aws_request_id")})
         capture.on_answer = lambda answer: process.output.answered(answer.data if answer.no_echo else None)
         deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
         lambda_context = {
-            "function_name": self.name, "invoked_function_arn": _function_arn(self.name, str(event.get("StackId") or "")),
-            "memory_limit_in_mb": str(self.settings.memory_mb or machine_memory_mb()), "aws_request_id": aws_request_id,
-            "log_group_name": self.log_group, "log_stream_name": process.log_stream, "deadline": deadline}
+            "function_name": self.name,
+            "invoked_function_arn": _function_arn(self.name, str(event.get("StackId") or "")),
+            "memory_limit_in_mb": str(self.settings.memory_mb or machine_memory_mb()),
+            "aws_request_id": aws_request_id,
+            "log_group_name": self.log_group,
+            "log_stream_name": process.log_stream,
+            "deadline": deadline,
+        }
         crhelper_progress = None if queued else progress  # a queued first call runs as a first call
         call = asyncio.ensure_future(process.invoke(_event(event, capture.url, crhelper_progress), lambda_context, ids))
         call.add_done_callback(_retrieved)
@@ -180,15 +212,25 @@ class LambdaFunction:
         await self._finish(call, capture, process, pool, deadline, host.answers)
         return self._ended(call, capture, process, event, crhelper_progress, request_id)
 
-    async def _finish(self, call: "asyncio.Future[dict[str, Any]]", capture: Capture, process: FunctionProcess,
-                      pool: Pool, deadline: float, answers: Answers) -> None:
+    async def _finish(
+        self,
+        call: "asyncio.Future[dict[str, Any]]",
+        capture: Capture,
+        process: FunctionProcess,
+        pool: Pool,
+        deadline: float,
+        answers: Answers,
+    ) -> None:
         """The call's end: at its own pace until the deadline, then killed; the URL closes, the
         process goes back to the pool (or is replaced)."""
         try:
             await asyncio.wait({call}, timeout=max(0.0, deadline - time.monotonic()))
             if not call.done():
-                log.warning("lambda.killed", **capture.ids,
-                            detail="the function answered but was still running at the request's deadline")
+                log.warning(
+                    "lambda.killed",
+                    **capture.ids,
+                    detail="the function answered but was still running at the request's deadline",
+                )
                 process.kill()
                 await asyncio.wait({call}, timeout=5)
         finally:
@@ -197,31 +239,43 @@ class LambdaFunction:
                 process.broken = True
             pool.release(process)
 
-    def _ended(self, call: "asyncio.Future[dict[str, Any]]", capture: Capture, process: FunctionProcess,
-               event: Mapping[str, Any], progress: Any, request_id: str) -> Any:
+    def _ended(
+        self,
+        call: "asyncio.Future[dict[str, Any]]",
+        capture: Capture,
+        process: FunctionProcess,
+        event: Mapping[str, Any],
+        progress: Any,
+        request_id: str,
+    ) -> Any:
         """The call ended without an answer: why, as a handler result."""
         if capture.answer is not None:  # it came as the call ended
             return _result(capture.answer, request_id, process.log_stream)
         error = call.exception()
         if isinstance(error, Exited):
             limit = f" with memory_mb = {self.settings.memory_mb}" if self.settings.memory_mb else ""
-            raise FunctionFailed(f"the Lambda function {self.name} ended before it answered: its process "
-                                 f"{error}{limit}. {log_hint(request_id)}")
+            raise FunctionFailed(
+                f"the Lambda function {self.name} ended before it answered: its process "
+                f"{error}{limit}. {log_hint(request_id)}"
+            )
         if error is not None:
             raise error
         done = call.result()
         if done.get("error") == "MemoryError":
             limit = f" (memory_mb = {self.settings.memory_mb})" if self.settings.memory_mb else ""
-            raise FunctionFailed(f"the Lambda function {self.name} ran out of memory{limit}: MemoryError. "
-                                 f"{log_hint(request_id)}")
+            raise FunctionFailed(
+                f"the Lambda function {self.name} ran out of memory{limit}: MemoryError. {log_hint(request_id)}"
+            )
         if done.get("error"):
             raise FunctionFailed(str(done.get("message") or done["error"]))
         if done.get("exit") is not None:
             raise FunctionFailed(f"the Lambda function {self.name} called sys.exit({done['exit']})")
         if isinstance(done.get("poll"), Mapping):
             return _in_progress(event, done["poll"], progress)
-        raise FunctionFailed(f"the Lambda function {self.name} returned without sending a response "
-                             f"(nothing was PUT to its ResponseURL). {log_hint(request_id)}")
+        raise FunctionFailed(
+            f"the Lambda function {self.name} returned without sending a response "
+            f"(nothing was PUT to its ResponseURL). {log_hint(request_id)}"
+        )
 
 
 def _retrieved(call: "asyncio.Future[Any]") -> None:
@@ -279,7 +333,9 @@ def _result(answer: Answer, request_id: str, log_stream: str) -> Any:
         return result
     if answer.status == FAILED:
         raise FunctionFailed(str(answer.reason) if answer.reason not in (None, "") else log_hint(request_id))
-    raise FunctionFailed(f"the function sent Status {str(answer.status)[:40]!r}; CloudFormation accepts SUCCESS or FAILED")
+    raise FunctionFailed(
+        f"the function sent Status {str(answer.status)[:40]!r}; CloudFormation accepts SUCCESS or FAILED"
+    )
 
 
 def _stack_name(event: Mapping[str, Any]) -> str:

@@ -5,6 +5,7 @@ it after the last request is settled: every function process is let go and, if i
 killed. Code that calls a function without a service (a test, a bench) gets a host for its event
 loop on first use (`FunctionHost.for_loop`), closed with `close_for_loop` or when the process exits.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,8 @@ from .settings import FunctionSettings
 
 log = structlog.get_logger("lambda")
 _hosts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[FunctionHost]]" = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 class Hosted(Protocol):
@@ -53,8 +55,9 @@ class FunctionHost:
     async def __aenter__(self) -> "FunctionHost":
         return await self.start()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     def pool(self, function: Hosted) -> Pool:
@@ -89,8 +92,13 @@ class FunctionHost:
             self.tls.close()
         loop = asyncio.get_running_loop()
         held = _hosts.get(loop)
-        if held is not None and held.done() and not held.cancelled() and held.exception() is None \
-                and held.result() is self:
+        if (
+            held is not None
+            and held.done()
+            and not held.cancelled()
+            and held.exception() is None
+            and held.result() is self
+        ):
             del _hosts[loop]
 
     @classmethod

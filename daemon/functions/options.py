@@ -1,4 +1,5 @@
 """The command line's `--function TYPE=SETTING=VALUE` option (run, handlers), and its start-up check."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -12,8 +13,9 @@ HELP = (
     "function's folder, first on its path; default: where its module is on the daemon's path), env.NAME=VALUE "
     "(an environment variable of its own), memory_mb=N (its process's data limit), concurrency=N (its "
     "processes at once, default 1), name=NAME (context.function_name), log_group=NAME and log_stream=NAME "
-    "(context.log_group_name / log_stream_name). The config file's [functions.\"TYPE\"] tables hold the "
-    "same. See docs/porting-lambda.md.")
+    '(context.log_group_name / log_stream_name). The config file\'s [functions."TYPE"] tables hold the '
+    "same. See docs/porting-lambda.md."
+)
 
 
 def _parse(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
@@ -24,8 +26,15 @@ def _parse(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 
 
 def function_option(help_text: str = HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--function", "function", multiple=True, callback=_parse, envvar="CFN_PROVIDER_FUNCTION",
-                        metavar="TYPE=SETTING=VALUE", help=help_text)
+    return click.option(
+        "--function",
+        "function",
+        multiple=True,
+        callback=_parse,
+        envvar="CFN_PROVIDER_FUNCTION",
+        metavar="TYPE=SETTING=VALUE",
+        help=help_text,
+    )
 
 
 def check_served(handlers: Sequence[tuple[str, Any]], functions: dict[str, Any]) -> None:
@@ -33,6 +42,8 @@ def check_served(handlers: Sequence[tuple[str, Any]], functions: dict[str, Any])
     served = [rtype for rtype, spec in handlers if isinstance(spec, str) and spec.startswith("lambda:")]
     stray = unmatched(functions, served)
     if stray:
-        raise click.BadParameter(f"function settings for {', '.join(stray)}, which no lambda: handler serves "
-                                 "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')",
-                                 param_hint="'--function'")
+        raise click.BadParameter(
+            f"function settings for {', '.join(stray)}, which no lambda: handler serves "
+            "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')",
+            param_hint="'--function'",
+        )

@@ -11,6 +11,7 @@ so during a call its lines are held until the answer arrives or the call ends; i
 NoEcho, every Data value in it is taken out of those lines and of the call's later ones. Lines
 beyond MAX_HELD (or MAX_HELD_BYTES) while held are counted and dropped (`function.output_dropped`).
 """
+
 from __future__ import annotations
 
 import json
@@ -101,8 +102,13 @@ class Output:
         for level, fields in held:
             self._emit(level, fields.pop("event"), fields)
         if self.dropped:
-            log.warning("function.output_dropped", function=self.function, lines=self.dropped, **(self.call or {}),
-                        detail=f"more than {MAX_HELD} lines or {MAX_HELD_BYTES} bytes before the answer")
+            log.warning(
+                "function.output_dropped",
+                function=self.function,
+                lines=self.dropped,
+                **(self.call or {}),
+                detail=f"more than {MAX_HELD} lines or {MAX_HELD_BYTES} bytes before the answer",
+            )
             self.dropped = 0
 
     def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:

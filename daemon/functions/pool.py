@@ -10,6 +10,7 @@ so a hung function holds at most twice its concurrency of the daemon's request s
 A process that crashed, asked to be replaced (MemoryError) or was killed at a call's deadline is
 dropped, and a fresh one is started in the background, so the next call finds one warm.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,8 +76,12 @@ class Pool:
         try:
             process = await self._start()
         except Exception as exc:  # noqa: BLE001 - FunctionLoadError, Exited, OSError, a timeout: said, tried again later
-            log.error("lambda.start_failed", function=self.name, error=f"{type(exc).__name__}: {exc}"[:500],
-                      detail="the next call tries again")
+            log.error(
+                "lambda.start_failed",
+                function=self.name,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                detail="the next call tries again",
+            )
             return
         self.release(process)
 

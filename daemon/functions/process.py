@@ -10,6 +10,7 @@ too. Everything the function writes becomes the daemon's log lines (cfn_provider
 When the daemon dies, even by SIGKILL, the process reads end of input and exits. `kill` ends it
 at once (a call past its deadline); `close` lets it go (end of input), then kills what lingers.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,8 +59,12 @@ def describe_exit(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        what = {"SIGSEGV": "a segmentation fault", "SIGABRT": "an abort", "SIGKILL": "killed",
-                "SIGBUS": "a bus error"}.get(name, "a signal")
+        what = {
+            "SIGSEGV": "a segmentation fault",
+            "SIGABRT": "an abort",
+            "SIGKILL": "killed",
+            "SIGBUS": "a bus error",
+        }.get(name, "a signal")
         return f"was ended by {name} ({what})"
     return f"exited with status {returncode} (os._exit or a fatal error)"
 
@@ -91,12 +96,22 @@ class FunctionProcess:
     async def start(self, timeout: float) -> None:
         """Spawn, set up, and wait for the module to load; FunctionLoadError or Exited otherwise."""
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", RUNTIME, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd, start_new_session=True)
+            sys.executable,
+            "-I",
+            RUNTIME,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
         empty = contextvars.Context()  # the readers' lines carry the call's ids, never a spawner's
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._read_protocol(), context=empty),
-                       loop.create_task(self._read_raw(), context=empty)]
+        self._tasks = [
+            loop.create_task(self._read_protocol(), context=empty),
+            loop.create_task(self._read_raw(), context=empty),
+        ]
         try:
             await self._send({**self.init})
             doc = await asyncio.wait_for(asyncio.shield(self._ready), timeout)
@@ -179,8 +194,9 @@ class FunctionProcess:
         if op == "out":
             self.output.printed(str(doc.get("text", "")), str(doc.get("stream") or "stdout"))
         elif op == "log":
-            self.output.record(str(doc.get("level") or "info"), str(doc.get("text", "")), doc.get("logger"),
-                               doc.get("exc"))
+            self.output.record(
+                str(doc.get("level") or "info"), str(doc.get("text", "")), doc.get("logger"), doc.get("exc")
+            )
         elif op in ("ready", "failed") and not self._ready.done():
             self._ready.set_result(doc)
         elif op == "done" and self._done is not None and not self._done.done():
@@ -206,7 +222,7 @@ async def _lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[byte
             end = buffer.find(b"\n")
             if end < 0:
                 break
-            line, buffer = buffer[:end], buffer[end + 1:]
+            line, buffer = buffer[:end], buffer[end + 1 :]
             if skipping:
                 skipping = False
             else:

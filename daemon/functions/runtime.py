@@ -19,6 +19,7 @@ only ones a function module may not take: `shadowed` refuses them by name). Then
 
 End of input (the daemon closed the channel, or died: SIGKILL included) ends the process at once.
 """
+
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ class Channel:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(self.fd, view):]
+                    view = view[os.write(self.fd, view) :]
             except OSError:
                 os._exit(0)
 
@@ -100,8 +101,13 @@ class Records(logging.Handler):
     def emit(self, record):
         try:
             exc = logging.Formatter().formatException(record.exc_info) if record.exc_info else None
-            self.channel.text("log", record.getMessage(), level=record.levelname.lower(), logger=record.name,
-                              exc=exc[-MAX_TEXT:] if exc else None)
+            self.channel.text(
+                "log",
+                record.getMessage(),
+                level=record.levelname.lower(),
+                logger=record.name,
+                exc=exc[-MAX_TEXT:] if exc else None,
+            )
         except Exception:  # noqa: BLE001 - as logging does: say so on stderr, go on
             self.handleError(record)
 
@@ -176,6 +182,7 @@ class Inbox:
 
 # ---------------------------------------------------------------------------------- loading
 
+
 def shadowed(code):
     """Top-level modules in the function's folder whose names this interpreter has already loaded:
     importing them would give the loaded module instead, so they are refused by name."""
@@ -200,12 +207,15 @@ def limit_memory(memory_mb):
     if not memory_mb:
         return
     import resource
+
     size = int(memory_mb) * 1024 * 1024
     try:
         resource.setrlimit(resource.RLIMIT_DATA, (size, size))
     except PermissionError:
-        raise LoadError("memory_mb: the process may not set its memory limit (setrlimit is refused: under "
-                        "systemd, install the drop-in systemd/function-memory.conf, or remove memory_mb)") from None
+        raise LoadError(
+            "memory_mb: the process may not set its memory limit (setrlimit is refused: under "
+            "systemd, install the drop-in systemd/function-memory.conf, or remove memory_mb)"
+        ) from None
     finally:
         del sys.modules["resource"]
 
@@ -215,10 +225,12 @@ def load(init, channel):
     code = init["code"]
     clash = shadowed(code) if init.get("prepend", True) else []
     if clash:
-        raise LoadError(f"{', '.join(m + '.py' for m in clash)} in {code} shadow{'s' if len(clash) == 1 else ''} "
-                        f"the standard module{'s' if len(clash) > 1 else ''} {', '.join(clash)}, which the "
-                        "function's interpreter has loaded before the function: rename "
-                        f"{'it' if len(clash) == 1 else 'them'} (and the imports of {'it' if len(clash) == 1 else 'them'})")
+        raise LoadError(
+            f"{', '.join(m + '.py' for m in clash)} in {code} shadow{'s' if len(clash) == 1 else ''} "
+            f"the standard module{'s' if len(clash) > 1 else ''} {', '.join(clash)}, which the "
+            "function's interpreter has loaded before the function: rename "
+            f"{'it' if len(clash) == 1 else 'them'} (and the imports of {'it' if len(clash) == 1 else 'them'})"
+        )
     limit_memory(init.get("memory_mb"))  # before the function's folder is on the path: its resource.py is not ours
     if init.get("prepend", True):
         sys.path[:0] = [code]
@@ -234,8 +246,10 @@ def load(init, channel):
     if not callable(target):
         raise LoadError(f"{init['module']}.{init['attr']} is a {type(target).__name__}, not a function")
     if getattr(getattr(target, "__code__", None), "co_flags", 0) & CO_COROUTINE:
-        raise LoadError(f"{init['module']}.{init['attr']} is async; Lambda's Python runtime calls handlers "
-                        "synchronously, and so does cfn-provider (register an async handler without lambda:)")
+        raise LoadError(
+            f"{init['module']}.{init['attr']} is async; Lambda's Python runtime calls handlers "
+            "synchronously, and so does cfn-provider (register an async handler without lambda:)"
+        )
     crhelper["check_bundled"](code)
     return target, crhelper
 
@@ -245,6 +259,7 @@ class LoadError(Exception):
 
 
 # ---------------------------------------------------------------------------------- calls
+
 
 def invoke(handler, message, channel, crhelper):
     """One call, in this (the main) thread; reports how it ended."""
@@ -278,6 +293,7 @@ def main():
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     sys.stdout, sys.stderr = Lines(channel, "stdout"), Lines(channel, "stderr")
     import _signal  # type: ignore[import-not-found]  # the builtin under `signal`, which stays unloaded
+
     for sig in (_signal.SIGINT, _signal.SIGTERM):
         _signal.signal(sig, _signal.SIG_IGN)
     root = logging.getLogger()

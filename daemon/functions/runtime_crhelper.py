@@ -18,6 +18,7 @@ What is changed, in crhelper 2.0.12's CfnResource, when the function's import of
 A crhelper without those points is refused when imported (pin crhelper==2.0.12); so is the old
 single-file crhelper.py some functions bundle, when it cannot send (`check_bundled`).
 """
+
 import sys
 
 PIN = "pin crhelper==2.0.12 (pip install 'cfn-sns-provider[crhelper]')"
@@ -44,15 +45,20 @@ def patch(module):
     cls = getattr(module, "CfnResource", None)
     wait_defaults = getattr(getattr(cls, "_wait_for_cwlogs", None), "__defaults__", None) or ()
     if cls is None or not all(callable(getattr(cls, name, None)) for name in _POINTS) or len(wait_defaults) != 1:
-        raise CrhelperUnsupported(f"the crhelper at {getattr(module, '__file__', '?')} does not have the polling "
-                                  f"cfn-provider maps onto its own (tested with crhelper 2.0.12): {PIN}")
+        raise CrhelperUnsupported(
+            f"the crhelper at {getattr(module, '__file__', '?')} does not have the polling "
+            f"cfn-provider maps onto its own (tested with crhelper 2.0.12): {PIN}"
+        )
     init = cls._polling_init
 
     def polling_init(self, event):
         result = init(self, event)
         if not self._send_response:  # crhelper waits for its rule to invoke it again
-            _state["poll"] = {"data": self.Data, "interval": getattr(self, "_polling_interval", 2),
-                              "no_echo": getattr(self, "NoEcho", False) is True}
+            _state["poll"] = {
+                "data": self.Data,
+                "interval": getattr(self, "_polling_interval", 2),
+                "no_echo": getattr(self, "NoEcho", False) is True,
+            }
         return result
 
     def setup_polling(self):
@@ -111,4 +117,5 @@ def check_bundled(code):
             f"{where} is the old, pre-PyPI copy of crhelper bundled with the function; it sends its answer "
             f"with {getattr(sender, '__name__', 'requests')}.put, which this environment does not have. "
             f"Replace it with crhelper from PyPI: {PIN}, delete the bundled crhelper.py and use "
-            "crhelper.CfnResource (see docs/porting-lambda.md)")
+            "crhelper.CfnResource (see docs/porting-lambda.md)"
+        )

@@ -18,6 +18,7 @@ or on the command line, one setting per `--function TYPE=SETTING=VALUE` (environ
 `env.NAME=VALUE`). The config file's table becomes the same strings (`config_strings`), so both
 paths meet in `parse_options`.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,8 +66,10 @@ def parse_option(value: str) -> tuple[str, str, str]:
     key, sep2, setting = rest.partition("=")
     key = key.strip()
     if not sep or not sep2 or not rtype.strip() or not key:
-        raise FunctionSettingError(f"{value!r} is not TYPE=SETTING=VALUE (e.g. 'Custom::Thing=code=/opt/fn/thing' "
-                                   "or 'Custom::Thing=env.TABLE=things')")
+        raise FunctionSettingError(
+            f"{value!r} is not TYPE=SETTING=VALUE (e.g. 'Custom::Thing=code=/opt/fn/thing' "
+            "or 'Custom::Thing=env.TABLE=things')"
+        )
     if key not in _KEYS and not key.startswith(("env.", "environment.")):
         raise FunctionSettingError(f"{value!r}: unknown setting {key!r}; known: {', '.join(_KEYS)}, env.NAME")
     return rtype.strip(), key, setting
@@ -89,8 +92,9 @@ def _apply(current: FunctionSettings, rtype: str, key: str, raw: str) -> Functio
         if not _ENV_NAME.match(name):
             raise FunctionSettingError(f"{where}: {name!r} is not an environment variable name")
         if name in RESERVED or name.startswith(RESERVED_PREFIX):
-            raise FunctionSettingError(f"{where}: {name} is reserved: the execution environment sets it "
-                                       "(as Lambda does)")
+            raise FunctionSettingError(
+                f"{where}: {name} is reserved: the execution environment sets it (as Lambda does)"
+            )
         return replace(current, environment={**current.environment, name: raw})
     if key in ("memory_mb", "concurrency"):
         try:
@@ -119,8 +123,10 @@ def config_strings(table: Any, path: str | os.PathLike[str]) -> list[str]:
     """A config file's `[functions]` table as `--function` strings (environment values as text,
     as Lambda keeps them)."""
     if not isinstance(table, dict):
-        raise FunctionSettingError(f"config file {path}: [functions] must be a table of tables, "
-                                   "e.g. [functions.\"Custom::Thing\"] with code = \"/opt/fn/thing\"")
+        raise FunctionSettingError(
+            f"config file {path}: [functions] must be a table of tables, "
+            'e.g. [functions."Custom::Thing"] with code = "/opt/fn/thing"'
+        )
     out: list[str] = []
     for rtype, entry in table.items():
         if not isinstance(entry, dict):
@@ -128,8 +134,9 @@ def config_strings(table: Any, path: str | os.PathLike[str]) -> list[str]:
         for key, value in entry.items():
             if key == "environment":
                 if not isinstance(value, dict):
-                    raise FunctionSettingError(f"config file {path}: [functions] {rtype!r} environment must be "
-                                               "a table of NAME = \"value\"")
+                    raise FunctionSettingError(
+                        f'config file {path}: [functions] {rtype!r} environment must be a table of NAME = "value"'
+                    )
                 out += [f"{rtype}=env.{name}={_text(item)}" for name, item in value.items()]
             elif isinstance(value, (dict, list)):
                 raise FunctionSettingError(f"config file {path}: [functions] {rtype!r} {key} must be a single value")

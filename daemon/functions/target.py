@@ -13,6 +13,7 @@ exits, so a typo, a missing dependency, an async handler, a module shadowing one
 has already loaded, or an unusable crhelper stops the start (HandlerError naming the target);
 it returns the handler object (cfn_provider.functions.function) that runs it in its own processes.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,15 +34,16 @@ CHECK_TIMEOUT = 120.0  # seconds the check may take to import the function
 
 def parse_target(spec: str) -> tuple[str, str]:
     """'lambda:pkg.mod.handler' | 'lambda:dir/mod.handler' | 'lambda:pkg.mod:handler' -> (module, attr)."""
-    target = spec[len(PREFIX):].strip() if spec.startswith(PREFIX) else spec.strip()
+    target = spec[len(PREFIX) :].strip() if spec.startswith(PREFIX) else spec.strip()
     if ":" in target:
         module_name, _, attr = target.partition(":")
     else:
         module_name, _, attr = target.replace("/", ".").rpartition(".")
     module_name = module_name.replace("/", ".").strip(".")
     if not module_name or not attr or not all(p.isidentifier() for p in (*module_name.split("."), *attr.split("."))):
-        raise ValueError(f"{spec!r} is not lambda:MODULE.FUNCTION "
-                         "(Lambda's Handler setting, e.g. lambda:index.handler)")
+        raise ValueError(
+            f"{spec!r} is not lambda:MODULE.FUNCTION (Lambda's Handler setting, e.g. lambda:index.handler)"
+        )
     return module_name, attr
 
 
@@ -58,33 +60,48 @@ def find_code(module: str, settings: FunctionSettings, folders: tuple[str, ...] 
         folder = Path(entry or os.getcwd())
         if folder.is_dir() and PathFinder.find_spec(top, [str(folder)]) is not None:
             return str(folder.resolve())
-    raise ModuleNotFoundError(f"No module named {top!r} on the daemon's path (set the function's folder with "
-                              f"[functions.\"TYPE\"] code = \"/path\" or --function 'TYPE=code=/path', or name its "
-                              "folder with --handler-path)")
+    raise ModuleNotFoundError(
+        f"No module named {top!r} on the daemon's path (set the function's folder with "
+        f'[functions."TYPE"] code = "/path" or --function \'TYPE=code=/path\', or name its '
+        "folder with --handler-path)"
+    )
 
 
-def load(spec: str, resource_type: str, settings: FunctionSettings | None = None,
-         folders: tuple[str, ...] = ()) -> LambdaFunction:
+def load(
+    spec: str, resource_type: str, settings: FunctionSettings | None = None, folders: tuple[str, ...] = ()
+) -> LambdaFunction:
     """Find and check a `lambda:` target (see the module docstring); raise with the reason if unusable."""
     settings = settings or FunctionSettings()
     module, attr = parse_target(spec)
-    target = FunctionTarget(spec, module, attr, find_code(module, settings, folders),
-                            settings.name or default_name(resource_type), settings)
+    target = FunctionTarget(
+        spec, module, attr, find_code(module, settings, folders), settings.name or default_name(resource_type), settings
+    )
     check(target)
     return LambdaFunction(target)
 
 
 def check(target: FunctionTarget) -> None:
     """Import the function in an interpreter of its own (as it will run) and exit; raise why not."""
-    env = function_environment(name=target.name, handler=target.handler, code=target.code,
-                               memory_mb=target.settings.memory_mb,
-                               log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
-                               log_stream=target.settings.log_stream or log_stream_name(),
-                               configured=target.settings.environment)
+    env = function_environment(
+        name=target.name,
+        handler=target.handler,
+        code=target.code,
+        memory_mb=target.settings.memory_mb,
+        log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
+        log_stream=target.settings.log_stream or log_stream_name(),
+        configured=target.settings.environment,
+    )
     try:
-        done = subprocess.run([sys.executable, "-I", RUNTIME], input=json.dumps(target.init(check=True)) + "\n",
-                              capture_output=True, text=True, env=env, cwd=target.code, timeout=CHECK_TIMEOUT,
-                              start_new_session=True)
+        done = subprocess.run(
+            [sys.executable, "-I", RUNTIME],
+            input=json.dumps(target.init(check=True)) + "\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=target.code,
+            timeout=CHECK_TIMEOUT,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"importing the function took over {CHECK_TIMEOUT:.0f} s") from None
     for line in done.stdout.splitlines():
@@ -97,5 +114,7 @@ def check(target: FunctionTarget) -> None:
         if isinstance(doc, dict) and doc.get("op") == "failed":
             raise ImportError(str(doc.get("reason")))
     tail = " | ".join(done.stderr.strip().splitlines()[-3:])[:500]
-    raise RuntimeError(f"the function's interpreter {describe_exit(done.returncode)} while importing it"
-                       + (f": {tail}" if tail else ""))
+    raise RuntimeError(
+        f"the function's interpreter {describe_exit(done.returncode)} while importing it"
+        + (f": {tail}" if tail else "")
+    )

@@ -8,6 +8,7 @@ variables the usual HTTP clients read, each pointing at a bundle of what they tr
 the CA: SSL_CERT_FILE (ssl's default context: urllib, http.client, urllib3, crhelper) and
 REQUESTS_CA_BUNDLE (requests). Nothing else is trusted that was not trusted before.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -55,8 +56,10 @@ class LoopbackTls:
         no parse of the whole system bundle (100 ms on a small machine) on every answer."""
         ssl_base = environment.get("SSL_CERT_FILE") or (None if _hashed_folder(environment) else _system_bundle())
         requests_base = environment.get("REQUESTS_CA_BUNDLE") or _certifi_bundle() or _system_bundle()
-        return {"SSL_CERT_FILE": self.bundle(ssl_base, _name("ssl", ssl_base)),
-                "REQUESTS_CA_BUNDLE": self.bundle(requests_base, _name("requests", requests_base))}
+        return {
+            "SSL_CERT_FILE": self.bundle(ssl_base, _name("ssl", ssl_base)),
+            "REQUESTS_CA_BUNDLE": self.bundle(requests_base, _name("requests", requests_base)),
+        }
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -99,24 +102,44 @@ def make() -> LoopbackTls:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cfn-provider loopback CA")])
     ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, LOOPBACK)])).issuer_name(ca_name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=3650))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(IPv4Address(LOOPBACK)), x509.DNSName("localhost")]),
-                       critical=False)
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, LOOPBACK)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=3650))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(IPv4Address(LOOPBACK)), x509.DNSName("localhost")]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
@@ -131,8 +154,10 @@ def make() -> LoopbackTls:
     try:
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(cert.public_bytes(pem) + key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                                serialization.NoEncryption()))
+            fh.write(
+                cert.public_bytes(pem)
+                + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            )
         context.load_cert_chain(key_file)
     finally:
         key_file.unlink(missing_ok=True)

@@ -1,4 +1,5 @@
 """`cfn-provider demo`: a scripted stack lifecycle against the embedded emulator."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,15 +35,31 @@ def _steps(stack: Stack) -> list[Step]:
     broken = {"FailWith": "the demo asked this Create to fail"}
     return [
         Step("Create", stack.request("Create", "Thing", properties=a), "SUCCESS", "thing-a"),
-        Step("Update (in place: Colour changes)",
-             stack.request("Update", "Thing", properties=a2, old_properties=a, physical_id="thing-a"), "SUCCESS", "thing-a"),
-        Step("Update with replacement (Name changes, so the handler returns a new id)",
-             stack.request("Update", "Thing", properties=b, old_properties=a2, physical_id="thing-a"), "SUCCESS", "thing-b"),
-        Step("Delete of the replaced resource (CloudFormation's cleanup phase)",
-             stack.request("Delete", "Thing", properties=a2, physical_id="thing-a"), "SUCCESS", "thing-a"),
+        Step(
+            "Update (in place: Colour changes)",
+            stack.request("Update", "Thing", properties=a2, old_properties=a, physical_id="thing-a"),
+            "SUCCESS",
+            "thing-a",
+        ),
+        Step(
+            "Update with replacement (Name changes, so the handler returns a new id)",
+            stack.request("Update", "Thing", properties=b, old_properties=a2, physical_id="thing-a"),
+            "SUCCESS",
+            "thing-b",
+        ),
+        Step(
+            "Delete of the replaced resource (CloudFormation's cleanup phase)",
+            stack.request("Delete", "Thing", properties=a2, physical_id="thing-a"),
+            "SUCCESS",
+            "thing-a",
+        ),
         Step("Delete", stack.request("Delete", "Thing", properties=b, physical_id="thing-b"), "SUCCESS", "thing-b"),
-        Step("Create that fails (the handler raises)", stack.request("Create", "Broken", properties=broken),
-             "FAILED", "marker"),
+        Step(
+            "Create that fails (the handler raises)",
+            stack.request("Create", "Broken", properties=broken),
+            "FAILED",
+            "marker",
+        ),
     ]
 
 
@@ -51,9 +68,23 @@ def _show_request(n: int, step: Step) -> None:
     req["ResponseURL"] = redact(req["ResponseURL"])
     req["ResourceProperties"] = {k: v for k, v in req["ResourceProperties"].items() if k != "ServiceToken"}
     click.secho(f"\n[{n}] {step.title}", bold=True)
-    click.echo("  -> published to SNS: " + json.dumps(
-        {k: req[k] for k in ("RequestType", "ResourceType", "LogicalResourceId", "PhysicalResourceId",
-                             "ResourceProperties", "ResponseURL") if k in req}))
+    click.echo(
+        "  -> published to SNS: "
+        + json.dumps(
+            {
+                k: req[k]
+                for k in (
+                    "RequestType",
+                    "ResourceType",
+                    "LogicalResourceId",
+                    "PhysicalResourceId",
+                    "ResourceProperties",
+                    "ResponseURL",
+                )
+                if k in req
+            }
+        )
+    )
 
 
 def _check(step: Step, resp: dict[str, Any] | None) -> bool:
@@ -80,8 +111,12 @@ async def _script(stack: Stack) -> bool:
     # CloudFormation rolls the failed Create back with a Delete of the id it was given.
     failed = await asyncio.to_thread(stack.response, steps[-1].request, 0)
     marker = (failed or {}).get("PhysicalResourceId", "missing")
-    rollback = Step("Rollback Delete of the failed Create (answered without calling the handler)",
-                    stack.request("Delete", "Broken", properties={"FailWith": "x"}, physical_id=marker), "SUCCESS", marker)
+    rollback = Step(
+        "Rollback Delete of the failed Create (answered without calling the handler)",
+        stack.request("Delete", "Broken", properties={"FailWith": "x"}, physical_id=marker),
+        "SUCCESS",
+        marker,
+    )
     _show_request(len(steps) + 1, rollback)
     await asyncio.to_thread(stack.publish, rollback.request)
     return _check(rollback, await asyncio.to_thread(stack.response, rollback.request)) and ok
@@ -94,29 +129,40 @@ def run_demo(show_logs: bool = False) -> int:
     apply_env(emulator)
     try:
         provider = Provider.create(emulator, name="cfn-provider-demo")
-        click.echo(f"  topic (the ServiceToken): {provider.topic_arn}\n  queue: {provider.queue_url}\n"
-                   f"  bucket for responses: s3://{provider.bucket}")
-        click.secho("  signature verification is OFF for the demo: the emulator does not sign like SNS",
-                    fg="yellow")
+        click.echo(
+            f"  topic (the ServiceToken): {provider.topic_arn}\n  queue: {provider.queue_url}\n"
+            f"  bucket for responses: s3://{provider.bucket}"
+        )
+        click.secho("  signature verification is OFF for the demo: the emulator does not sign like SNS", fg="yellow")
         with tempfile.TemporaryDirectory(prefix="cfn-provider-demo-") as state_dir:
             settings = Settings(
-                queue_url=provider.queue_url, topic_arns=(provider.topic_arn,),
-                state=f"sqlite://{state_dir}/state.db", verify_signatures=False,
-                allow_response_urls=(emulator.endpoint + "/",), wait_seconds=1,
+                queue_url=provider.queue_url,
+                topic_arns=(provider.topic_arn,),
+                state=f"sqlite://{state_dir}/state.db",
+                verify_signatures=False,
+                allow_response_urls=(emulator.endpoint + "/",),
+                wait_seconds=1,
                 handlers=DEMO_HANDLERS,
             )
             ok = asyncio.run(_demo(settings, Stack(provider, name="demo-stack")))
     finally:
         emulator.stop()
-    click.secho("\nEvery request got the answer expected." if ok else "\nSome answers were not as expected.",
-                fg="green" if ok else "red", bold=True)
+    click.secho(
+        "\nEvery request got the answer expected." if ok else "\nSome answers were not as expected.",
+        fg="green" if ok else "red",
+        bold=True,
+    )
     return 0 if ok else 1
 
 
 async def _demo(settings: Settings, stack: Stack) -> bool:
     service = Service(settings)
-    click.secho("Starting the daemon (handlers: " + ", ".join(r.pattern for r in service.router.routes())
-                + ", named by the demo; `run` serves only the handlers you name)", bold=True)
+    click.secho(
+        "Starting the daemon (handlers: "
+        + ", ".join(r.pattern for r in service.router.routes())
+        + ", named by the demo; `run` serves only the handlers you name)",
+        bold=True,
+    )
     runner = asyncio.create_task(service.run())
     try:
         ok = await _script(stack)

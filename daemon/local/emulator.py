@@ -4,6 +4,7 @@ Used by `cfn-provider demo` and the tests. Everything goes over real HTTP on 127
 SNS publishes into a real SQS subscription, responses land in S3 through real
 presigned PUT URLs, exactly the path a real stack takes.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,7 +104,9 @@ class Emulator:
 def client_for(endpoint: str, service: str) -> Any:
     """A boto3 client for an emulator at `endpoint`, with the test credentials."""
     return boto3.client(
-        service, endpoint_url=endpoint, region_name=REGION,
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
         aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}),
@@ -122,8 +125,14 @@ class Provider:
     dlq_url: str | None = None
 
     @classmethod
-    def create(cls, emulator: Emulator, name: str | None = None, raw: bool = False, dlq: bool = False,
-               max_receive_count: int = 2) -> "Provider":
+    def create(
+        cls,
+        emulator: Emulator,
+        name: str | None = None,
+        raw: bool = False,
+        dlq: bool = False,
+        max_receive_count: int = 2,
+    ) -> "Provider":
         name = name or f"p-{uuid.uuid4().hex[:10]}"
         sns, sqs, s3 = emulator.client("sns"), emulator.client("sqs"), emulator.client("s3")
         topic_arn = sns.create_topic(Name=name)["TopicArn"]
@@ -132,11 +141,17 @@ class Provider:
         if dlq:
             dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
             dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            attributes["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)})
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
+            )
         queue_url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn,
-                      Attributes={"RawMessageDelivery": "true" if raw else "false"})
+        sns.subscribe(
+            TopicArn=topic_arn,
+            Protocol="sqs",
+            Endpoint=queue_arn,
+            Attributes={"RawMessageDelivery": "true" if raw else "false"},
+        )
         s3.create_bucket(Bucket=name)
         return cls(emulator, name, topic_arn, queue_url, name, dlq_url)
 
@@ -159,9 +174,16 @@ class Stack:
             "put_object", Params={"Bucket": bucket or self.provider.bucket, "Key": key}, ExpiresIn=self.url_expires_in
         )
 
-    def request(self, request_type: str, logical_id: str, resource_type: str = "Custom::Echo",
-                properties: dict[str, Any] | None = None, old_properties: dict[str, Any] | None = None,
-                physical_id: str | None = None, request_id: str | None = None) -> dict[str, Any]:
+    def request(
+        self,
+        request_type: str,
+        logical_id: str,
+        resource_type: str = "Custom::Echo",
+        properties: dict[str, Any] | None = None,
+        old_properties: dict[str, Any] | None = None,
+        physical_id: str | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
         request_id = request_id or str(uuid.uuid4())
         req: dict[str, Any] = {
             "RequestType": request_type,

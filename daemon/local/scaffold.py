@@ -11,6 +11,7 @@
 NAME is the distribution's name (letters, digits, `-`, `_`); PACKAGE is NAME in snake case, and
 the ResourceType is `Custom::` and NAME in CamelCase unless `--type` says otherwise.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ import click
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 _TYPE = re.compile(r"Custom::[A-Za-z0-9_@-]{1,60}")
 
-PYPROJECT = '''\
+PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -45,7 +46,7 @@ where = ["src"]
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
-'''
+"""
 
 THING = '''\
 """{rtype}: a thing kept as an SSM parameter (replace the body with what your resource does).
@@ -105,7 +106,7 @@ async def _mine(ssm: Any, call: Call) -> bool:
 handler = Thing.handler()
 '''
 
-TEMPLATE = '''\
+TEMPLATE = """\
 Parameters:
   Size: {{Type: Number, Default: 3}}
 Resources:
@@ -116,7 +117,7 @@ Resources:
       Size: !Ref Size
 Outputs:
   Size: {{Value: !GetAtt Thing.Size}}
-'''
+"""
 
 TEST = '''\
 """{rtype} through the real path (SNS, SQS, the daemon, a presigned S3 URL, on the stack's own
@@ -167,7 +168,7 @@ def test_a_size_out_of_range_is_refused_and_rolled_back(tmp_path: Path) -> None:
     assert simulate(tmp_path, "delete").returncode == 0
 '''
 
-README = '''\
+README = """\
 # {name}
 
 `{rtype}`, a CloudFormation custom resource served by
@@ -181,16 +182,19 @@ cfn-provider simulate update --parameter Size=5
 cfn-provider simulate delete
 cfn-provider run --queue-url ... --topic-arn ... --handler {rtype}   # installed: its entry point
 ```
-'''
+"""
 
 
 def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
     """Write the project into `folder` (which must not exist, or be empty); the files written."""
     package = name.lower().replace("-", "_")
     files = {
-        "pyproject.toml": PYPROJECT, "README.md": README, "template.yaml": TEMPLATE,
+        "pyproject.toml": PYPROJECT,
+        "README.md": README,
+        "template.yaml": TEMPLATE,
         f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
-        f"src/{package}/thing.py": THING, "tests/test_thing.py": TEST,
+        f"src/{package}/thing.py": THING,
+        "tests/test_thing.py": TEST,
     }
     written = []
     for relative, text in files.items():
@@ -207,8 +211,12 @@ def resource_type(name: str) -> str:
 
 @click.command("init")
 @click.argument("name")
-@click.option("--type", "rtype", metavar="Custom::NAME",
-              help="The ResourceType it serves (default: Custom:: and NAME in CamelCase).")
+@click.option(
+    "--type",
+    "rtype",
+    metavar="Custom::NAME",
+    help="The ResourceType it serves (default: Custom:: and NAME in CamelCase).",
+)
 def init_command(name: str, rtype: str | None) -> None:
     """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
     test that drives it create -> update -> delete through the real path (as `simulate` does),
@@ -224,5 +232,7 @@ def init_command(name: str, rtype: str | None) -> None:
         raise click.ClickException(f"{folder} already exists and is not an empty folder: nothing written")
     for path in scaffold(folder, name, rtype):
         click.echo(f"wrote {path}")
-    click.echo(f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
-               f"  cd {name} && pip install -e '.[test]' && pytest")
+    click.echo(
+        f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
+        f"  cd {name} && pip install -e '.[test]' && pytest"
+    )

@@ -20,6 +20,7 @@ carries (a FAILED one too, so CloudFormation's rollback Delete reaches `delete` 
 helper.Data with helper.NoEcho set): it is kept as a NoEcho body is, in clear only for the replay
 window after it was stored (cfn_provider.trust.retention), and once set it stays set for the request.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ class InProgress:
 
     ok = True  # not a failure (code that checks a Response's `ok` passes it on)
 
-    def __init__(self, progress: Any = None, physical_id: str | None = None, after: float = DEFAULT_AFTER,
-                 no_echo: bool = False):
+    def __init__(
+        self, progress: Any = None, physical_id: str | None = None, after: float = DEFAULT_AFTER, no_echo: bool = False
+    ):
         if physical_id is not None and (not isinstance(physical_id, str) or not physical_id):
             raise TypeError("InProgress(physical_id=...) must be a non-empty str")
         try:

@@ -12,6 +12,7 @@ A daemon killed mid-step leaves a lease that lapses; then any daemon takes the p
 the stored progress. A stopping daemon takes no new step, lets the running ones finish within
 the grace period, and lets go of the rest (lease 0) so that another daemon takes them at once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,16 @@ LOOK_ERROR_EVERY = 600.0  # a look that keeps failing the same way is logged thi
 class PollScheduler:
     """`await run()` until `stop()`; then `await drain(grace)`. `look()` is one look (tests, benches)."""
 
-    def __init__(self, polls: Polls, store: Store, *, owner: str, concurrency: int, lease_seconds: float,
-                 interval: float = DEFAULT_INTERVAL):
+    def __init__(
+        self,
+        polls: Polls,
+        store: Store,
+        *,
+        owner: str,
+        concurrency: int,
+        lease_seconds: float,
+        interval: float = DEFAULT_INTERVAL,
+    ):
         self.polls, self.store, self.owner = polls, store, owner
         self.concurrency, self.lease_seconds, self.interval = concurrency, lease_seconds, interval
         self.free = concurrency  # slots: a step holds one only while it runs
@@ -166,9 +175,11 @@ class PollScheduler:
 
     async def _let_go(self, key: str, token: str, record: Record) -> None:
         """The step's progress as it was taken, due now and with no lease (or, past it, the lease let go)."""
+
         async def let_go() -> None:
             if not await self.store.save_progress(key, token, record.progress or "", time.time()):
                 await self.store.extend(key, token, 0)
+
         try:
             await asyncio.wait_for(asyncio.shield(let_go()), SETTLE_SECONDS)
         except Exception as exc:  # noqa: BLE001 - then the lease simply lapses
@@ -181,9 +192,12 @@ class PollScheduler:
         error, now = f"{type(exc).__name__}: {exc}"[:300], time.monotonic()
         if self._said is None or self._said[0] != error or now - self._said[1] >= LOOK_ERROR_EVERY:
             self._said = (error, now)
-            log.error("polls.look_failed", error=error,
-                      detail="long-running requests cannot be polled until this is fixed (a DynamoDB table "
-                             "made before polling needs its index: run `cfn-provider bootstrap --dynamodb-table`)")
+            log.error(
+                "polls.look_failed",
+                error=error,
+                detail="long-running requests cannot be polled until this is fixed (a DynamoDB table "
+                "made before polling needs its index: run `cfn-provider bootstrap --dynamodb-table`)",
+            )
 
     async def drain(self, grace: float) -> None:
         """After stop(): let running steps finish within `grace` seconds, then cut them short."""
@@ -200,8 +214,10 @@ class PollScheduler:
             await asyncio.wait(pending, timeout=SETTLE_SECONDS + 1)
 
 
-def scheduler_for(worker: Any, store: Store, *, owner: str, concurrency: int, lease_seconds: float,
-                  interval: float) -> PollScheduler:
+def scheduler_for(
+    worker: Any, store: Store, *, owner: str, concurrency: int, lease_seconds: float, interval: float
+) -> PollScheduler:
     """The scheduler of `worker`'s polls (Worker.polls)."""
-    return PollScheduler(worker.polls, store, owner=owner, concurrency=concurrency, lease_seconds=lease_seconds,
-                         interval=interval)
+    return PollScheduler(
+        worker.polls, store, owner=owner, concurrency=concurrency, lease_seconds=lease_seconds, interval=interval
+    )

@@ -16,6 +16,7 @@
 The stored progress is the daemon's own JSON document (`PollState`): the handler's progress,
 the PhysicalResourceId so far, the request's deadline, how many steps ran and since when.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -55,8 +56,15 @@ class PollState:
     @classmethod
     def loads(cls, text: str) -> "PollState":
         doc = json.loads(text)
-        return cls(doc.get("progress"), doc.get("physical_id"), float(doc["deadline"]), int(doc.get("polls", 0)),
-                   float(doc.get("since", 0.0)), doc.get("no_echo") is True, bool(doc.get("started", True)))
+        return cls(
+            doc.get("progress"),
+            doc.get("physical_id"),
+            float(doc["deadline"]),
+            int(doc.get("polls", 0)),
+            float(doc.get("since", 0.0)),
+            doc.get("no_echo") is True,
+            bool(doc.get("started", True)),
+        )
 
 
 def _failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:
@@ -71,8 +79,12 @@ def accepted(handler: Any, request: Request, pending: InProgress) -> InProgress 
     """`pending` if the handler can be polled for this action, else FAILED saying why."""
     if poll_function(handler, request.request_type) is None:
         name = POLL_FUNCTIONS.get(request.request_type, "poll_<action>")
-        return _failed(request, f"the handler's {request.request_type.lower()} returned InProgress, but the handler "
-                                f"has no {name} or is_complete to poll it with", pending.physical_id)
+        return _failed(
+            request,
+            f"the handler's {request.request_type.lower()} returned InProgress, but the handler "
+            f"has no {name} or is_complete to poll it with",
+            pending.physical_id,
+        )
     try:
         pending.progress_json()
     except ValueError as exc:
@@ -100,6 +112,7 @@ class _Step:
 
         def sync_action(event: Any, context: Any) -> Any:
             return fn(event, context, progress)
+
         setattr(self, request_type.lower(), async_action if inspect.iscoroutinefunction(fn) else sync_action)
 
 
@@ -113,8 +126,9 @@ class Polls:
         self.take_now: Callable[[str], None] = lambda key: None  # the scheduler's: run this due poll here, now
 
     # ------------------------------------------------------------------ the worker's side
-    async def wait(self, request: Request, token: str, pending: InProgress, deadline: float,
-                   outcome: dict[str, Any]) -> Disposition:
+    async def wait(
+        self, request: Request, token: str, pending: InProgress, deadline: float, outcome: dict[str, Any]
+    ) -> Disposition:
         now = time.time()
         state = PollState(json.loads(pending.progress_json()), pending.physical_id, deadline, 0, now, pending.no_echo)
         next_poll = min(now + pending.after, deadline - response_margin(request.service_timeout))
@@ -133,11 +147,13 @@ class Polls:
         self.take_now(request.key)
         return Disposition.DELETE
 
-    async def _park(self, request: Request, token: str, state: PollState, next_poll: float,
-                    outcome: dict[str, Any]) -> bool:
+    async def _park(
+        self, request: Request, token: str, state: PollState, next_poll: float, outcome: dict[str, Any]
+    ) -> bool:
         w = self.worker
-        saved, _ = await w.calls.write(lambda: w.store.save_progress(
-            request.key, token, state.dumps(), next_poll, stored_form(request)))
+        saved, _ = await w.calls.write(
+            lambda: w.store.save_progress(request.key, token, state.dumps(), next_poll, stored_form(request))
+        )
         if not saved:
             outcome.update(outcome="lost-claim")
             log.error("store.lost_claim", detail="another worker took this request over; not polling it here")
@@ -148,9 +164,13 @@ class Polls:
     @staticmethod
     def unwaitable(request: Request, pending: InProgress) -> responses.Response:
         """FAILED for an action that returned InProgress to a caller waiting on its connection (web[sync])."""
-        return _failed(request, "the handler's action is long-running (it returned InProgress), which a caller "
-                                "waiting on its connection (web[sync]) cannot wait for: use the asynchronous "
-                                "web: ServiceToken for this resource", pending.physical_id)
+        return _failed(
+            request,
+            "the handler's action is long-running (it returned InProgress), which a caller "
+            "waiting on its connection (web[sync]) cannot wait for: use the asynchronous "
+            "web: ServiceToken for this resource",
+            pending.physical_id,
+        )
 
     # ------------------------------------------------------------------ the scheduler's side
     async def step(self, record: Record, token: str) -> str:
@@ -160,27 +180,41 @@ class Polls:
             request = from_stored(record.request or "", self.worker.dialect)  # the dialect it came in with
             state = PollState.loads(record.progress or "")
         except (NotARequest, ValueError, TypeError, KeyError) as exc:
-            log.error("poll.unreadable", error=f"{type(exc).__name__}"[:100],
-                      detail="the stored request or progress cannot be read: it is not polled again")
+            log.error(
+                "poll.unreadable",
+                error=f"{type(exc).__name__}"[:100],
+                detail="the stored request or progress cannot be read: it is not polled again",
+            )
             await self.worker.calls.write(lambda: self.worker.store.park(record.key, token))  # never due again
             return "unreadable"
         structlog.contextvars.bind_contextvars(
-            request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
-            resource_type=request.resource_type, request_type=request.request_type, dialect=request.dialect.name)
+            request_id=request.request_id,
+            stack=request.stack_name,
+            logical_id=request.logical_id,
+            resource_type=request.resource_type,
+            request_type=request.request_type,
+            dialect=request.dialect.name,
+        )
         outcome: dict[str, Any] = {"polls": state.polls + 1}
         started = time.monotonic()
         try:
             await self._step(request, state, record, token, outcome)
         finally:
             final = outcome.get("outcome") in ("answered", "replayed")
-            log.info("request" if final else "poll", duration_ms=round((time.monotonic() - started) * 1000),
-                     response_url=redact(request.response_url), waited_s=round(time.time() - state.since, 1), **outcome)
+            log.info(
+                "request" if final else "poll",
+                duration_ms=round((time.monotonic() - started) * 1000),
+                response_url=redact(request.response_url),
+                waited_s=round(time.time() - state.since, 1),
+                **outcome,
+            )
             if final:
                 self.worker.metrics.request_done(request.request_type, outcome["outcome"], outcome.get("status"))
         return outcome.get("outcome", "?")
 
-    async def _step(self, request: Request, state: PollState, record: Record, token: str,
-                    outcome: dict[str, Any]) -> None:
+    async def _step(
+        self, request: Request, state: PollState, record: Record, token: str, outcome: dict[str, Any]
+    ) -> None:
         w = self.worker
         if record.state == RESPONSE_READY:  # a step answered it, and its daemon died before delivering
             outcome.update(outcome="replayed", status=record.status)
@@ -188,13 +222,28 @@ class Polls:
             return
         left = state.deadline - response_margin(request.service_timeout) - time.time()
         if left <= 0 and not state.started:
-            kind, answer = "timed-out", responses.failure(request, (
-                f"timed out: the handler could not start before the request's deadline (its timeout is "
-                f"{request.service_timeout} s); every slot was busy"))
+            kind, answer = (
+                "timed-out",
+                responses.failure(
+                    request,
+                    (
+                        f"timed out: the handler could not start before the request's deadline (its timeout is "
+                        f"{request.service_timeout} s); every slot was busy"
+                    ),
+                ),
+            )
         elif left <= 0:
-            kind, answer = "timed-out", _failed(request, (
-                f"timed out: the long-running {request.request_type} did not finish within its ServiceTimeout "
-                f"({request.service_timeout} s) after {state.polls} polls"), state.physical_id)
+            kind, answer = (
+                "timed-out",
+                _failed(
+                    request,
+                    (
+                        f"timed out: the long-running {request.request_type} did not finish within its ServiceTimeout "
+                        f"({request.service_timeout} s) after {state.polls} polls"
+                    ),
+                    state.physical_id,
+                ),
+            )
         else:
             result = await (self._poll(request, state, left) if state.started else w._answer(request, state.deadline))
             if isinstance(result, InProgress):
@@ -226,13 +275,22 @@ class Polls:
             return _failed(request, str(exc), state.physical_id)
         fn = poll_function(handler, request.request_type)
         if fn is None:
-            return _failed(request, f"the handler has no {POLL_FUNCTIONS.get(request.request_type)} or is_complete "
-                                    "to poll this long-running request with", state.physical_id)
+            return _failed(
+                request,
+                f"the handler has no {POLL_FUNCTIONS.get(request.request_type)} or is_complete "
+                "to poll this long-running request with",
+                state.physical_id,
+            )
         context = Context(request, time.monotonic() + budget, w.session)
         started = time.monotonic()
         try:
-            result = await call(_Step(fn, state.progress, request.request_type), request, context, w.executor,
-                                on_cancel=lambda: STEP_HANDED_BACK)
+            result = await call(
+                _Step(fn, state.progress, request.request_type),
+                request,
+                context,
+                w.executor,
+                on_cancel=lambda: STEP_HANDED_BACK,
+            )
         except HandlerTimeout as exc:
             return _failed(request, str(exc), state.physical_id)
         except Exception as exc:  # noqa: BLE001 - a raising poll function is a FAILED answer
@@ -248,8 +306,9 @@ class Polls:
             return result
         return responses.success(request, _with_id(result, state.physical_id))
 
-    async def _again(self, request: Request, state: PollState, pending: InProgress, token: str,
-                     outcome: dict[str, Any]) -> None:
+    async def _again(
+        self, request: Request, state: PollState, pending: InProgress, token: str, outcome: dict[str, Any]
+    ) -> None:
         """Not done yet: store the new progress and when to look next (never past the deadline)."""
         w, now = self.worker, time.time()
         state.progress, state.polls, state.started = json.loads(pending.progress_json()), state.polls + 1, True
@@ -262,9 +321,12 @@ class Polls:
         if saved:
             self.wake(next_poll)
 
-    async def _deliver(self, request: Request, body: bytes, state: PollState, token: str,
-                       outcome: dict[str, Any]) -> None:
+    async def _deliver(
+        self, request: Request, body: bytes, state: PollState, token: str, outcome: dict[str, Any]
+    ) -> None:
         w = self.worker
-        disposition = await w._deliver(request, body, url_digest(request.response_url), outcome, state.deadline, token=token)
+        disposition = await w._deliver(
+            request, body, url_digest(request.response_url), outcome, state.deadline, token=token
+        )
         if disposition is Disposition.DELETE and not outcome.get("delivered"):  # undeliverable: stop trying
             await w.calls.write(lambda: w.store.park(request.key, token))  # out of the due polls, no lease held

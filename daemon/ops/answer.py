@@ -23,6 +23,7 @@ or not; a step still holding it past the deadline has its lease ended first), st
 and sends it, which ends the polling (a step that was running finds its token gone). Its id is the
 one the action gave, when it gave one.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -73,8 +74,7 @@ def request_from_text(text: str, stack_id: str, request_id: str, *, stored: bool
     return request
 
 
-def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000
-                           ) -> list[Message]:
+def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: str, limit: int = 1000) -> list[Message]:
     """Every message in the dead-letter queue whose body names this StackId and RequestId, as read
     (nothing is believed yet: `admitted_dead_letter` puts each through the main path's admission).
     Nothing is deleted: the messages received are hidden while the search goes on (so each receive
@@ -83,15 +83,24 @@ def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: st
     found: list[Message] = []
     try:
         while len(held) < limit:
-            batch = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                        VisibilityTimeout=60, AttributeNames=["SentTimestamp"]).get("Messages", [])
+            batch = sqs.receive_message(
+                QueueUrl=dlq_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                VisibilityTimeout=60,
+                AttributeNames=["SentTimestamp"],
+            ).get("Messages", [])
             if not batch:
                 break
             for message in batch:
                 held.append(message["ReceiptHandle"])
                 sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
-                candidate = Message(message["MessageId"], message["Body"], message["ReceiptHandle"],
-                                    datetime.fromtimestamp(sent_ms / 1000, timezone.utc))
+                candidate = Message(
+                    message["MessageId"],
+                    message["Body"],
+                    message["ReceiptHandle"],
+                    datetime.fromtimestamp(sent_ms / 1000, timezone.utc),
+                )
                 if _names(candidate, stack_id, request_id):
                     found.append(candidate)
     finally:
@@ -123,25 +132,36 @@ async def admitted_dead_letter(candidates: list[Message], admission: Admission) 
             continue
         admitted.setdefault(envelope.message, (message, request))  # copies of one request are one
     if not admitted:
-        raise Refused("no message for this request in the dead-letter queue passes the checks a daemon makes "
-                      "(signature, --topic-arn, ResponseURL allowlist): " + "; ".join(rejected))
+        raise Refused(
+            "no message for this request in the dead-letter queue passes the checks a daemon makes "
+            "(signature, --topic-arn, ResponseURL allowlist): " + "; ".join(rejected)
+        )
     if len(admitted) > 1:
-        listed = "; ".join(f"message {m.id}: {r.request_type}, ResponseURL {redact(r.response_url)}, "
-                           f"PhysicalResourceId {r.physical_id or '-'}" for m, r in admitted.values())
-        raise Refused(f"{len(admitted)} different messages in the dead-letter queue carry this StackId and "
-                      f"RequestId: {listed}. Not choosing between them: find out which is CloudFormation's, "
-                      "remove the other(s) from the dead-letter queue, and run this again")
+        listed = "; ".join(
+            f"message {m.id}: {r.request_type}, ResponseURL {redact(r.response_url)}, "
+            f"PhysicalResourceId {r.physical_id or '-'}"
+            for m, r in admitted.values()
+        )
+        raise Refused(
+            f"{len(admitted)} different messages in the dead-letter queue carry this StackId and "
+            f"RequestId: {listed}. Not choosing between them: find out which is CloudFormation's, "
+            "remove the other(s) from the dead-letter queue, and run this again"
+        )
     return next(iter(admitted))
 
 
 def stored_text(record: Record | None) -> str:
     """The request the store's record holds, or Refused saying where else to look."""
     if record is None:
-        raise Refused("the store has no record of this request: no daemon has claimed it. If it is in the "
-                      "queue's dead-letter queue, answer it from there with --from-dlq (and --queue-url).")
+        raise Refused(
+            "the store has no record of this request: no daemon has claimed it. If it is in the "
+            "queue's dead-letter queue, answer it from there with --from-dlq (and --queue-url)."
+        )
     if not record.request:
-        raise Refused("the store's record of this request holds no request (it was claimed by a daemon older "
-                      "than stored requests), so no ResponseURL is known; try --from-dlq")
+        raise Refused(
+            "the store's record of this request holds no request (it was claimed by a daemon older "
+            "than stored requests), so no ResponseURL is known; try --from-dlq"
+        )
     return record.request
 
 
@@ -157,19 +177,28 @@ def _check_polling(record: Record, now: float, force: bool, status: str) -> str:
     state = poll_state(record)
     deadline = state.deadline if state is not None else None
     if not force:
-        raise Refused("it is a long-running request waiting for its next poll: a daemon answers it when a poll "
-                      "says done, or FAILED at its deadline (ServiceTimeout). If it is stuck (no daemon polls it), "
-                      "--force answers it FAILED and ends its polling")
+        raise Refused(
+            "it is a long-running request waiting for its next poll: a daemon answers it when a poll "
+            "says done, or FAILED at its deadline (ServiceTimeout). If it is stuck (no daemon polls it), "
+            "--force answers it FAILED and ends its polling"
+        )
     if status != "FAILED":
         raise Refused("a long-running request is ended by hand with --status FAILED only")
     past = deadline is not None and deadline <= now
     if record.leased(now) and record.lease_until is not None and not past:
-        raise Refused(f"a poll step holds it right now ({record.owner}, lease {round(record.lease_until - now)} s "
-                      "left) and its deadline has not passed: wait for the step to end")
-    left = "its deadline has passed" if past else ("no daemon holds it" if deadline is not None else
-                                                   "its progress cannot be read")
-    return (f"ENDING A LONG-RUNNING REQUEST ({left}): its polling stops and its action, if it is still "
-            "running somewhere, is not asked again; its own answer will not be sent.")
+        raise Refused(
+            f"a poll step holds it right now ({record.owner}, lease {round(record.lease_until - now)} s "
+            "left) and its deadline has not passed: wait for the step to end"
+        )
+    left = (
+        "its deadline has passed"
+        if past
+        else ("no daemon holds it" if deadline is not None else "its progress cannot be read")
+    )
+    return (
+        f"ENDING A LONG-RUNNING REQUEST ({left}): its polling stops and its action, if it is still "
+        "running somewhere, is not asked again; its own answer will not be sent."
+    )
 
 
 def check(record: Record | None, url_digest: str, now: float, force: bool, status: str = "FAILED") -> str | None:
@@ -180,19 +209,24 @@ def check(record: Record | None, url_digest: str, now: float, force: bool, statu
         raise Refused(f"already answered: {record.status or '?'} ({record.state}); nothing to do")
     # SENT FAILED to another ResponseURL: CloudFormation asked again (a FAILED is re-run): answerable
     if record.state == RESPONSE_READY:
-        raise Refused(f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
-                      "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)")
+        raise Refused(
+            f"an answer ({record.status}) is stored and awaits delivery: a daemon re-sends it when the "
+            "message comes back (a redelivery, the dead-letter watcher, `cfn-provider redrive`)"
+        )
     if record.state == POLLING:  # a long-running request: its record, not a message, drives it
         return _check_polling(record, now, force, status)
     if record.leased(now) and record.lease_until is not None:  # CLAIMED (or any state a daemon holds under a lease)
         held = f"held by {record.owner} (lease {round(record.lease_until - now)} s left)"
         if not force:
-            raise Refused(f"{held}: its handler may still be running. Wait for the lease to lapse, or take "
-                          "it over with --force")
+            raise Refused(
+                f"{held}: its handler may still be running. Wait for the lease to lapse, or take it over with --force"
+            )
         if not record.token:
             raise Refused(f"{held}, by a claim without a token: wait for the lease to lapse")
-        return (f"TAKING OVER: {held}. Its handler may still be running and may still create or change "
-                "the resource; its own answer will not be sent.")
+        return (
+            f"TAKING OVER: {held}. Its handler may still be running and may still create or change "
+            "the resource; its own answer will not be sent."
+        )
     return None
 
 
@@ -217,14 +251,27 @@ def allowed(request: Request, allow_prefixes: tuple[str, ...]) -> None:
     try:
         ResponseUrlPolicy(allow_prefixes).check(request.response_url, request.dialect.response_hosts)
     except UrlRejected as exc:
-        raise Refused(f"ResponseURL {redact(request.response_url)!r} rejected: {exc} "
-                      "(an emulator's URL needs --allow-response-url, as for run)") from None
+        raise Refused(
+            f"ResponseURL {redact(request.response_url)!r} rejected: {exc} "
+            "(an emulator's URL needs --allow-response-url, as for run)"
+        ) from None
 
 
-async def send(store: Store, request: Request, answer: responses.Response, record: Record | None,
-               force: bool, who: str, responder: Any) -> Sent:
+async def send(
+    store: Store,
+    request: Request,
+    answer: responses.Response,
+    record: Record | None,
+    force: bool,
+    who: str,
+    responder: Any,
+) -> Sent:
     """Claim the request, store the answer, PUT it, mark it sent."""
-    key, url_digest, token = idempotency_key(request.stack_id, request.request_id), store_url_digest(request.response_url), new_token()
+    key, url_digest, token = (
+        idempotency_key(request.stack_id, request.request_id),
+        store_url_digest(request.response_url),
+        new_token(),
+    )
     text = stored_form(request)
     for _ in range(TAKEOVER_TRIES):
         if force and record is not None and record.token and record.leased(time.time()):

@@ -14,6 +14,7 @@ Every step reads first and reports what it did: "created", "updated" (an attribu
 and was set) or "exists" (nothing to do); a second run reports no changes. With `dry_run`
 nothing is written and the same steps report "would create" / "would update".
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ class Change:
     detail: str = ""
 
     def describe(self, dry_run: bool) -> str:
-        action = {CREATED: "would create", UPDATED: "would update"}.get(self.action, self.action) if dry_run \
-            else self.action
+        action = (
+            {CREATED: "would create", UPDATED: "would update"}.get(self.action, self.action) if dry_run else self.action
+        )
         line = f"{action:<13} {self.kind:<17} {self.name}"
         return f"{line}  ({self.detail})" if self.detail else line
 
@@ -82,8 +84,16 @@ class Outcome:
     def run_args(self, visibility_timeout: int, config_file: str | None = None) -> list[str]:
         if config_file:
             return ["cfn-provider", "run", "--config", config_file]
-        args = ["cfn-provider", "run", "--queue-url", self.queue_url, "--region", self.region,
-                "--topic-arn", self.topic_arn]
+        args = [
+            "cfn-provider",
+            "run",
+            "--queue-url",
+            self.queue_url,
+            "--region",
+            self.region,
+            "--topic-arn",
+            self.topic_arn,
+        ]
         if visibility_timeout != 60:
             args += ["--visibility-timeout", str(visibility_timeout)]
         if self.state:
@@ -101,8 +111,8 @@ class Outcome:
         if self.state:
             lines.append(f"state = {_toml_str(self.state)}")
         else:
-            lines.append("# state = \"sqlite:///var/lib/cfn-provider/state.db\"  # default: under the state directory")
-        lines += ["", "[handlers]", "# \"Custom::Thing\" = \"mypkg.thing\"", ""]
+            lines.append('# state = "sqlite:///var/lib/cfn-provider/state.db"  # default: under the state directory')
+        lines += ["", "[handlers]", '# "Custom::Thing" = "mypkg.thing"', ""]
         return "\n".join(lines)
 
 
@@ -113,9 +123,19 @@ def _toml_str(value: str) -> str:
 class Bootstrap:
     """The steps, on boto3 clients from one session (region and endpoints from the usual settings)."""
 
-    def __init__(self, session: Any, *, name: str = "cfn-provider", topic_arn: str | None = None,
-                 dynamodb_table: str | None = None, max_receive_count: int = MAX_RECEIVE_COUNT, visibility_timeout: int = 60,
-                 retention_days: int = 14, dry_run: bool = False, log: Callable[[Change], None] | None = None):
+    def __init__(
+        self,
+        session: Any,
+        *,
+        name: str = "cfn-provider",
+        topic_arn: str | None = None,
+        dynamodb_table: str | None = None,
+        max_receive_count: int = MAX_RECEIVE_COUNT,
+        visibility_timeout: int = 60,
+        retention_days: int = 14,
+        dry_run: bool = False,
+        log: Callable[[Change], None] | None = None,
+    ):
         if not 1 <= retention_days <= MAX_RETENTION_DAYS:
             raise BootstrapError(f"retention must be 1..{MAX_RETENTION_DAYS} days (SQS's limit)")
         if dynamodb_table is not None:
@@ -156,14 +176,21 @@ class Bootstrap:
         dlq_url, dlq_arn, dlq_before = self.queue(f"{self.name}-dlq", "sqs dead-letter", self._dlq_attributes())
         self.policy(dlq_url, dlq_arn, "sqs dead-letter policy", dlq_statements(dlq_arn), dlq_before, "TLS only")
         queue_url, queue_arn, before = self.queue(self.name, "sqs queue", self._queue_attributes(dlq_arn))
-        self.policy(queue_url, queue_arn, "sqs queue policy", queue_statements(queue_arn, topic_arn), before,
-                    f"aws:SourceArn = {topic_arn}; TLS only")
+        self.policy(
+            queue_url,
+            queue_arn,
+            "sqs queue policy",
+            queue_statements(queue_arn, topic_arn),
+            before,
+            f"aws:SourceArn = {topic_arn}; TLS only",
+        )
         self.topic_policy(topic_arn, queue_arn)
         self.subscription(topic_arn, queue_arn)
         if self.table:
             self._note(ensure_table(self._client("dynamodb"), self.table, dry_run=self.dry_run))
-        return Outcome(self.region, topic_arn, queue_url, queue_arn, dlq_url, dlq_arn, self.table, self.dry_run,
-                       self.changes)
+        return Outcome(
+            self.region, topic_arn, queue_url, queue_arn, dlq_url, dlq_arn, self.table, self.dry_run, self.changes
+        )
 
     # ------------------------------------------------------------------ topic
     def topic(self) -> str:
@@ -176,8 +203,9 @@ class Bootstrap:
             try:
                 sns.get_topic_attributes(TopicArn=arn)
             except sns.exceptions.NotFoundException:
-                raise BootstrapError(f"topic {arn} does not exist (--topic-arn adopts an existing topic; "
-                                     "leave it out to create one)") from None
+                raise BootstrapError(
+                    f"topic {arn} does not exist (--topic-arn adopts an existing topic; leave it out to create one)"
+                ) from None
             self._note(Change("sns topic", arn, EXISTS, "adopted"))
             return arn
         arn = f"arn:{self.partition}:sns:{self.region}:{self.account}:{self.name}"
@@ -230,8 +258,9 @@ class Bootstrap:
             self._note(Change(kind, url, EXISTS))
         return url, arn, current
 
-    def policy(self, queue_url: str, queue_arn: str, kind: str, ours: list[dict[str, Any]],
-               before: dict[str, str], detail: str) -> None:
+    def policy(
+        self, queue_url: str, queue_arn: str, kind: str, ours: list[dict[str, Any]], before: dict[str, str], detail: str
+    ) -> None:
         """Merge `ours` into the queue's policy by Sid (`before`: its attributes before this run)."""
         current = before.get("Policy")
         wanted = merged(current, ours)
@@ -247,8 +276,11 @@ class Bootstrap:
         sns = self._client("sns", region=topic_arn.split(":")[3])
         ours = topic_statements(topic_arn, queue_arn, self.account, self.partition)
         created = any(c.kind == "sns topic" and c.action == CREATED for c in self.changes)
-        current = None if self.dry_run and created else \
-            sns.get_topic_attributes(TopicArn=topic_arn)["Attributes"].get("Policy")
+        current = (
+            None
+            if self.dry_run and created
+            else sns.get_topic_attributes(TopicArn=topic_arn)["Attributes"].get("Policy")
+        )
         wanted = merged(current, ours)
         detail = "this account publishes, only the queue subscribes, TLS only"
         if same_policy(current, wanted):
@@ -271,21 +303,34 @@ class Bootstrap:
         if existing is None:
             arn = f"{topic_arn}:(new)"
             if not self.dry_run:
-                arn = sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn,
-                                    Attributes={"RawMessageDelivery": "false"},
-                                    ReturnSubscriptionArn=True)["SubscriptionArn"]
+                arn = sns.subscribe(
+                    TopicArn=topic_arn,
+                    Protocol="sqs",
+                    Endpoint=queue_arn,
+                    Attributes={"RawMessageDelivery": "false"},
+                    ReturnSubscriptionArn=True,
+                )["SubscriptionArn"]
             self._note(Change("sns subscription", arn, CREATED, "envelope delivery, raw off"))
             return
         if existing in ("PendingConfirmation", "Deleted"):
-            raise BootstrapError(f"the subscription of {queue_arn} to {topic_arn} is {existing}; "
-                                 "confirm or remove it, then run bootstrap again")
+            raise BootstrapError(
+                f"the subscription of {queue_arn} to {topic_arn} is {existing}; "
+                "confirm or remove it, then run bootstrap again"
+            )
         attrs = sns.get_subscription_attributes(SubscriptionArn=existing)["Attributes"]
         if attrs.get("RawMessageDelivery", "false").lower() == "true":
             if not self.dry_run:
-                sns.set_subscription_attributes(SubscriptionArn=existing, AttributeName="RawMessageDelivery",
-                                                AttributeValue="false")
-            self._note(Change("sns subscription", existing, UPDATED,
-                              "raw message delivery turned off, so signatures can be checked"))
+                sns.set_subscription_attributes(
+                    SubscriptionArn=existing, AttributeName="RawMessageDelivery", AttributeValue="false"
+                )
+            self._note(
+                Change(
+                    "sns subscription",
+                    existing,
+                    UPDATED,
+                    "raw message delivery turned off, so signatures can be checked",
+                )
+            )
         else:
             self._note(Change("sns subscription", existing, EXISTS, "envelope delivery, raw off"))
 
@@ -298,18 +343,28 @@ def _same_attribute(name: str, current: str | None, wanted: str) -> bool:
             a, b = json.loads(current), json.loads(wanted)
         except ValueError:
             return False
-        return (a.get("deadLetterTargetArn") == b.get("deadLetterTargetArn")
-                and str(a.get("maxReceiveCount")) == str(b.get("maxReceiveCount")))
-    return str(current).lower() == str(wanted).lower() if name == "SqsManagedSseEnabled" else str(current) == str(wanted)
+        return a.get("deadLetterTargetArn") == b.get("deadLetterTargetArn") and str(a.get("maxReceiveCount")) == str(
+            b.get("maxReceiveCount")
+        )
+    return (
+        str(current).lower() == str(wanted).lower() if name == "SqsManagedSseEnabled" else str(current) == str(wanted)
+    )
 
 
 # ---------------------------------------------------------------------- DynamoDB (fleet mode)
 POLL_INDEX = "polls"  # as daemon/stores/dynamodb.py queries it: the sparse index of waiting polls
-_POLL_ATTRIBUTES = [{"AttributeName": "poll_shard", "AttributeType": "S"},
-                    {"AttributeName": "next_poll", "AttributeType": "N"}]
-_POLL_INDEX_SPEC = {"IndexName": POLL_INDEX, "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at", "lease_until"]},
-                    "KeySchema": [{"AttributeName": "poll_shard", "KeyType": "HASH"},
-                                  {"AttributeName": "next_poll", "KeyType": "RANGE"}]}
+_POLL_ATTRIBUTES = [
+    {"AttributeName": "poll_shard", "AttributeType": "S"},
+    {"AttributeName": "next_poll", "AttributeType": "N"},
+]
+_POLL_INDEX_SPEC = {
+    "IndexName": POLL_INDEX,
+    "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at", "lease_until"]},
+    "KeySchema": [
+        {"AttributeName": "poll_shard", "KeyType": "HASH"},
+        {"AttributeName": "next_poll", "KeyType": "RANGE"},
+    ],
+}
 
 
 def ensure_table(dynamodb: Any, table: str, dry_run: bool = False) -> Change:
@@ -324,27 +379,38 @@ def ensure_table(dynamodb: Any, table: str, dry_run: bool = False) -> Change:
     except dynamodb.exceptions.ResourceNotFoundException:
         if not dry_run:
             dynamodb.create_table(
-                TableName=table, BillingMode="PAY_PER_REQUEST",
+                TableName=table,
+                BillingMode="PAY_PER_REQUEST",
                 AttributeDefinitions=[{"AttributeName": KEY_ATTRIBUTE, "AttributeType": "S"}, *_POLL_ATTRIBUTES],
                 KeySchema=[{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}],
                 GlobalSecondaryIndexes=[_POLL_INDEX_SPEC],
                 Tags=[{"Key": "created-by", "Value": "cfn-provider bootstrap"}],
             )
             dynamodb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
-            dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={
-                "Enabled": True, "AttributeName": TTL_ATTRIBUTE})
-        return Change("dynamodb table", table, CREATED,
-                      f"key {KEY_ATTRIBUTE} (S), on-demand, TTL on {TTL_ATTRIBUTE}, index {POLL_INDEX}")
+            dynamodb.update_time_to_live(
+                TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+            )
+        return Change(
+            "dynamodb table",
+            table,
+            CREATED,
+            f"key {KEY_ATTRIBUTE} (S), on-demand, TTL on {TTL_ATTRIBUTE}, index {POLL_INDEX}",
+        )
 
     keys = [(k["AttributeName"], k["KeyType"]) for k in desc["KeySchema"]]
     types = {a["AttributeName"]: a["AttributeType"] for a in desc.get("AttributeDefinitions", [])}
     if keys != [(KEY_ATTRIBUTE, "HASH")] or types.get(KEY_ATTRIBUTE) != "S":
-        raise BootstrapError(f"DynamoDB table {table} exists with key {keys}; fleet mode needs a table whose only "
-                             f"key is {KEY_ATTRIBUTE} (S): choose another --dynamodb-table name")
+        raise BootstrapError(
+            f"DynamoDB table {table} exists with key {keys}; fleet mode needs a table whose only "
+            f"key is {KEY_ATTRIBUTE} (S): choose another --dynamodb-table name"
+        )
     if not any(i.get("IndexName") == POLL_INDEX for i in desc.get("GlobalSecondaryIndexes", [])):
         if not dry_run:
-            dynamodb.update_table(TableName=table, AttributeDefinitions=_POLL_ATTRIBUTES,
-                                  GlobalSecondaryIndexUpdates=[{"Create": _POLL_INDEX_SPEC}])
+            dynamodb.update_table(
+                TableName=table,
+                AttributeDefinitions=_POLL_ATTRIBUTES,
+                GlobalSecondaryIndexUpdates=[{"Create": _POLL_INDEX_SPEC}],
+            )
         index_added = Change("dynamodb table", table, UPDATED, f"index {POLL_INDEX} added (long-running actions)")
     else:
         index_added = None
@@ -353,15 +419,22 @@ def ensure_table(dynamodb: Any, table: str, dry_run: bool = False) -> Change:
     if status in ("ENABLED", "ENABLING") and attribute == TTL_ATTRIBUTE:
         return index_added or Change("dynamodb table", table, EXISTS, f"TTL on {TTL_ATTRIBUTE}, index {POLL_INDEX}")
     if status in ("ENABLED", "ENABLING"):
-        raise BootstrapError(f"DynamoDB table {table} has TTL on {attribute!r}; fleet mode expires records through "
-                             f"{TTL_ATTRIBUTE!r}: choose another --dynamodb-table name")
+        raise BootstrapError(
+            f"DynamoDB table {table} has TTL on {attribute!r}; fleet mode expires records through "
+            f"{TTL_ATTRIBUTE!r}: choose another --dynamodb-table name"
+        )
     if status == "DISABLING":
         raise BootstrapError(f"DynamoDB table {table}: TTL is being disabled; run bootstrap again in an hour")
     if not dry_run:
-        dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={
-            "Enabled": True, "AttributeName": TTL_ATTRIBUTE})
-    return Change("dynamodb table", table, UPDATED, f"TTL turned on for {TTL_ATTRIBUTE}"
-                  + (f", index {POLL_INDEX} added" if index_added else ""))
+        dynamodb.update_time_to_live(
+            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+        )
+    return Change(
+        "dynamodb table",
+        table,
+        UPDATED,
+        f"TTL turned on for {TTL_ATTRIBUTE}" + (f", index {POLL_INDEX} added" if index_added else ""),
+    )
 
 
 # ---------------------------------------------------------------------- the command's output
@@ -398,6 +471,9 @@ def summary(outcome: Outcome, visibility_timeout: int, config_file: str | None) 
         "  " + shlex.join(outcome.run_args(visibility_timeout, config_file)) + " \\",
         "    --handler 'Custom::Thing=mypkg.thing'",
     ]
-    lines += ["", "IAM policy for the daemon's role (least privilege, exact ARNs; add what your handlers need):",
-              json.dumps(outcome.iam_policy(), indent=2)]
+    lines += [
+        "",
+        "IAM policy for the daemon's role (least privilege, exact ARNs; add what your handlers need):",
+        json.dumps(outcome.iam_policy(), indent=2),
+    ]
     return lines

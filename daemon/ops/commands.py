@@ -1,5 +1,6 @@
 """The operator commands on the idempotency store: `cfn-provider requests` and `cfn-provider answer`
 (click wiring; the work is in cfn_provider.ops.requests and cfn_provider.ops.answer)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,12 +26,22 @@ def _daemon_config(ctx: click.Context, _param: click.Parameter, path: str | None
 
 
 config_option = click.option(
-    "--config", type=click.Path(dir_okay=False), callback=_daemon_config, is_eager=True, expose_value=False,
-    envvar=ENV + "CONFIG", help="The daemon's TOML config file (its state, region, queue-url ... are used).")
+    "--config",
+    type=click.Path(dir_okay=False),
+    callback=_daemon_config,
+    is_eager=True,
+    expose_value=False,
+    envvar=ENV + "CONFIG",
+    help="The daemon's TOML config file (its state, region, queue-url ... are used).",
+)
 state_option = click.option(
-    "--state", envvar=ENV + "STATE", default=default_state_url, show_default="as for run",
+    "--state",
+    envvar=ENV + "STATE",
+    default=default_state_url,
+    show_default="as for run",
     help="The daemon's idempotency store: sqlite:///PATH.db or dynamodb://TABLE (listing a table needs "
-         "dynamodb:Scan, which the daemon's own role does not have).")
+    "dynamodb:Scan, which the daemon's own role does not have).",
+)
 region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region (default: botocore's).")
 
 
@@ -49,13 +60,30 @@ def _run(coro: Any) -> Any:
 @region_option
 @click.option("--stack", help="Only this stack (its name or its StackId).")
 @click.option("--logical-id", help="Only this LogicalResourceId.")
-@click.option("--state-is", "states", multiple=True, metavar="STATE",
-              help=f"Only records in this state (repeatable; any case, or the word in brackets): {STATES_HELP}.")
-@click.option("--since", default="24h", show_default=True, metavar="DURATION",
-              help="Only requests claimed within this window (90s, 30m, 24h, 2d; 0: everything stored).")
+@click.option(
+    "--state-is",
+    "states",
+    multiple=True,
+    metavar="STATE",
+    help=f"Only records in this state (repeatable; any case, or the word in brackets): {STATES_HELP}.",
+)
+@click.option(
+    "--since",
+    default="24h",
+    show_default=True,
+    metavar="DURATION",
+    help="Only requests claimed within this window (90s, 30m, 24h, 2d; 0: everything stored).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def requests_command(state: str, region: str | None, stack: str | None, logical_id: str | None,
-                     states: tuple[str, ...], since: str, as_json: bool) -> None:
+def requests_command(
+    state: str,
+    region: str | None,
+    stack: str | None,
+    logical_id: str | None,
+    states: tuple[str, ...],
+    since: str,
+    as_json: bool,
+) -> None:
     """What the provider is doing right now, from its idempotency store: requests in flight (who
     holds them, lease left, age), answered but not yet confirmed sent (RESPONSE_READY), and
     answered (status, Reason, when), in flight first.
@@ -83,7 +111,10 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
-        click.echo(f"no requests in {state} within {since}" + (" matching the filters" if stack or logical_id or states else ""))
+        click.echo(
+            f"no requests in {state} within {since}"
+            + (" matching the filters" if stack or logical_id or states else "")
+        )
     else:
         for line in table(rows):
             click.echo(line)
@@ -93,33 +124,87 @@ def requests_command(state: str, region: str | None, stack: str | None, logical_
 @config_option
 @click.argument("stack_id")
 @click.argument("request_id")
-@click.option("--status", type=click.Choice(["FAILED", "SUCCESS"], case_sensitive=False), required=True, help="The answer's Status.")
+@click.option(
+    "--status",
+    type=click.Choice(["FAILED", "SUCCESS"], case_sensitive=False),
+    required=True,
+    help="The answer's Status.",
+)
 @click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED).")
-@click.option("--physical-id", help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
-                                    "the timed-out marker, so its rollback Delete still reaches the handler).")
+@click.option(
+    "--physical-id",
+    help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
+    "the timed-out marker, so its rollback Delete still reaches the handler).",
+)
 @state_option
 @region_option
-@click.option("--from-dlq", is_flag=True, help="Take the request from the queue's dead-letter queue (read, not "
-                                                "deleted) instead of the store's record.")
-@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (its DLQ is found from its RedrivePolicy).")
+@click.option(
+    "--from-dlq",
+    is_flag=True,
+    help="Take the request from the queue's dead-letter queue (read, not deleted) instead of the store's record.",
+)
+@click.option(
+    "--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (its DLQ is found from its RedrivePolicy)."
+)
 @click.option("--dlq-url", help="The dead-letter queue, if not found from --queue-url.")
-@click.option("--allow-response-url", "allow_response_url", multiple=True, envvar=ENV + "ALLOW_RESPONSE_URL",
-              metavar="PREFIX", help="As for run: also allow ResponseURLs under this prefix.")
-@click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN", metavar="ARN",
-              help="As for run: with --from-dlq, only messages from this topic (repeatable; default: any topic).")
-@click.option("--verify-signatures/--no-verify-signatures", default=True, show_default=True,
-              envvar=ENV + "VERIFY_SIGNATURES", help="As for run: with --from-dlq, check each message's SNS signature.")
-@click.option("--trust-signing-cert-url", "trust_signing_cert_url", multiple=True, metavar="PREFIX",
-              envvar=ENV + "TRUST_SIGNING_CERT_URL", help="As for run (emulators and tests only).")
-@click.option("--force", is_flag=True, help="Take over a request a daemon holds under a live lease (its handler "
-                                            "may still be running; its own answer is then never sent), or end a "
-                                            "stuck long-running request with FAILED (none of its poll steps "
-                                            "running, or its deadline passed).")
+@click.option(
+    "--allow-response-url",
+    "allow_response_url",
+    multiple=True,
+    envvar=ENV + "ALLOW_RESPONSE_URL",
+    metavar="PREFIX",
+    help="As for run: also allow ResponseURLs under this prefix.",
+)
+@click.option(
+    "--topic-arn",
+    "topic_arn",
+    multiple=True,
+    envvar=ENV + "TOPIC_ARN",
+    metavar="ARN",
+    help="As for run: with --from-dlq, only messages from this topic (repeatable; default: any topic).",
+)
+@click.option(
+    "--verify-signatures/--no-verify-signatures",
+    default=True,
+    show_default=True,
+    envvar=ENV + "VERIFY_SIGNATURES",
+    help="As for run: with --from-dlq, check each message's SNS signature.",
+)
+@click.option(
+    "--trust-signing-cert-url",
+    "trust_signing_cert_url",
+    multiple=True,
+    metavar="PREFIX",
+    envvar=ENV + "TRUST_SIGNING_CERT_URL",
+    help="As for run (emulators and tests only).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Take over a request a daemon holds under a live lease (its handler "
+    "may still be running; its own answer is then never sent), or end a "
+    "stuck long-running request with FAILED (none of its poll steps "
+    "running, or its deadline passed).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
-def answer_command(stack_id: str, request_id: str, status: str, reason: str, physical_id: str | None,
-                   state: str, region: str | None, from_dlq: bool, queue_url: str | None, dlq_url: str | None,
-                   allow_response_url: tuple[str, ...], topic_arn: tuple[str, ...], verify_signatures: bool,
-                   trust_signing_cert_url: tuple[str, ...], force: bool, yes: bool) -> None:
+def answer_command(
+    stack_id: str,
+    request_id: str,
+    status: str,
+    reason: str,
+    physical_id: str | None,
+    state: str,
+    region: str | None,
+    from_dlq: bool,
+    queue_url: str | None,
+    dlq_url: str | None,
+    allow_response_url: tuple[str, ...],
+    topic_arn: tuple[str, ...],
+    verify_signatures: bool,
+    trust_signing_cert_url: tuple[str, ...],
+    force: bool,
+    yes: bool,
+) -> None:
     """The last resort: send the answer to a request the daemon cannot finish, and record it in
     the store so no daemon answers it again. Refused when the request is already answered.
 
@@ -145,11 +230,13 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         dead_text = None
         try:
             if dead is not None:
-                dead_text = await _admitted(dead, allow_response_url, topic_arn, verify_signatures,
-                                            trust_signing_cert_url)
+                dead_text = await _admitted(
+                    dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
+                )
             record = await store.get(idempotency_key(stack_id, request_id))
-            request = ops.request_from_text(dead_text or ops.stored_text(record), stack_id, request_id,
-                                            stored=dead_text is None)
+            request = ops.request_from_text(
+                dead_text or ops.stored_text(record), stack_id, request_id, stored=dead_text is None
+            )
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
             polled = ops.poll_state(record) if record is not None and record.state == "POLLING" else None
@@ -164,8 +251,11 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
         finally:
             await store.close()
         if not sent.delivered:
-            click.echo(f"NOT delivered: {sent.detail}. The answer is stored: a daemon re-sends it when the request "
-                       "comes back.", err=True)
+            click.echo(
+                f"NOT delivered: {sent.detail}. The answer is stored: a daemon re-sends it when the request "
+                "comes back.",
+                err=True,
+            )
             return 1
         click.echo(f"answered {response.status} ({sent.detail}); recorded in {state}")
         return 0
@@ -173,8 +263,13 @@ def answer_command(stack_id: str, request_id: str, status: str, reason: str, phy
     sys.exit(_run(go()))
 
 
-async def _admitted(candidates: list[Any], allow_response_url: tuple[str, ...], topic_arns: tuple[str, ...],
-                    verify: bool, trusted_cert_urls: tuple[str, ...]) -> str:
+async def _admitted(
+    candidates: list[Any],
+    allow_response_url: tuple[str, ...],
+    topic_arns: tuple[str, ...],
+    verify: bool,
+    trusted_cert_urls: tuple[str, ...],
+) -> str:
     """The request among the dead-letter queue's `candidates` that passes the main path's admission
     (the queue is SQS: CloudFormation's rules)."""
     from .answer import admitted_dead_letter
@@ -184,16 +279,21 @@ async def _admitted(candidates: list[Any], allow_response_url: tuple[str, ...], 
 
     verifier = SignatureVerifier(None, trusted_cert_urls) if verify else None
     try:
-        admission = Admission(url_policy=ResponseUrlPolicy(allow_response_url), verifier=verifier,
-                              topic_arns=topic_arns, stopping=lambda: True)  # an unreachable certificate: say so now
+        admission = Admission(
+            url_policy=ResponseUrlPolicy(allow_response_url),
+            verifier=verifier,
+            topic_arns=topic_arns,
+            stopping=lambda: True,
+        )  # an unreachable certificate: say so now
         return await admitted_dead_letter(candidates, admission)
     finally:
         if verifier is not None:
             await verifier.close()
 
 
-def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str | None, stack_id: str,
-                       request_id: str) -> list[Any]:
+def _from_dead_letters(
+    queue_url: str | None, dlq_url: str | None, region: str | None, stack_id: str, request_id: str
+) -> list[Any]:
     import boto3
 
     from .answer import dead_letter_candidates
@@ -217,12 +317,16 @@ def _from_dead_letters(queue_url: str | None, dlq_url: str | None, region: str |
 def _show(request: Any, response: Any, record: Any, source: str, warning: str | None) -> None:
     from ..trust.urls import redact
 
-    click.echo(f"request:  {request.request_type} {request.resource_type} {request.logical_id} "
-               f"(stack {request.stack_name}, RequestId {request.request_id})")
+    click.echo(
+        f"request:  {request.request_type} {request.resource_type} {request.logical_id} "
+        f"(stack {request.stack_name}, RequestId {request.request_id})"
+    )
     click.echo(f"store:    {'no record' if record is None else f'{record.state}, held by {record.owner}'}")
     click.echo(f"send to:  {redact(request.response_url)} (from {source})")
-    click.echo(f"answer:   {response.status} PhysicalResourceId={response.physical_id}"
-               + (f" Reason={response.reason!r}" if response.reason else ""))
+    click.echo(
+        f"answer:   {response.status} PhysicalResourceId={response.physical_id}"
+        + (f" Reason={response.reason!r}" if response.reason else "")
+    )
     if warning:
         click.echo(f"WARNING: {warning}", err=True)
 

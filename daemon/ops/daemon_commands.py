@@ -2,6 +2,7 @@
 dead-letter queue) and `invoke` (a smoke test through its topic); click wiring, the work is in
 cfn_provider.ops.health, .redrive, .invoke and .invoke_stack. Each reads the daemon's own --config file.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,29 +19,60 @@ ENV = "CFN_PROVIDER_"
 def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that name a daemon, as `run` takes them (flag, CFN_PROVIDER_* variable or the
     --config file): its queue, and where it keeps its state."""
-    for option in reversed([
-        config_option,
-        click.option("--transport", type=click.Choice(["sqs", "mns"]), default="sqs", show_default=True,
-                     envvar=ENV + "TRANSPORT", help="As for run."),
-        click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (as for run)."),
-        click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help="As for run (--transport mns)."),
-        click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help="As for run (--transport mns)."),
-        click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default="as for run",
-                     help="The daemon's --state: health files are kept beside a SQLite state file, else in "
-                          "the state directory."),
-        click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False),
-                     help="The daemon's --health-file, if it was given one."),
-    ]):
+    for option in reversed(
+        [
+            config_option,
+            click.option(
+                "--transport",
+                type=click.Choice(["sqs", "mns"]),
+                default="sqs",
+                show_default=True,
+                envvar=ENV + "TRANSPORT",
+                help="As for run.",
+            ),
+            click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (as for run)."),
+            click.option(
+                "--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help="As for run (--transport mns)."
+            ),
+            click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help="As for run (--transport mns)."),
+            click.option(
+                "--state",
+                envvar=ENV + "STATE",
+                default=default_state_url,
+                show_default="as for run",
+                help="The daemon's --state: health files are kept beside a SQLite state file, else in "
+                "the state directory.",
+            ),
+            click.option(
+                "--health-file",
+                envvar=ENV + "HEALTH_FILE",
+                type=click.Path(dir_okay=False),
+                help="The daemon's --health-file, if it was given one.",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
 
 @click.command("check")
 @daemon_options
-@click.option("--max-age", type=click.FloatRange(1), default=60.0, show_default=True,
-              help="Seconds after which a health file that has not been refreshed counts as stuck.")
-def check_command(transport: str, queue_url: str | None, mns_endpoint: str | None, mns_queue: str | None,
-                  state: str, health_file: str | None, max_age: float) -> None:
+@click.option(
+    "--max-age",
+    type=click.FloatRange(1),
+    default=60.0,
+    show_default=True,
+    help="Seconds after which a health file that has not been refreshed counts as stuck.",
+)
+def check_command(
+    transport: str,
+    queue_url: str | None,
+    mns_endpoint: str | None,
+    mns_queue: str | None,
+    state: str,
+    health_file: str | None,
+    max_age: float,
+) -> None:
     """Health check of a daemon on this machine (container HEALTHCHECK, systemd, monitoring): exit 0
     when its health file is fresh and its last receive from the queue worked, 1 otherwise, saying
     why; either way it says which daemon it read.
@@ -94,30 +126,65 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
 
 @click.command("invoke")
 @config_option
-@click.option("--topic-arn", "topic_arn", multiple=True, envvar=ENV + "TOPIC_ARN", metavar="ARN",
-              help="The ServiceToken: the topic the daemon's queue is subscribed to (default: the daemon's own "
-                   "--topic-arn, from --config or CFN_PROVIDER_TOPIC_ARN, when it names exactly one).")
-@click.option("--resource-type", default=None, metavar="TYPE",
-              help="The ResourceType to send: one the daemon serves, to run its handler's create and delete. "
-                   "Default: a ping (Custom::CfnProviderPing, which nothing serves): answered FAILED 'no handler' "
-                   "without running any handler.")
-@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
-              help="A ResourceProperties entry (repeatable; a string, as CloudFormation sends scalars).")
+@click.option(
+    "--topic-arn",
+    "topic_arn",
+    multiple=True,
+    envvar=ENV + "TOPIC_ARN",
+    metavar="ARN",
+    help="The ServiceToken: the topic the daemon's queue is subscribed to (default: the daemon's own "
+    "--topic-arn, from --config or CFN_PROVIDER_TOPIC_ARN, when it names exactly one).",
+)
+@click.option(
+    "--resource-type",
+    default=None,
+    metavar="TYPE",
+    help="The ResourceType to send: one the daemon serves, to run its handler's create and delete. "
+    "Default: a ping (Custom::CfnProviderPing, which nothing serves): answered FAILED 'no handler' "
+    "without running any handler.",
+)
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A ResourceProperties entry (repeatable; a string, as CloudFormation sends scalars).",
+)
 @click.option("--properties-json", metavar="JSON", help="ResourceProperties as a JSON object (--property adds to it).")
-@click.option("--response-bucket", metavar="BUCKET[/PREFIX]",
-              help="Publish straight to the topic, with ResponseURLs presigned in this bucket of yours (default "
-                   "prefix cfn-provider-invoke/). The daemon answers only if it runs with --allow-response-url "
-                   "for that prefix (printed); meant for emulators and staging daemons.")
-@click.option("--stack-name", metavar="NAME", help="Through CloudFormation: the stack's name "
-                                                   "(default: cfn-provider-invoke-<random>).")
-@click.option("--timeout", type=click.IntRange(5, 3600), default=60, show_default=True, metavar="SECONDS",
-              help="The requests' ServiceTimeout: the daemon answers each within it (a handler still running is "
-                   "answered FAILED), and CloudFormation waits no longer than it.")
+@click.option(
+    "--response-bucket",
+    metavar="BUCKET[/PREFIX]",
+    help="Publish straight to the topic, with ResponseURLs presigned in this bucket of yours (default "
+    "prefix cfn-provider-invoke/). The daemon answers only if it runs with --allow-response-url "
+    "for that prefix (printed); meant for emulators and staging daemons.",
+)
+@click.option(
+    "--stack-name",
+    metavar="NAME",
+    help="Through CloudFormation: the stack's name (default: cfn-provider-invoke-<random>).",
+)
+@click.option(
+    "--timeout",
+    type=click.IntRange(5, 3600),
+    default=60,
+    show_default=True,
+    metavar="SECONDS",
+    help="The requests' ServiceTimeout: the daemon answers each within it (a handler still running is "
+    "answered FAILED), and CloudFormation waits no longer than it.",
+)
 @click.option("--keep", is_flag=True, help="Send no Delete: keep the stack, or what the Create made.")
 @click.option("--poll-interval", type=click.FloatRange(0.05, 60), default=2.0, hidden=True)
-def invoke_command(topic_arn: tuple[str, ...], resource_type: str | None, properties: tuple[str, ...],
-                   properties_json: str | None, response_bucket: str | None, stack_name: str | None, timeout: int,
-                   keep: bool, poll_interval: float) -> None:
+def invoke_command(
+    topic_arn: tuple[str, ...],
+    resource_type: str | None,
+    properties: tuple[str, ...],
+    properties_json: str | None,
+    response_bucket: str | None,
+    stack_name: str | None,
+    timeout: int,
+    keep: bool,
+    poll_interval: float,
+) -> None:
     """Smoke-test a running daemon: send it a Create (then the Delete that cleans up after it) the
     way CloudFormation does, wait for each answer and print it.
 
@@ -148,20 +215,27 @@ def invoke_command(topic_arn: tuple[str, ...], resource_type: str | None, proper
     rtype = resource_type or PING_TYPE
     try:
         if len(topic_arn) != 1:
-            raise InvokeError("name the topic to publish to with --topic-arn ARN (the daemon's ServiceToken)" if
-                              not topic_arn else f"the daemon accepts {len(topic_arn)} topics: name one with --topic-arn")
+            raise InvokeError(
+                "name the topic to publish to with --topic-arn ARN (the daemon's ServiceToken)"
+                if not topic_arn
+                else f"the daemon accepts {len(topic_arn)} topics: name one with --topic-arn"
+            )
         props = parse_properties(properties, properties_json)
         session = boto3.Session()
         if response_bucket:
             bucket, _, prefix = response_bucket.partition("/")
             prefix = prefix.strip("/") + "/" if prefix.strip("/") else f"{STACK_PREFIX}/"
-            topic = TopicInvoke(session, topic_arn[0], bucket, prefix, timeout, click.echo, poll=min(poll_interval, 0.25))
+            topic = TopicInvoke(
+                session, topic_arn[0], bucket, prefix, timeout, click.echo, poll=min(poll_interval, 0.25)
+            )
             click.echo(f"invoke: {rtype} through the topic {topic_arn[0]}; answers to {topic.allowed_prefix()}")
             answers = topic.run(rtype, props, keep)
         else:
             name = stack_name or f"{STACK_PREFIX}-{uuid.uuid4().hex[:8]}"
             click.echo(f"invoke: {rtype} through CloudFormation, ServiceToken {topic_arn[0]}")
-            answers = StackInvoke(session, topic_arn[0], name, timeout, click.echo, poll_interval).run(rtype, props, keep)
+            answers = StackInvoke(session, topic_arn[0], name, timeout, click.echo, poll_interval).run(
+                rtype, props, keep
+            )
     except InvokeError as exc:
         click.echo(f"cfn-provider invoke: {exc}", err=True)
         sys.exit(2)

@@ -6,6 +6,7 @@ refreshing it) and, under systemd, sends READY/WATCHDOG/STOPPING notifications.
 is one file per daemon (cfn_provider.config.health_path, named after the daemon's queue), and each
 says which daemon wrote it, so `check` reports on the daemon it was asked about and says which.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,11 +48,15 @@ def locate(state: str, explicit: str | None = None, daemon: str | None = None) -
     if len(found) == 1:
         return found[0], ""
     if not found:
-        return None, (f"no health file in {health_path(state).parent}: no daemon has run with this state "
-                      "directory (give check the daemon's --config, --queue-url or --state)")
+        return None, (
+            f"no health file in {health_path(state).parent}: no daemon has run with this state "
+            "directory (give check the daemon's --config, --queue-url or --state)"
+        )
     listing = "".join(f"\n  {_daemon_of(f)}  ({f})" for f in found)
-    return None, (f"{len(found)} daemons keep health files in {found[0].parent}; name one with --config or "
-                  f"--queue-url (as given to run):{listing}")
+    return None, (
+        f"{len(found)} daemons keep health files in {found[0].parent}; name one with --config or "
+        f"--queue-url (as given to run):{listing}"
+    )
 
 
 def _daemon_of(path: Path) -> str:
@@ -80,13 +85,19 @@ def check(path: Path, max_age: float, now: float | None = None, expect: str | No
         return False, f"health file {path} is written by {health.daemon}, not by {expect}: two daemons share it"
     age = now - health.updated_at
     if age > max_age:
-        return False, f"health file is {age:.0f} s old (limit {max_age:.0f} s): the daemon (pid {health.pid}) is stuck or gone" + where
+        return (
+            False,
+            f"health file is {age:.0f} s old (limit {max_age:.0f} s): the daemon (pid {health.pid}) is stuck or gone"
+            + where,
+        )
     if health.last_receive_ok is False:
         return False, f"the last receive failed (pid {health.pid}): {health.last_error}" + where
     if health.last_receive_ok is None:
         return True, f"starting (pid {health.pid}): no receive has completed yet" + where
-    return True, (f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "
-                  f"{health.in_flight} in flight, {health.handled} handled" + where)
+    return True, (
+        f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "
+        f"{health.in_flight} in flight, {health.handled} handled" + where
+    )
 
 
 def sd_notify(state: str) -> bool:

@@ -17,6 +17,7 @@ Either way a Create is followed by the Delete that cleans up after it, as a stac
 a failed Create's rollback) would. With no ResourceType named, the request is a ping: a type
 nobody serves (PING_TYPE), answered FAILED "no handler for ..." without running any handler.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,10 +101,15 @@ def verdict(answers: list[Answer], resource_type: str) -> tuple[int, str]:
         return 2, f"NO ANSWER to the {what} request: see the hints above"
     if resource_type == PING_TYPE:
         create = answers[0]
-        if create.status == "FAILED" and f"no handler for {PING_TYPE}" in create.reason \
-                and all(a.status == "SUCCESS" for a in answers[1:]):
-            return 0, ("ok: the daemon answered (FAILED 'no handler' is a ping's expected answer: no handler "
-                       "ran; name a type it serves with --resource-type to run one)")
+        if (
+            create.status == "FAILED"
+            and f"no handler for {PING_TYPE}" in create.reason
+            and all(a.status == "SUCCESS" for a in answers[1:])
+        ):
+            return 0, (
+                "ok: the daemon answered (FAILED 'no handler' is a ping's expected answer: no handler "
+                "ran; name a type it serves with --resource-type to run one)"
+            )
         return 1, f"the daemon answered, but not as a ping expects (does a handler serve {PING_TYPE}?)"
     failed = [a for a in answers if a.status != "SUCCESS"]
     if failed:
@@ -115,8 +121,16 @@ class TopicInvoke:
     """Straight to the topic: publish each request with a presigned PUT URL in `bucket` under
     `prefix`, wait for the daemon's answer there, read it and delete it."""
 
-    def __init__(self, session: Any, topic_arn: str, bucket: str, prefix: str, timeout: int,
-                 report: Callable[[str], None], poll: float = 0.25):
+    def __init__(
+        self,
+        session: Any,
+        topic_arn: str,
+        bucket: str,
+        prefix: str,
+        timeout: int,
+        report: Callable[[str], None],
+        poll: float = 0.25,
+    ):
         self.topic_arn, self.bucket, self.prefix, self.timeout = topic_arn, bucket, prefix, timeout
         self.report, self.poll = report, poll
         _, region, account = topic_parts(topic_arn)
@@ -135,16 +149,24 @@ class TopicInvoke:
         return answers
 
     def _presign(self, key: str) -> str:
-        return str(self.s3.generate_presigned_url("put_object", Params={"Bucket": self.bucket, "Key": key},
-                                                  ExpiresIn=2 * self.timeout + 300))
+        return str(
+            self.s3.generate_presigned_url(
+                "put_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=2 * self.timeout + 300
+            )
+        )
 
-    def _send(self, request_type: str, resource_type: str, properties: dict[str, Any],
-              physical_id: str | None) -> Answer:
+    def _send(
+        self, request_type: str, resource_type: str, properties: dict[str, Any], physical_id: str | None
+    ) -> Answer:
         request_id = str(uuid.uuid4())
         key = f"{self.prefix}{request_id}"
         request: dict[str, Any] = {
-            "RequestType": request_type, "ServiceToken": self.topic_arn, "ResponseURL": self._presign(key),
-            "StackId": self.stack_id, "RequestId": request_id, "LogicalResourceId": LOGICAL_ID,
+            "RequestType": request_type,
+            "ServiceToken": self.topic_arn,
+            "ResponseURL": self._presign(key),
+            "StackId": self.stack_id,
+            "RequestId": request_id,
+            "LogicalResourceId": LOGICAL_ID,
             "ResourceType": resource_type,
             "ResourceProperties": {"ServiceToken": self.topic_arn, "ServiceTimeout": str(self.timeout), **properties},
         }
@@ -160,8 +182,15 @@ class TopicInvoke:
             data = body.get("Data") if isinstance(body.get("Data"), dict) else None
             if data and body.get("NoEcho"):
                 data = {k: "****" for k in data}  # NoEcho: never shown, as CloudFormation masks it
-            answer = Answer(request_type, str(body.get("Status")), str(body.get("Reason") or ""),
-                            body.get("PhysicalResourceId"), data, took, request_id)
+            answer = Answer(
+                request_type,
+                str(body.get("Status")),
+                str(body.get("Reason") or ""),
+                body.get("PhysicalResourceId"),
+                data,
+                took,
+                request_id,
+            )
         for line in answer.lines():
             self.report(line)
         return answer

@@ -9,6 +9,7 @@ A request type is Create, Update, Delete or `other`; a ResourceType is one the o
 could mint a new time series per message and grow the daemon's memory (and the scraper's)
 without end.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -34,24 +35,48 @@ class Metrics:
     def __init__(self, resource_label: Callable[[str], str] | None = None) -> None:
         self._resource_label = resource_label or (lambda _rtype: OTHER)
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter("cfn_provider_requests", "Messages handled, by request type, outcome and status",
-                                ["request_type", "outcome", "status"], registry=self.registry)
-        self.rejected = Counter("cfn_provider_rejected_messages", "Messages not run, by kind (rejected, security)",
-                                ["kind"], registry=self.registry)
-        self.handler_seconds = Histogram("cfn_provider_handler_seconds", "Handler run time",
-                                         ["resource_type", "request_type"], buckets=_BUCKETS, registry=self.registry)
-        self.receive_errors = Counter("cfn_provider_receive_errors", "Failed receives from the queue",
-                                      registry=self.registry)
-        self.put_retries = Counter("cfn_provider_response_put_retries", "Retried response uploads",
-                                   registry=self.registry)
-        self.polls = Counter("cfn_provider_polls", "Long-running requests: polls started, and poll steps by outcome "
-                             "(waiting, answered, failed, timed-out, lost)", ["outcome"], registry=self.registry)
-        self.web_responses = Counter("cfn_provider_web_responses", "Web listener responses, by mode (sync, async, "
-                                     "- before the path was known) and HTTP status", ["mode", "status"],
-                                     registry=self.registry)
+        self.requests = Counter(
+            "cfn_provider_requests",
+            "Messages handled, by request type, outcome and status",
+            ["request_type", "outcome", "status"],
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "cfn_provider_rejected_messages",
+            "Messages not run, by kind (rejected, security)",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.handler_seconds = Histogram(
+            "cfn_provider_handler_seconds",
+            "Handler run time",
+            ["resource_type", "request_type"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.receive_errors = Counter(
+            "cfn_provider_receive_errors", "Failed receives from the queue", registry=self.registry
+        )
+        self.put_retries = Counter(
+            "cfn_provider_response_put_retries", "Retried response uploads", registry=self.registry
+        )
+        self.polls = Counter(
+            "cfn_provider_polls",
+            "Long-running requests: polls started, and poll steps by outcome "
+            "(waiting, answered, failed, timed-out, lost)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.web_responses = Counter(
+            "cfn_provider_web_responses",
+            "Web listener responses, by mode (sync, async, - before the path was known) and HTTP status",
+            ["mode", "status"],
+            registry=self.registry,
+        )
         self.in_flight = Gauge("cfn_provider_in_flight", "Messages being worked on", registry=self.registry)
-        self.oldest_in_flight = Gauge("cfn_provider_oldest_in_flight_seconds",
-                                      "Age of the oldest message being worked on", registry=self.registry)
+        self.oldest_in_flight = Gauge(
+            "cfn_provider_oldest_in_flight_seconds", "Age of the oldest message being worked on", registry=self.registry
+        )
         self._in_flight: Callable[[], float] = lambda: 0
         self._oldest: Callable[[], float] = lambda: 0.0
         self._since = {"answered": 0.0, "failed": 0.0, "rejected": 0.0, "receive_errors": 0.0, "put_retries": 0.0}
@@ -72,7 +97,9 @@ class Metrics:
         self._since["rejected"] += 1
 
     def handler_ran(self, resource_type: str, request_type: str, seconds: float) -> None:
-        self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(seconds)
+        self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(
+            seconds
+        )
 
     def web_answered(self, mode: str | None, status: int) -> None:
         """One web listener response (`mode` None: not a valid path; `status` one the listener sends)."""
@@ -92,9 +119,11 @@ class Metrics:
     def summary(self) -> dict[str, float]:
         """Counts since the last summary, plus the gauges now (for the minute log line)."""
         counts, self._since = self._since, dict.fromkeys(self._since, 0.0)
-        return {**{k: int(v) for k, v in counts.items()}, "in_flight": int(self._in_flight()),
-                "oldest_in_flight_seconds": round(self._oldest(), 1)}
+        return {
+            **{k: int(v) for k, v in counts.items()},
+            "in_flight": int(self._in_flight()),
+            "oldest_in_flight_seconds": round(self._oldest(), 1),
+        }
 
     def serve(self, port: int, address: str) -> None:
         start_http_server(port, addr=address, registry=self.registry)
-

@@ -15,6 +15,7 @@ standard as one made by the template:
 Statements are merged into an existing policy by Sid: ours are put in (replacing a statement
 with the same Sid, or one an older bootstrap wrote), anything else an organisation added stays.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,18 +26,41 @@ _OLD_SIDS = {"AllowServiceTokenTopicOnly"}
 
 
 def _deny_plain_http(action: str, resource: str) -> dict[str, Any]:
-    return {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": action, "Resource": resource,
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    return {
+        "Sid": "TlsOnly",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": action,
+        "Resource": resource,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
 
 
 def topic_statements(topic_arn: str, queue_arn: str, account: str, partition: str) -> list[dict[str, Any]]:
     return [
-        {"Sid": "ThisAccountMayPublish", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
-         "Action": "sns:Publish", "Resource": topic_arn},
-        {"Sid": "NoPublishersFromOtherAccounts", "Effect": "Deny", "Principal": "*", "Action": "sns:Publish",
-         "Resource": topic_arn, "Condition": {"StringNotEquals": {"aws:PrincipalAccount": account}}},
-        {"Sid": "DeliverOnlyToTheQueue", "Effect": "Deny", "Principal": "*", "Action": "sns:Subscribe",
-         "Resource": topic_arn, "Condition": {"StringNotEquals": {"sns:Endpoint": queue_arn}}},
+        {
+            "Sid": "ThisAccountMayPublish",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+            "Action": "sns:Publish",
+            "Resource": topic_arn,
+        },
+        {
+            "Sid": "NoPublishersFromOtherAccounts",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sns:Publish",
+            "Resource": topic_arn,
+            "Condition": {"StringNotEquals": {"aws:PrincipalAccount": account}},
+        },
+        {
+            "Sid": "DeliverOnlyToTheQueue",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sns:Subscribe",
+            "Resource": topic_arn,
+            "Condition": {"StringNotEquals": {"sns:Endpoint": queue_arn}},
+        },
         _deny_plain_http("sns:Publish", topic_arn),
     ]
 
@@ -44,8 +68,14 @@ def topic_statements(topic_arn: str, queue_arn: str, account: str, partition: st
 def queue_statements(queue_arn: str, topic_arn: str) -> list[dict[str, Any]]:
     """Only SNS, only for this topic, only SendMessage; nothing over plain http."""
     return [
-        {"Sid": "TopicMayDeliver", "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
-         "Action": "sqs:SendMessage", "Resource": queue_arn, "Condition": {"ArnEquals": {"aws:SourceArn": topic_arn}}},
+        {
+            "Sid": "TopicMayDeliver",
+            "Effect": "Allow",
+            "Principal": {"Service": "sns.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": queue_arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": topic_arn}},
+        },
         _deny_plain_http("sqs:*", queue_arn),
     ]
 
@@ -90,23 +120,44 @@ def _normalise(doc: Any) -> Any:
     return doc
 
 
-def daemon_policy(queue_arn: str, dlq_arn: str, table_arn: str | None = None,
-                  poll_index: str = "polls") -> dict[str, Any]:
+def daemon_policy(
+    queue_arn: str, dlq_arn: str, table_arn: str | None = None, poll_index: str = "polls"
+) -> dict[str, Any]:
     """The daemon's role, least privilege: what daemon/transports/queue.py and daemon/stores/dynamodb.py
     call, on exact ARNs. GetQueueAttributes on the queue only (its RedrivePolicy); the dead-letter
     watcher receives, deletes and hides on the DLQ. Nothing on S3 or SNS."""
     statements: list[dict[str, Any]] = [
-        {"Sid": "ConsumeServiceTokenQueue", "Effect": "Allow",
-         "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
-         "Resource": queue_arn},
-        {"Sid": "AnswerDeadLetters", "Effect": "Allow",
-         "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"], "Resource": dlq_arn},
+        {
+            "Sid": "ConsumeServiceTokenQueue",
+            "Effect": "Allow",
+            "Action": [
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:GetQueueAttributes",
+            ],
+            "Resource": queue_arn,
+        },
+        {
+            "Sid": "AnswerDeadLetters",
+            "Effect": "Allow",
+            "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+            "Resource": dlq_arn,
+        },
     ]
     if table_arn:
         statements += [
-            {"Sid": "IdempotencyRecords", "Effect": "Allow",
-             "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], "Resource": table_arn},
-            {"Sid": "DuePolls", "Effect": "Allow", "Action": ["dynamodb:Query"],
-             "Resource": f"{table_arn}/index/{poll_index}"},
+            {
+                "Sid": "IdempotencyRecords",
+                "Effect": "Allow",
+                "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                "Resource": table_arn,
+            },
+            {
+                "Sid": "DuePolls",
+                "Effect": "Allow",
+                "Action": ["dynamodb:Query"],
+                "Resource": f"{table_arn}/index/{poll_index}",
+            },
         ]
     return {"Version": "2012-10-17", "Statement": statements}

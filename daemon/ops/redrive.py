@@ -7,6 +7,7 @@ watcher (cfn_provider.dead_letters.watcher) answers FAILED to requests left ther
 `redrive` finds is mostly what it could not answer: messages that failed admission, that are
 not requests, or whose request is still held by a worker.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,26 +38,32 @@ def preview(body: str, width: int = 160) -> str:
         doc = json.loads(body)
         inner = json.loads(doc["Message"]) if isinstance(doc, dict) and "Message" in doc else doc
         if isinstance(inner, dict) and "RequestType" in inner:
-            return (f"{inner.get('RequestType')} {inner.get('ResourceType')} {inner.get('LogicalResourceId')} "
-                    f"RequestId={inner.get('RequestId')}")
+            return (
+                f"{inner.get('RequestType')} {inner.get('ResourceType')} {inner.get('LogicalResourceId')} "
+                f"RequestId={inner.get('RequestId')}"
+            )
     except (ValueError, TypeError, KeyError):
         pass
     text = redact_text(" ".join(body.split()))
     return text if len(text) <= width else text[:width] + "..."
 
 
-def redrive(sqs: Any, queue_url: str, dlq_url: str, limit: int, dry_run: bool,
-            report: Callable[[Moved], None]) -> int:
+def redrive(sqs: Any, queue_url: str, dlq_url: str, limit: int, dry_run: bool, report: Callable[[Moved], None]) -> int:
     """Move up to `limit` messages (all when 0); return how many were moved (or would be)."""
     moved, seen = 0, set()
     while not limit or moved < limit:
-        batch = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=min(10, (limit - moved) if limit else 10),
-                                    WaitTimeSeconds=1, VisibilityTimeout=30).get("Messages", [])
+        batch = sqs.receive_message(
+            QueueUrl=dlq_url,
+            MaxNumberOfMessages=min(10, (limit - moved) if limit else 10),
+            WaitTimeSeconds=1,
+            VisibilityTimeout=30,
+        ).get("Messages", [])
         fresh = [m for m in batch if m["MessageId"] not in seen]
         if dry_run:  # only looking: every message received goes back at once
             for message in batch:
-                sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"],
-                                              VisibilityTimeout=0)
+                sqs.change_message_visibility(
+                    QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                )
         if not fresh:
             break
         for message in fresh:

@@ -14,6 +14,7 @@ new record field is shown by adding it to `describe` and, for the table, a (head
 `COLUMNS`; fields a Record may lack (`progress`, `next_poll` of a polling request) are read with
 getattr, so they appear once the store has them.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,19 @@ WORDS = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling"
 ALIASES = {word: state for state, word in WORDS.items()}
 STATES_HELP = ", ".join(f"{state} ({word})" for state, word in WORDS.items())
 _ORDER = {CLAIMED: 0, RESPONSE_READY: 2, SENT: 3}  # any other state (POLLING) sorts between, at 1
-COLUMNS = [("STATE", "state"), ("STACK", "stack"), ("LOGICAL ID", "logical_id"), ("TYPE", "request_type"),
-           ("REQUEST ID", "request_id"), ("OWNER", "owner"), ("LEASE LEFT", "lease_left"), ("AGE", "age"),
-           ("NEXT POLL", "next_poll_in"), ("STATUS", "status"), ("REASON", "reason")]
+COLUMNS = [
+    ("STATE", "state"),
+    ("STACK", "stack"),
+    ("LOGICAL ID", "logical_id"),
+    ("TYPE", "request_type"),
+    ("REQUEST ID", "request_id"),
+    ("OWNER", "owner"),
+    ("LEASE LEFT", "lease_left"),
+    ("AGE", "age"),
+    ("NEXT POLL", "next_poll_in"),
+    ("STATUS", "status"),
+    ("REASON", "reason"),
+]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 REASON_WIDTH = 80
@@ -60,8 +71,8 @@ def existing(url: str) -> str:
     command reads the daemon's store, it never makes a new, empty one."""
     from pathlib import Path
 
-    if url.startswith("sqlite://") and not Path(url[len("sqlite://"):]).is_file():
-        raise StoreConfigError(f"no state file at {url[len('sqlite://'):]}: give the daemon's --state")
+    if url.startswith("sqlite://") and not Path(url[len("sqlite://") :]).is_file():
+        raise StoreConfigError(f"no state file at {url[len('sqlite://') :]}: give the daemon's --state")
     return url
 
 
@@ -144,8 +155,9 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
         "request_type": text("RequestType"),
         "request_id": request_id,
         "owner": record.owner,
-        "lease_left": (round(record.lease_until - now, 1)
-                       if record.state != SENT and record.lease_until else None),  # 0: a poll waiting, unheld
+        "lease_left": (
+            round(record.lease_until - now, 1) if record.state != SENT and record.lease_until else None
+        ),  # 0: a poll waiting, unheld
         "age": round(now - since, 1),
         "claimed_at": _iso(since),
         "status": record.status,
@@ -180,13 +192,21 @@ def _progress(text: str) -> dict[str, Any]:
     return shown
 
 
-def select(rows: list[dict[str, Any]], *, stack: str | None = None, logical_id: str | None = None,
-           states: set[str] | None = None) -> list[dict[str, Any]]:
+def select(
+    rows: list[dict[str, Any]],
+    *,
+    stack: str | None = None,
+    logical_id: str | None = None,
+    states: set[str] | None = None,
+) -> list[dict[str, Any]]:
     """The rows matching every filter given (stack: its name or id), in flight first, newest first."""
-    kept = [r for r in rows
-            if (stack is None or stack in (r["stack"], r["stack_id"]))
-            and (logical_id is None or r["logical_id"] == logical_id)
-            and (not states or r["state"] in states)]
+    kept = [
+        r
+        for r in rows
+        if (stack is None or stack in (r["stack"], r["stack_id"]))
+        and (logical_id is None or r["logical_id"] == logical_id)
+        and (not states or r["state"] in states)
+    ]
     return sorted(kept, key=lambda r: (_ORDER.get(r["state"], 1), r["age"]))
 
 
@@ -215,7 +235,9 @@ def duration(seconds: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The rows as aligned text lines under a header; columns nobody has a value for are left out."""
-    columns = [(h, k) for h, k in COLUMNS if k in ("state", "stack", "request_id") or any(r.get(k) is not None for r in rows)]
+    columns = [
+        (h, k) for h, k in COLUMNS if k in ("state", "stack", "request_id") or any(r.get(k) is not None for r in rows)
+    ]
 
     def cell(row: dict[str, Any], key: str) -> str:
         value = row.get(key)
@@ -224,7 +246,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         if value is None:
             return "-"
         text = " ".join(str(value).split())
-        return text if key != "reason" or len(text) <= REASON_WIDTH else text[:REASON_WIDTH - 3] + "..."
+        return text if key != "reason" or len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
 
     lines = [[h for h, _ in columns]] + [[cell(r, k) for _, k in columns] for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]

@@ -6,6 +6,7 @@
 
 The token is printed on purpose here (it is what a template author needs), never logged.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,24 +46,53 @@ def write_token(path: Path, rotate: bool) -> None:
 
 
 @click.command("web-token")
-@click.option("--config", type=click.Path(dir_okay=False), callback=_config, is_eager=True, expose_value=False,
-              envvar=ENV + "CONFIG", help="The daemon's TOML config file (its web-token-file is used).")
-@click.option("--web-token-file", type=click.Path(dir_okay=False), envvar=ENV + "WEB_TOKEN_FILE", metavar="FILE",
-              help=f"The daemon's token file (else {ENV_TOKEN}, as for run).")
-@click.option("--url", envvar=ENV + "WEB_URL", metavar="URL",
-              help="The listener's base URL as ROS reaches it (https://HOST[:PORT], a load balancer's name if "
-                   "there is one): the ServiceTokens are printed for it.")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    callback=_config,
+    is_eager=True,
+    expose_value=False,
+    envvar=ENV + "CONFIG",
+    help="The daemon's TOML config file (its web-token-file is used).",
+)
+@click.option(
+    "--web-token-file",
+    type=click.Path(dir_okay=False),
+    envvar=ENV + "WEB_TOKEN_FILE",
+    metavar="FILE",
+    help=f"The daemon's token file (else {ENV_TOKEN}, as for run).",
+)
+@click.option(
+    "--url",
+    envvar=ENV + "WEB_URL",
+    metavar="URL",
+    help="The listener's base URL as ROS reaches it (https://HOST[:PORT], a load balancer's name if "
+    "there is one): the ServiceTokens are printed for it.",
+)
 @click.option("--new", "new", is_flag=True, help="Write a new random token (256 bits) to --web-token-file (mode 600).")
-@click.option("--rotate", is_flag=True,
-              help="Write a new token as the file's first line and keep the current one as the second: both are "
-                   "valid (after SIGHUP) until you delete the second line and send SIGHUP again.")
-@click.option("--mode", type=click.Choice(["both", "async", "sync"]), default="both", show_default=True,
-              help="Which ServiceToken to print: async prints only web[...]:URL/TOKEN, sync only web[sync...]:URL/TOKEN/sync.")
-@click.option("--idempotent/--no-idempotent", default=True, show_default=True,
-              help="Mark the ServiceTokens idempotent, so ROS retries a Create after a network error or a 500 (safe: "
-                   "the daemon never runs a request twice).")
-def web_token_command(web_token_file: str | None, url: str | None, new: bool, rotate: bool, mode: str,
-                      idempotent: bool) -> None:
+@click.option(
+    "--rotate",
+    is_flag=True,
+    help="Write a new token as the file's first line and keep the current one as the second: both are "
+    "valid (after SIGHUP) until you delete the second line and send SIGHUP again.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["both", "async", "sync"]),
+    default="both",
+    show_default=True,
+    help="Which ServiceToken to print: async prints only web[...]:URL/TOKEN, sync only web[sync...]:URL/TOKEN/sync.",
+)
+@click.option(
+    "--idempotent/--no-idempotent",
+    default=True,
+    show_default=True,
+    help="Mark the ServiceTokens idempotent, so ROS retries a Create after a network error or a 500 (safe: "
+    "the daemon never runs a request twice).",
+)
+def web_token_command(
+    web_token_file: str | None, url: str | None, new: bool, rotate: bool, mode: str, idempotent: bool
+) -> None:
     """Make the web listener's path token (--new, --rotate) and print the ROS ServiceTokens that carry it:
     `web[idempotent]:URL/TOKEN` (asynchronous: the answer is POSTed to ROS's ResponseURL) and
     `web[sync,idempotent]:URL/TOKEN/sync` (synchronous: the HTTP response is the answer). Send the daemon
@@ -71,8 +101,12 @@ def web_token_command(web_token_file: str | None, url: str | None, new: bool, ro
         raise click.UsageError("--new and --rotate write to --web-token-file FILE")
     if new or rotate:
         write_token(Path(web_token_file or ""), rotate)
-        click.echo(f"wrote a new token to {web_token_file}" + (" (the previous one is its second line)" if rotate
-                   else "") + "; send the daemon SIGHUP (or start it) to use it", err=True)
+        click.echo(
+            f"wrote a new token to {web_token_file}"
+            + (" (the previous one is its second line)" if rotate else "")
+            + "; send the daemon SIGHUP (or start it) to use it",
+            err=True,
+        )
     try:
         tokens = Tokens(web_token_file)
     except TokenError as exc:
@@ -80,13 +114,18 @@ def web_token_command(web_token_file: str | None, url: str | None, new: bool, ro
     if not url:
         if new or rotate:
             return
-        raise click.UsageError("--url https://HOST[:PORT] (the listener as ROS reaches it) is needed to print ServiceTokens")
+        raise click.UsageError(
+            "--url https://HOST[:PORT] (the listener as ROS reaches it) is needed to print ServiceTokens"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.netloc or parts.query:
         raise click.UsageError(f"--url {url!r}: give https://HOST[:PORT] (a path prefix is kept; no query)")
     if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        click.echo("warning: a plain http:// URL shows the token to the network; use it only behind a proxy that "
-                   "adds TLS, or on loopback", err=True)
+        click.echo(
+            "warning: a plain http:// URL shows the token to the network; use it only behind a proxy that "
+            "adds TLS, or on loopback",
+            err=True,
+        )
     async_token, sync_token = tokens.service_tokens(url, idempotent)
     if mode == "both":
         click.echo(f"asynchronous (the answer is POSTed to ROS's ResponseURL):\n  {async_token}")

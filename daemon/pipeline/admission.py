@@ -9,6 +9,7 @@ listener's body goes through `admit_request`, the part after the envelope).
 A message that fails is `Rejected` (`security` when it may be forged, `transient` when a signing
 certificate could not be fetched and it is worth looking at again).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,10 @@ from .request import NotARequest, Request, parse
 log = structlog.get_logger("worker")
 CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
 MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
-BARE_REFUSED = ("a bare MNS message names no topic: with --mns-topic set, only notifications of those topics are "
-                "served (--mns-allow-bare-messages also serves requests sent straight to the queue)")
+BARE_REFUSED = (
+    "a bare MNS message names no topic: with --mns-topic set, only notifications of those topics are "
+    "served (--mns-allow-bare-messages also serves requests sent straight to the queue)"
+)
 
 
 class Rejected(Exception):
@@ -45,10 +48,18 @@ class Admission:
     `bare_messages` whether an MNS message that is not a topic notification is served;
     `stopping()` says whether to give up on a certificate now."""
 
-    def __init__(self, *, url_policy: ResponseUrlPolicy, verifier: SignatureVerifier | None,
-                 topic_arns: tuple[str, ...] = (), dialect: Dialect = CLOUDFORMATION,
-                 url_choice: ResponseUrlChoice = ResponseUrlChoice(), forms: str = SNS_FORMS,
-                 bare_messages: bool = True, stopping: Callable[[], bool] = lambda: False):
+    def __init__(
+        self,
+        *,
+        url_policy: ResponseUrlPolicy,
+        verifier: SignatureVerifier | None,
+        topic_arns: tuple[str, ...] = (),
+        dialect: Dialect = CLOUDFORMATION,
+        url_choice: ResponseUrlChoice = ResponseUrlChoice(),
+        forms: str = SNS_FORMS,
+        bare_messages: bool = True,
+        stopping: Callable[[], bool] = lambda: False,
+    ):
         self.url_policy, self.verifier, self.topic_arns = url_policy, verifier, topic_arns
         self.dialect, self.url_choice, self.stopping = dialect, url_choice, stopping
         self.forms, self.bare_messages = forms, bare_messages
@@ -59,8 +70,11 @@ class Admission:
         except BadMessage as exc:
             raise Rejected(str(exc)) from None
         if envelope.raw and self.verifier is not None:
-            raise Rejected("raw message delivery carries no signature; it is accepted only with "
-                           "--no-verify-signatures (turn raw delivery off on the subscription)", security=True)
+            raise Rejected(
+                "raw message delivery carries no signature; it is accepted only with "
+                "--no-verify-signatures (turn raw delivery off on the subscription)",
+                security=True,
+            )
         if envelope.raw and not self.bare_messages:
             raise Rejected(BARE_REFUSED, security=True)
         if not envelope.raw:
@@ -102,8 +116,11 @@ class Admission:
                 raise Rejected(f"SNS signature rejected: {exc}", security=True) from None
             except CertificateUnavailable as exc:
                 if pause == 1.0:
-                    log.warning("deferred", reason=f"SNS signing certificate unavailable, will retry: {exc}",
-                                receive_count=message.receive_count)
+                    log.warning(
+                        "deferred",
+                        reason=f"SNS signing certificate unavailable, will retry: {exc}",
+                        receive_count=message.receive_count,
+                    )
                 if self.stopping() or time.time() + pause > give_up:
                     raise Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
             await asyncio.sleep(pause)

@@ -23,6 +23,7 @@ A higher count costs time only for what cannot be processed: a message that is n
 received maxReceiveCount times, one visibility timeout apart, before it reaches the DLQ (10 x 60 s
 by default), so keep maxReceiveCount x visibility timeout well inside your ServiceTimeout.
 """
+
 from __future__ import annotations
 
 FIRST = 1  # the delivery itself
@@ -33,8 +34,9 @@ DELETES = 1  # deletes that failed after the answer was sent
 SLACK = 1
 
 
-def max_receive_count(stops: int = STOPS, kills: int = KILLS, lost: int = LOST, deletes: int = DELETES,
-                      slack: int = SLACK) -> int:
+def max_receive_count(
+    stops: int = STOPS, kills: int = KILLS, lost: int = LOST, deletes: int = DELETES, slack: int = SLACK
+) -> int:
     """The queue's maxReceiveCount for a worst case of that many of each event per message."""
     return FIRST + stops + kills + lost + deletes + slack
 

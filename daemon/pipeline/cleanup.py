@@ -1,5 +1,6 @@
 """A Create cut short by its deadline, and the rollback Delete that follows it: the handler's
 `delete` gets its chance to remove what the Create may have made after its answer."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,12 @@ def gave_marker(record: Record | None, request: Request) -> bool:
         doc = json.loads(record.body)
     except ValueError:
         return False
-    return (isinstance(doc, dict) and doc.get("PhysicalResourceId") == request.physical_id
-            and doc.get("LogicalResourceId") == request.logical_id and doc.get("StackId") == request.stack_id)
+    return (
+        isinstance(doc, dict)
+        and doc.get("PhysicalResourceId") == request.physical_id
+        and doc.get("LogicalResourceId") == request.logical_id
+        and doc.get("StackId") == request.stack_id
+    )
 
 
 class TimedOutCreates:
@@ -42,8 +47,9 @@ class TimedOutCreates:
         self._orphans[marker] = orphan
         orphan.add_done_callback(lambda _: self._orphans.pop(marker, None))
 
-    async def clean_up(self, request: Request, deadline: float, run_handler: RunHandler
-                       ) -> responses.Response | InProgress:
+    async def clean_up(
+        self, request: Request, deadline: float, run_handler: RunHandler
+    ) -> responses.Response | InProgress:
         """The rollback Delete of a Create that was cut short.
 
         The marker is attacker-chosen text on a Delete, so `delete` is called only when it is one
@@ -55,9 +61,12 @@ class TimedOutCreates:
         create_id = responses.timed_out_create(request)
         record = await self.store.get(idempotency_key(request.stack_id, create_id)) if create_id else None
         if not gave_marker(record, request):
-            log.warning("timed_out_create.unverified", physical_id=request.physical_id[:120],
-                        detail="the Delete carries a timed-out-Create marker this provider did not give for this "
-                               "stack, resource and properties (or its record has expired): delete is not called")
+            log.warning(
+                "timed_out_create.unverified",
+                physical_id=request.physical_id[:120],
+                detail="the Delete carries a timed-out-Create marker this provider did not give for this "
+                "stack, resource and properties (or its record has expired): delete is not called",
+            )
             return responses.success(request, None)
         answer = await run_handler(request, deadline, self._orphans.get(request.physical_id))
         if isinstance(answer, responses.Response) and not answer.ok:  # an InProgress is polled: see cleanup_failed
@@ -71,7 +80,11 @@ def cleanup_failed(request: Request, answer: responses.Response) -> responses.Re
     (its `delete` raised or timed out, there or in a later poll step when it went long-running):
     answered SUCCESS, so the stack's rollback is not stuck on a resource that most likely never
     existed, and logged loudly, since it may have."""
-    log.error("timed_out_create.cleanup_failed", reason=answer.reason, physical_id=request.physical_id[:120],
-              detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback goes on: "
-                     "the Create may have made a resource that is now left behind (a leak): check for it")
+    log.error(
+        "timed_out_create.cleanup_failed",
+        reason=answer.reason,
+        physical_id=request.physical_id[:120],
+        detail="delete failed after a Create that was cut short; answering SUCCESS so the rollback goes on: "
+        "the Create may have made a resource that is now left behind (a leak): check for it",
+    )
     return responses.success(request, None)

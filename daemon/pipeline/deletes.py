@@ -12,6 +12,7 @@ Profiling the burst bench put per-message DeleteMessage at 40% of the daemon's C
 all of it botocore's fixed cost per call (signing, endpoint rules, hooks); batching also
 takes most delete requests off SQS.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,7 +52,7 @@ class DeleteBatcher:
                 handle.cancel()
         self._timer = self._soon = None
         while self._waiting:
-            batch, self._waiting = self._waiting[:self.max_batch], self._waiting[self.max_batch:]
+            batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
             task = asyncio.create_task(self._delete(batch), name="delete-batch")
             self._sending.add(task)
             task.add_done_callback(self._sent)

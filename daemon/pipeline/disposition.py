@@ -1,5 +1,6 @@
 """What happens to a queue message once the worker is done with it (the poller carries it out), and
 to a request whose handler a stop cuts short."""
+
 from __future__ import annotations
 
 import enum
@@ -17,13 +18,19 @@ def when_cut_short(stopping: bool, time_left: float, handoff_margin: float) -> s
     """What becomes of a request whose handler a stop cuts short, as the worker decides it (its
     process(): `stopping` is False after a second signal), for the `handler.orphaned` line."""
     if not stopping:
-        return ("the daemon is stopping at once (a second signal): the request is neither answered nor handed "
-                "back, and its message comes back after its visibility timeout")
+        return (
+            "the daemon is stopping at once (a second signal): the request is neither answered nor handed "
+            "back, and its message comes back after its visibility timeout"
+        )
     if time_left >= handoff_margin:
         return "the daemon is stopping: the request is handed back to the queue, for another worker to run"
-    return ("the daemon is stopping: the request is answered FAILED (provider shutting down), too near its "
-            "deadline to hand it off")
+    return (
+        "the daemon is stopping: the request is answered FAILED (provider shutting down), too near its "
+        "deadline to hand it off"
+    )
 
 
-STEP_HANDED_BACK = ("the daemon is stopping: this poll step is handed back (due now), for another daemon to "
-                    "take up from the stored progress")
+STEP_HANDED_BACK = (
+    "the daemon is stopping: this poll step is handed back (due now), for another daemon to "
+    "take up from the stored progress"
+)

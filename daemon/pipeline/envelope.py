@@ -12,6 +12,7 @@ A body in another transport's form is not a message of this one. Which one it is
 transport comes from the body's shape; whether a bare (raw) request or a topic is acceptable
 is the trust policy's decision, not ours.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,8 +55,9 @@ def parse_timestamp(value: str) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def unwrap(body: str, sqs_message_id: str, sent_at: dt.datetime, forms: str = SNS_FORMS,
-           _decoded: bool = False) -> Envelope:
+def unwrap(
+    body: str, sqs_message_id: str, sent_at: dt.datetime, forms: str = SNS_FORMS, _decoded: bool = False
+) -> Envelope:
     """Return the envelope for a message body in one of `forms` (the transport's), or raise
     BadMessage saying why it is not one."""
     mns = forms == MNS_FORMS

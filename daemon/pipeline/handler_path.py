@@ -13,6 +13,7 @@ Handler folders go at the END of sys.path, so they never shadow the standard lib
 or an installed package; and a top-level module that is both in a handler folder and installed
 elsewhere is refused by name, rather than silently resolved to the installed one.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -69,9 +70,11 @@ def _refuse_ambiguous(top: str, folders: tuple[str, ...]) -> None:
         spec = importlib.machinery.PathFinder.find_spec(top, [p for p in sys.path if _resolved(p) not in folders])
         where = spec.origin if spec is not None else ("built in" if top in sys.builtin_module_names else None)
     if where is not None:
-        raise HandlerPathError(f"module {top!r} is in the handler folder {mine} and also elsewhere on the path "
-                               f"({where}), which would be imported instead: rename yours, or leave the "
-                               f"folder out of --handler-path to serve the installed one")
+        raise HandlerPathError(
+            f"module {top!r} is in the handler folder {mine} and also elsewhere on the path "
+            f"({where}), which would be imported instead: rename yours, or leave the "
+            f"folder out of --handler-path to serve the installed one"
+        )
 
 
 def _resolved(entry: str) -> str:
@@ -84,12 +87,16 @@ def _resolved(entry: str) -> str:
 def not_found(name: str, folders: tuple[str, ...]) -> str:
     top = name.split(".")[0]
     searched = ", ".join(folders) if folders else "none given"
-    text = (f"no module named {name!r}. Handler modules are imported from installed packages, PYTHONPATH and "
-            f"the --handler-path folders ({searched})")
+    text = (
+        f"no module named {name!r}. Handler modules are imported from installed packages, PYTHONPATH and "
+        f"the --handler-path folders ({searched})"
+    )
     cwd = Path.cwd()
     if str(cwd) not in folders and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir()):
-        text += (f"; {top} is in the current folder {cwd}, which is not searched unless named: "
-                 f"add --handler-path {cwd} (or handler-path in the config file)")
+        text += (
+            f"; {top} is in the current folder {cwd}, which is not searched unless named: "
+            f"add --handler-path {cwd} (or handler-path in the config file)"
+        )
     else:
         text += "; install its package, or name its folder with --handler-path DIR"
     return text

@@ -1,4 +1,5 @@
 """Keep an in-flight message invisible (and its store lease alive) while it is worked on."""
+
 from __future__ import annotations
 
 import asyncio

@@ -10,6 +10,7 @@ when the outlet says it was delivered. Two outlets exist:
   every copy of a request is answered (an answered request's stored body is handed to each
   retry, never recomputed), the connection bounds the deadline, and nothing can be polled.
 """
+
 from __future__ import annotations
 
 from typing import Protocol

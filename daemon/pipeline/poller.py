@@ -16,6 +16,7 @@ answer (deadline too close to hand off) or a release back to the queue. The grac
 counts from the stop (the signal); the long poll open at that moment is let finish meanwhile,
 side by side (what it brings is handed straight back), never before the grace period starts.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,9 +41,19 @@ MAX_VISIBILITY = 12 * 3600  # SQS's limit on a message's visibility timeout
 
 
 class Poller:
-    def __init__(self, queue: Queue, worker: Worker, *, concurrency: int = 32, visibility_timeout: int = 60,
-                 wait_seconds: int = 20, grace_period: float = 30.0, max_backoff: float = 20.0,
-                 on_ready: Callable[[], object] | None = None, on_receive_error: Callable[[], object] | None = None):
+    def __init__(
+        self,
+        queue: Queue,
+        worker: Worker,
+        *,
+        concurrency: int = 32,
+        visibility_timeout: int = 60,
+        wait_seconds: int = 20,
+        grace_period: float = 30.0,
+        max_backoff: float = 20.0,
+        on_ready: Callable[[], object] | None = None,
+        on_receive_error: Callable[[], object] | None = None,
+    ):
         self.queue, self.worker = queue, worker
         self.concurrency, self.visibility_timeout = concurrency, visibility_timeout
         self.wait_seconds, self.grace_period, self.max_backoff = wait_seconds, grace_period, max_backoff
@@ -88,7 +99,9 @@ class Poller:
     async def run(self) -> None:
         self.has_dlq = await self.queue.has_dead_letter_queue()
         if self.has_dlq is None:
-            log.warning("queue.redrive_unknown", detail="cannot read RedrivePolicy; bad messages will be left on the queue")
+            log.warning(
+                "queue.redrive_unknown", detail="cannot read RedrivePolicy; bad messages will be left on the queue"
+            )
         try:
             while not self.stopping:
                 pause = self._receive_after - time.monotonic()
@@ -193,11 +206,17 @@ class Poller:
             self._busy = False  # no more receives side by side while the queue cannot be reached
             if self.on_receive_error:
                 self.on_receive_error()
-            log.warning("queue.receive_failed", error=f"{type(exc).__name__}: {exc}"[:300],
-                        attempt=state.attempt_number, retry_in=round(state.upcoming_sleep, 1))
+            log.warning(
+                "queue.receive_failed",
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                attempt=state.attempt_number,
+                retry_in=round(state.upcoming_sleep, 1),
+            )
 
         async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(Exception), stop=stop_never, before_sleep=before_sleep,
+            retry=retry_if_exception_type(Exception),
+            stop=stop_never,
+            before_sleep=before_sleep,
             wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
         ):
             with attempt:
@@ -255,12 +274,19 @@ class Poller:
                 await self.queue.set_visibility(message, self.defer_seconds(message, defer_seconds))
             elif disposition is Disposition.REJECT:
                 if self.has_dlq is False:
-                    log.warning("message.deleted", message_id=message.id,
-                                detail="no dead-letter queue is configured, so the rejected message is deleted")
+                    log.warning(
+                        "message.deleted",
+                        message_id=message.id,
+                        detail="no dead-letter queue is configured, so the rejected message is deleted",
+                    )
                     await self.deletes.delete(message)
         except Exception as exc:  # noqa: BLE001 - the message simply comes back later
-            log.warning("message.dispose_failed", message_id=message.id, disposition=disposition.value,
-                        error=f"{type(exc).__name__}: {exc}"[:300])
+            log.warning(
+                "message.dispose_failed",
+                message_id=message.id,
+                disposition=disposition.value,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+            )
 
     def defer_seconds(self, message: Message, asked: float | None = None) -> int:
         """How long a deferred message stays hidden: what the worker asked for (the time left on

@@ -8,6 +8,7 @@ property value of its own to it.
 An exception whose class sets `reason_is_message = True` is an answer rather than a crash (the
 SDK's PropertyError, a Lambda function's FAILED): its message alone is the Reason.
 """
+
 from __future__ import annotations
 
 TRACEBACK_HINT = "(traceback in the provider's log: handler.raised)"

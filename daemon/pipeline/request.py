@@ -10,6 +10,7 @@ other dialect has is ignored (`Request.ignored` names it for the log). What a st
 request (`stored_form`) names that dialect, so a later reader (a poll step on any fleet member,
 `cfn-provider answer`) applies the same rules (`from_stored`).
 """
+
 from __future__ import annotations
 
 import json
@@ -246,8 +247,9 @@ def _request(doc: Any, dialect: Dialect) -> Request:
         raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8", dialect)
     if depth(doc) > MAX_DEPTH:  # answer FAILED from the top-level strings alone
         shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
-        return Request(wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",),
-                       dialect=dialect)
+        return Request(
+            wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",), dialect=dialect
+        )
     return Request(wire=freeze(doc), problems=tuple(_problems(doc, dialect)), dialect=dialect)
 
 

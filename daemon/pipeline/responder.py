@@ -18,6 +18,7 @@ request's deadline always leaves `min_delivery` seconds (default 30) from the st
 delivery: an answer made at or after it (a stale message, a host clock ahead of SNS's) still gets
 a real try, which CloudFormation ignores if it no longer waits and needs if it does.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,9 +59,15 @@ class Delivery:
 
 
 class Responder:
-    def __init__(self, session: aiohttp.ClientSession, connect_timeout: float = 10, read_timeout: float = 30,
-                 max_backoff: float = 30, on_retry: Callable[[], object] | None = None,
-                 min_delivery: float = MIN_DELIVERY):
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        connect_timeout: float = 10,
+        read_timeout: float = 30,
+        max_backoff: float = 30,
+        on_retry: Callable[[], object] | None = None,
+        min_delivery: float = MIN_DELIVERY,
+    ):
         self.session, self.min_delivery = session, min_delivery
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout)
         self.max_backoff = max_backoff
@@ -69,8 +76,9 @@ class Responder:
     async def put(self, url: str, body: bytes, deadline: float | None = None) -> Delivery:
         return await self.send([url], body, deadline=deadline)
 
-    async def send(self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION,
-                   deadline: float | None = None) -> Delivery:
+    async def send(
+        self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION, deadline: float | None = None
+    ) -> Delivery:
         """Deliver `body`; `deadline` (epoch seconds) is the request's, if known: no attempt or
         wait goes past it (but `min_delivery` from now) or the URL's expiry, whichever is first."""
         urls = list(urls)
@@ -86,8 +94,13 @@ class Responder:
         def before_sleep(state: RetryCallState) -> None:
             if self.on_retry:
                 self.on_retry()
-            log.warning("response.retry", url=redact(url), attempt=state.attempt_number,
-                        detail=last["detail"], sleep=round(state.upcoming_sleep, 2))
+            log.warning(
+                "response.retry",
+                url=redact(url),
+                attempt=state.attempt_number,
+                detail=last["detail"],
+                sleep=round(state.upcoming_sleep, 2),
+            )
 
         if time.time() >= give_up_at:
             return Delivery(False, None, 0, "URL expired before the first attempt")
@@ -116,7 +129,12 @@ class Responder:
         try:
             await first_try_then(attempt, retrying)
         except _Retryable:
-            return Delivery(False, last["status"], last["attempts"], f"gave up at URL expiry or the request's deadline: {last['detail']}")
+            return Delivery(
+                False,
+                last["status"],
+                last["attempts"],
+                f"gave up at URL expiry or the request's deadline: {last['detail']}",
+            )
         except ValueError as exc:  # the HTTP client refuses the URL itself: final
             return Delivery(False, None, last["attempts"], f"unusable URL: {str(exc)[:200]}")
         status = last["status"]
@@ -125,12 +143,19 @@ class Responder:
     async def _attempt(self, url: str, body: bytes, dialect: Dialect, give_up_at: float) -> tuple[int | None, str]:
         # the whole attempt ends at the delivery's deadline, however slowly the bytes come (the
         # waits between attempts never pass it either: `stop` sees the next sleep)
-        timeout = aiohttp.ClientTimeout(total=max(0.001, give_up_at - time.time()),
-                                        sock_connect=self.timeout.sock_connect, sock_read=self.timeout.sock_read)
+        timeout = aiohttp.ClientTimeout(
+            total=max(0.001, give_up_at - time.time()),
+            sock_connect=self.timeout.sock_connect,
+            sock_read=self.timeout.sock_read,
+        )
         try:
             async with self.session.request(
-                dialect.method, URL(url, encoded=True), data=body, headers=dialect.headers(),
-                timeout=timeout, allow_redirects=False,
+                dialect.method,
+                URL(url, encoded=True),
+                data=body,
+                headers=dialect.headers(),
+                timeout=timeout,
+                allow_redirects=False,
             ) as resp:
                 text = (await resp.content.read(512)).decode("utf-8", "replace")
                 return resp.status, f"HTTP {resp.status} {_s3_error_code(text)}".strip()
@@ -146,4 +171,4 @@ def _retryable_400(status: int, detail: str) -> bool:
 def _s3_error_code(text: str) -> str:
     start = text.find("<Code>")
     end = text.find("</Code>", start)
-    return text[start + 6:end] if 0 <= start < end else ""
+    return text[start + 6 : end] if 0 <= start < end else ""

@@ -9,6 +9,7 @@ most 4096 bytes: Reason is trimmed first, and Data that still does not fit turns
 answer into FAILED saying so. Limits follow the request's dialect: a ROS id is at most 255
 bytes, never changes on Update (a new one is refused with FAILED), and NoEcho is not sent.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,7 +90,7 @@ def timed_out_create(request: Request) -> str | None:
     attacker-chosen text here: the caller must also find that Create's FAILED answer in its store)."""
     if request.request_type != "Delete" or not is_timed_out_marker(request.physical_id):
         return None
-    rid = request.physical_id[len(TIMED_OUT_PREFIX):].rpartition("-")[0]
+    rid = request.physical_id[len(TIMED_OUT_PREFIX) :].rpartition("-")[0]
     return rid if rid and timed_out_marker(request, rid) == request.physical_id else None
 
 
@@ -125,8 +126,11 @@ def success(request: Request, result: Any) -> Response:
         physical_id, data, no_echo = _interpret(request, result)
     except _BadResult as exc:
         return failure(request, f"handler returned an unusable result: {exc}")
-    if (request.request_type == "Update" and not request.dialect.replaces_on_update
-            and physical_id != request.physical_id):
+    if (
+        request.request_type == "Update"
+        and not request.dialect.replaces_on_update
+        and physical_id != request.physical_id
+    ):
         return failure(request, replacement_refused(request.physical_id, physical_id))
     response = _encode(request, "SUCCESS", physical_id, "", data, no_echo)
     if len(response.body) > MAX_BODY:

@@ -8,6 +8,7 @@ predicate, stop, wait and before_sleep see attempt 1's exception, and the next t
 A BaseException that is not an Exception (a cancellation) is not retried: it propagates, as it
 does through tenacity with the predicates this daemon uses.
 """
+
 from __future__ import annotations
 
 import sys

@@ -15,6 +15,7 @@ the `--handler-path` folders; never the working directory by accident). A target
 `lambda:MODULE.FUNCTION` is a Lambda custom-resource function run unchanged, in processes of its
 own (cfn_provider.functions), with its `functions` settings; its folder is found the same way.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -84,8 +85,9 @@ def parse_handler_option(value: str) -> tuple[str, str | None]:
     -> ('Custom::Thing', None): the built-in or entry point registered under that name."""
     rtype, sep, spec = value.partition("=")
     if not sep and _is_pattern(rtype):
-        raise ValueError(f"{value!r}: a pattern needs a handler (TYPE=MODULE[:ATTR]); "
-                         "a bare TYPE names one built-in or entry point")
+        raise ValueError(
+            f"{value!r}: a pattern needs a handler (TYPE=MODULE[:ATTR]); a bare TYPE names one built-in or entry point"
+        )
     if not rtype.strip() or (sep and not spec.strip()) or (not sep and not _BARE_TYPE.match(rtype.strip())):
         raise ValueError(f"{value!r} is not TYPE=MODULE[:ATTR] or TYPE (a built-in or entry point)")
     if spec.strip().startswith(LAMBDA_PREFIX):
@@ -114,8 +116,13 @@ class Router:
     the settings of `lambda:` targets, by the TYPE they serve. `handler_paths`: the --handler-path
     folders modules are also imported from (handler_path)."""
 
-    def __init__(self, configured: Iterable[tuple[str, str | Any]] = (), use_entry_points: bool = True,
-                 functions: Mapping[str, Any] | None = None, handler_paths: Iterable[str] = ()):
+    def __init__(
+        self,
+        configured: Iterable[tuple[str, str | Any]] = (),
+        use_entry_points: bool = True,
+        functions: Mapping[str, Any] | None = None,
+        handler_paths: Iterable[str] = (),
+    ):
         try:
             self.handler_paths = handler_path.add(handler_paths)
         except handler_path.HandlerPathError as exc:
@@ -129,20 +136,28 @@ class Router:
         for rtype, target in configured:  # the last naming of a type wins
             if target is None:
                 if rtype not in available:
-                    raise HandlerError(f"no built-in or installed entry point is registered as {rtype}; "
-                                       f"available: {', '.join(available) or 'none'} "
-                                       "(or give a module: --handler TYPE=MODULE[:ATTR])")
+                    raise HandlerError(
+                        f"no built-in or installed entry point is registered as {rtype}; "
+                        f"available: {', '.join(available) or 'none'} "
+                        "(or give a module: --handler TYPE=MODULE[:ATTR])"
+                    )
                 route = available[rtype]
             elif isinstance(target, str):
-                route = Route(rtype, target, "module", functools.partial(
-                    load_spec, target, rtype, (functions or {}).get(rtype), self.handler_paths))
+                route = Route(
+                    rtype,
+                    target,
+                    "module",
+                    functools.partial(load_spec, target, rtype, (functions or {}).get(rtype), self.handler_paths),
+                )
             else:
                 route = Route(rtype, repr(target), "module", _given(target))
             route.handler()  # fail fast on a configuration mistake
             routes[rtype] = route
         self.available = [r for k, r in available.items() if k not in routes]  # named nowhere: never served
         self.exact = {k: r for k, r in routes.items() if not _is_pattern(k)}
-        self.patterns = sorted((r for k, r in routes.items() if _is_pattern(k)), key=lambda r: (-len(r.pattern), r.pattern))
+        self.patterns = sorted(
+            (r for k, r in routes.items() if _is_pattern(k)), key=lambda r: (-len(r.pattern), r.pattern)
+        )
 
     def route(self, resource_type: str) -> Route | None:
         if resource_type in self.exact:

@@ -11,6 +11,7 @@ awaits a slow cleanup, or a thread still busy) is an orphan: logged when abandon
 can wait for it. The same holds when the caller itself is cancelled (shutdown): then the caller
 says what becomes of the request (`on_cancel`), since it decides that.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -90,8 +91,9 @@ def _wants_context(fn: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-async def call(handler: Any, request: Request, context: Context, executor: Executor,
-               on_cancel: Callable[[], str] | None = None) -> Any:
+async def call(
+    handler: Any, request: Request, context: Context, executor: Executor, on_cancel: Callable[[], str] | None = None
+) -> Any:
     """Run the action for request.request_type; raise HandlerTimeout at context.deadline.
     `on_cancel`: what becomes of the request when the caller is cancelled meanwhile (for the log)."""
     fn = getattr(handler, request.request_type.lower())
@@ -104,8 +106,12 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
         try:
             done, _ = await asyncio.wait({run}, timeout=context.remaining())
         except asyncio.CancelledError:
-            _abandon(run, _ended(run, job), "cancelled",
-                     on_cancel() if on_cancel is not None else "the daemon stopped waiting for it")
+            _abandon(
+                run,
+                _ended(run, job),
+                "cancelled",
+                on_cancel() if on_cancel is not None else "the daemon stopped waiting for it",
+            )
             raise
         if run not in done:
             break
@@ -120,8 +126,9 @@ async def call(handler: Any, request: Request, context: Context, executor: Execu
     raise HandlerTimeout(budget, None if ended.done() else ended)
 
 
-def _start(fn: Callable[..., Any], args: tuple[Any, ...],
-           executor: Executor) -> tuple[asyncio.Future[Any], Future[Any] | None]:
+def _start(
+    fn: Callable[..., Any], args: tuple[Any, ...], executor: Executor
+) -> tuple[asyncio.Future[Any], Future[Any] | None]:
     """Start the action: its result, and for a sync action its job in the thread pool (no task of
     its own: the pool's future, wrapped for the loop, is what is awaited)."""
     if inspect.iscoroutinefunction(fn):
@@ -138,6 +145,7 @@ def _ended(run: asyncio.Future[Any], job: Future[Any] | None) -> asyncio.Future[
 
     async def both() -> None:
         await asyncio.wait({asyncio.wrap_future(job), run})
+
     return asyncio.ensure_future(both())
 
 
@@ -149,8 +157,7 @@ def _abandon(run: asyncio.Future[Any], ended: asyncio.Future[Any], why: str, fat
     if ended.done():
         return
     started = time.monotonic()
-    log.warning("handler.orphaned", why=why,
-                detail=f"{fate}; the handler is still running and was left to finish")
+    log.warning("handler.orphaned", why=why, detail=f"{fate}; the handler is still running and was left to finish")
     _orphans.add(ended)
 
     def finished(future: asyncio.Future[Any]) -> None:

@@ -1,5 +1,6 @@
 """Store calls as the worker makes them: retried with the same write token while the store
 cannot be reached, awaited to their end through a shutdown's cancel, and an outage said once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -43,13 +44,17 @@ class StoreHealth:
         one_call = since is not None and attempts >= self.OUTAGE_FAILURES and now - since >= self.OUTAGE_SECONDS
         if self.down_since is None and (in_a_row or one_call):
             self.down_since = min(self.failing_since, since if since is not None else now)
-            log.warning("store.unreachable", error=f"{type(exc).__name__}: {exc}"[:300],
-                        detail="store calls are retried with backoff; their messages stay hidden meanwhile")
+            log.warning(
+                "store.unreachable",
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                detail="store calls are retried with backoff; their messages stay hidden meanwhile",
+            )
 
     def ok(self) -> None:
         if self.down_since is not None and self.retrying == 0:
-            log.warning("store.back", down_seconds=round(time.monotonic() - self.down_since, 1),
-                        failed_calls=self.failures)
+            log.warning(
+                "store.back", down_seconds=round(time.monotonic() - self.down_since, 1), failed_calls=self.failures
+            )
             self.down_since = None
         self.failing_since = None
         self.failures = 0
@@ -76,14 +81,23 @@ class StoreCalls:
                 if not first_failed:
                     first_failed.append(time.monotonic())
                     self.health.retrying += 1
-                self.health.failed(state.outcome.exception(), state.attempt_number,  # type: ignore[arg-type]
-                                   first_failed[0])
+                self.health.failed(
+                    state.outcome.exception(),
+                    state.attempt_number,  # type: ignore[arg-type]
+                    first_failed[0],
+                )
 
         try:
-            result = await first_try_then(call, lambda: AsyncRetrying(  # tenacity only after a failure
-                retry=retry_if_exception(transient), wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
-                stop=lambda _: self.stopping(), before_sleep=failed, reraise=True,
-            ))
+            result = await first_try_then(
+                call,
+                lambda: AsyncRetrying(  # tenacity only after a failure
+                    retry=retry_if_exception(transient),
+                    wait=wait_random_exponential(multiplier=0.2, max=STORE_RETRY_MAX),
+                    stop=lambda _: self.stopping(),
+                    before_sleep=failed,
+                    reraise=True,
+                ),
+            )
         finally:
             if first_failed:
                 self.health.retrying -= 1

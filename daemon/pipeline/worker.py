@@ -8,6 +8,7 @@ Every message ends in exactly one log line: `request` for a request that was han
 `rejected` / `security` for one that was not. Every line carries the request's dialect
 (`cloudformation` or `ros`): the transport's, whatever the message carries.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -61,17 +62,36 @@ class Policy:
 class Worker:
     Rejected = _Rejected  # what admit_request raises, saying why (the web listener's 400)
 
-    def __init__(self, *, router: Router, store: Store, responder: Responder, url_policy: ResponseUrlPolicy,
-                 verifier: SignatureVerifier | None, policy: Policy, executor: Executor, owner: str,
-                 session: Any = None, metrics: Metrics | None = None, dialect: Dialect = CLOUDFORMATION,
-                 url_choice: ResponseUrlChoice = ResponseUrlChoice()):
+    def __init__(
+        self,
+        *,
+        router: Router,
+        store: Store,
+        responder: Responder,
+        url_policy: ResponseUrlPolicy,
+        verifier: SignatureVerifier | None,
+        policy: Policy,
+        executor: Executor,
+        owner: str,
+        session: Any = None,
+        metrics: Metrics | None = None,
+        dialect: Dialect = CLOUDFORMATION,
+        url_choice: ResponseUrlChoice = ResponseUrlChoice(),
+    ):
         self.router, self.store, self.responder = router, store, responder
         self.dialect, self.url_choice = dialect, url_choice  # the transport's dialect; ROS URL choice
         self.outlet: Outlet = ResponseUrl(responder, url_choice)  # where answers go unless `handle` is told
         self.url_policy, self.verifier, self.policy = url_policy, verifier, policy
-        self.admission = Admission(url_policy=url_policy, verifier=verifier, topic_arns=policy.topic_arns,
-                                   dialect=dialect, url_choice=url_choice, forms=policy.forms,
-                                   bare_messages=policy.bare_messages, stopping=lambda: self.stopping)
+        self.admission = Admission(
+            url_policy=url_policy,
+            verifier=verifier,
+            topic_arns=policy.topic_arns,
+            dialect=dialect,
+            url_choice=url_choice,
+            forms=policy.forms,
+            bare_messages=policy.bare_messages,
+            stopping=lambda: self.stopping,
+        )
         self.admit_request = self.admission.admit_request  # the web listener's body: the request, admitted
         self.executor, self.owner, self.session = executor, owner, session
         self.metrics = metrics or Metrics()
@@ -98,13 +118,24 @@ class Worker:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started)
 
-    async def handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat, started: float, *,
-                     outlet: Outlet | None = None, run_here: bool = True) -> Disposition:
+    async def handle(
+        self,
+        envelope: Envelope,
+        request: Request,
+        heartbeat: Heartbeat,
+        started: float,
+        *,
+        outlet: Outlet | None = None,
+        run_here: bool = True,
+    ) -> Disposition:
         """An admitted request claimed, answered, sent to `outlet` (default: its ResponseURL), logged. `run_here`
         False: once claimed it is stored for the poll scheduler to run (long_running.steps.Polls.accept)."""
         structlog.contextvars.bind_contextvars(
-            request_id=request.request_id, stack=request.stack_name, logical_id=request.logical_id,
-            resource_type=request.resource_type, request_type=request.request_type,
+            request_id=request.request_id,
+            stack=request.stack_name,
+            logical_id=request.logical_id,
+            resource_type=request.resource_type,
+            request_type=request.request_type,
         )
         outcome: dict[str, Any] = {}
         try:
@@ -119,8 +150,12 @@ class Worker:
             outcome.setdefault("outcome", "interrupted")
             raise
         finally:
-            log.info("request", duration_ms=round((time.monotonic() - started) * 1000),
-                     response_url=redact(request.response_url), **outcome)
+            log.info(
+                "request",
+                duration_ms=round((time.monotonic() - started) * 1000),
+                response_url=redact(request.response_url),
+                **outcome,
+            )
             self.metrics.request_done(request.request_type, outcome.get("outcome", "?"), outcome.get("status"))
         return disposition
 
@@ -135,13 +170,24 @@ class Worker:
             if len(self._logged_bad) > 10_000:
                 self._logged_bad.popitem(last=False)
         level = ("warning" if exc.security else "error") if first else "debug"
-        getattr(log, level)("security" if exc.security else "rejected", reason=str(exc),
-                            message_id=message.id, receive_count=message.receive_count)
+        getattr(log, level)(
+            "security" if exc.security else "rejected",
+            reason=str(exc),
+            message_id=message.id,
+            receive_count=message.receive_count,
+        )
         return Disposition.REJECT
 
     # ------------------------------------------------------------------ idempotent handling
-    async def _handle(self, envelope: Envelope, request: Request, heartbeat: Heartbeat,
-                      outcome: dict[str, Any], outlet: Outlet, run_here: bool) -> Disposition:
+    async def _handle(
+        self,
+        envelope: Envelope,
+        request: Request,
+        heartbeat: Heartbeat,
+        outcome: dict[str, Any],
+        outlet: Outlet,
+        run_here: bool,
+    ) -> Disposition:
         digest = url_digest(request.response_url)
         key, lease = request.key, self.policy.lease_seconds
         token = new_token()  # this attempt: every retry of its writes carries it (daemon/stores/sqlite.py)
@@ -149,7 +195,8 @@ class Worker:
         request_deadline = envelope.timestamp.timestamp() + request.service_timeout
         while True:
             claim, cut_off = await self.calls.write(
-                lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire))
+                lambda: self.store.claim(key, self.owner, digest, lease, token=token, request=wire)
+            )
             if cut_off:  # stopping: take nothing new on
                 if claim.acquired:
                     await self.calls.write(lambda: self.store.release(key, token))
@@ -186,8 +233,9 @@ class Worker:
             if retention.past_window(record.scrub_at, time.time()):  # its NoEcho Data is gone
                 return await self._replay_scrubbed(request, record, digest, outcome, request_deadline, outlet)
             outcome.update(outcome="replayed", status=record.status)
-            return await self._deliver(request, record.body or b"", digest, outcome, request_deadline, token=None,
-                                       outlet=outlet)
+            return await self._deliver(
+                request, record.body or b"", digest, outcome, request_deadline, token=None, outlet=outlet
+            )
 
         if claim.record is not None:
             outcome["took_over_from"] = claim.record.owner
@@ -214,7 +262,8 @@ class Worker:
         if not answer.ok:
             outcome["reason"] = answer.reason
         saved, cut_off = await self.calls.write(
-            lambda: self.store.save_response(key, token, answer.status, answer.body))
+            lambda: self.store.save_response(key, token, answer.status, answer.body)
+        )
         if cut_off and saved:  # stopping: the stored body is re-sent by whoever takes it next
             outcome.update(delivered=False)
             await self._end_lease(request, token)
@@ -225,17 +274,21 @@ class Worker:
             return Disposition.LEAVE
         return await self._deliver(request, answer.body, digest, outcome, deadline, token=token, outlet=outlet)
 
-    async def _replay_scrubbed(self, request: Request, record: Any, digest: str, outcome: dict[str, Any],
-                               deadline: float, outlet: Outlet) -> Disposition:
+    async def _replay_scrubbed(
+        self, request: Request, record: Any, digest: str, outcome: dict[str, Any], deadline: float, outlet: Outlet
+    ) -> Disposition:
         """The stored SUCCESS held NoEcho Data and the replay window is over (cfn_provider.trust.retention):
         CloudFormation no longer waits for this request. Never re-run the handler (a second
         Create makes a second resource); answer FAILED with the stored id, in case it does."""
         await asyncio.shield(self.calls.call(lambda: self.store.scrub(request.key)))  # if nobody has yet
         window = round(retention.NOECHO_REPLAY_WINDOW)
         answer = responses.failure(
-            request, f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
-                     "request came back after that, when CloudFormation should no longer be waiting for it. "
-                     "Retry the stack operation.", retention.physical_id(record.body))
+            request,
+            f"the stored answer held NoEcho Data, which the provider keeps for {window} s only; this "
+            "request came back after that, when CloudFormation should no longer be waiting for it. "
+            "Retry the stack operation.",
+            retention.physical_id(record.body),
+        )
         log.warning("replay.scrubbed", detail="NoEcho answer past the replay window: answering FAILED, not re-running")
         outcome.update(outcome="replayed-scrubbed", status=answer.status)
         return await self._deliver(request, answer.body, digest, outcome, deadline, token=None, outlet=outlet)
@@ -268,8 +321,7 @@ class Worker:
                 pass
             pause = min(self.policy.wait_poll_max, pause * 2)
             now = await self.calls.call(lambda: self.store.get(record.key))
-            if (now is None or now.token != record.token or now.state != record.state
-                    or not now.leased(time.time())):
+            if now is None or now.token != record.token or now.state != record.state or not now.leased(time.time()):
                 return True
             record = now
 
@@ -294,8 +346,9 @@ class Worker:
             return await self.timed_out.clean_up(request, deadline, self._run_handler)
         return await self._run_handler(request, deadline)
 
-    async def _run_handler(self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
-                           ) -> responses.Response | InProgress:
+    async def _run_handler(
+        self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
+    ) -> responses.Response | InProgress:
         route = self.router.route(request.resource_type)
         if route is None:
             return responses.failure(request, f"no handler for {request.resource_type}")
@@ -305,15 +358,23 @@ class Worker:
             return responses.failure(request, str(exc))
         budget = handler_budget(deadline - time.time(), request.service_timeout)
         if wait_for is not None and not wait_for.done():  # the timed-out Create still runs here
-            log.info("timed_out_create.waiting", detail="the Create's handler is still running; waiting for it "
-                     "before calling delete", up_to_seconds=round(max(0.0, budget / 2), 1))
+            log.info(
+                "timed_out_create.waiting",
+                detail="the Create's handler is still running; waiting for it before calling delete",
+                up_to_seconds=round(max(0.0, budget / 2), 1),
+            )
             await asyncio.wait({wait_for}, timeout=max(0.0, budget / 2))
             budget = handler_budget(deadline - time.time(), request.service_timeout)
         context = Context(request, time.monotonic() + budget, self.session)
         started = time.monotonic()
         try:
-            result = await call(handler, request, context, self.executor,
-                                on_cancel=lambda: when_cut_short(self.stopping, deadline - time.time(), HANDOFF_MARGIN))
+            result = await call(
+                handler,
+                request,
+                context,
+                self.executor,
+                on_cancel=lambda: when_cut_short(self.stopping, deadline - time.time(), HANDOFF_MARGIN),
+            )
         except HandlerTimeout as exc:
             answer = responses.cut_short(request, str(exc))
             if exc.orphan is not None and responses.is_timed_out_marker(answer.physical_id):
@@ -341,8 +402,17 @@ class Worker:
         finally:
             DEAD_LETTER.reset(token)
 
-    async def _deliver(self, request: Request, body: bytes, digest: str, outcome: dict[str, Any],
-                       deadline: float | None = None, *, token: str | None, outlet: Outlet | None = None) -> Disposition:
+    async def _deliver(
+        self,
+        request: Request,
+        body: bytes,
+        digest: str,
+        outcome: dict[str, Any],
+        deadline: float | None = None,
+        *,
+        token: str | None,
+        outlet: Outlet | None = None,
+    ) -> Disposition:
         """Send `body` to `outlet` (default: the ResponseURL); `token`: this attempt's when it stored it, or None."""
         # CloudFormation stops listening at the request's deadline, so no PUT outlives it. ROS's
         # deadline is only a lower bound (its Timeout rarely reaches the properties): the URL's
@@ -362,8 +432,11 @@ class Worker:
             try:
                 await self.calls.write(lambda: self.store.mark_sent(request.key, digest, token))
             except Exception as exc:  # noqa: BLE001 - answered all the same: the message is done
-                log.error("store.mark_sent_failed", error=f"{type(exc).__name__}: {exc}"[:300],
-                          detail="answered, but the store could not record it; a redelivery may re-send it")
+                log.error(
+                    "store.mark_sent_failed",
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    detail="answered, but the store could not record it; a redelivery may re-send it",
+                )
             return Disposition.DELETE
         await self._end_lease(request, token)  # a redelivery (new URL, or this one) may try at once
         outcome["delivery_error"] = delivery.detail

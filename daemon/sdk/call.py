@@ -1,5 +1,6 @@
 """The Call an SDK action receives: typed reads of the request, the daemon's context, and helpers
 (`call.region`, `call.log`, `call.session`, `call.client(...)`, `call.remaining()`)."""
+
 from __future__ import annotations
 
 import math

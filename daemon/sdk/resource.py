@@ -63,6 +63,7 @@ router, runner and poll scheduler treat it like any other handler.
 
 The schema rules live in cfn_provider.sdk.schema, the Call in cfn_provider.sdk.call.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -123,7 +124,9 @@ class Resource:
         """Whether the class has its own `update`."""
         return type(self).update is not Resource.update
 
-    def properties(self, event: Mapping[str, Any], key: str = "ResourceProperties", *, check: bool = True) -> dict[str, Any]:
+    def properties(
+        self, event: Mapping[str, Any], key: str = "ResourceProperties", *, check: bool = True
+    ) -> dict[str, Any]:
         """`event[key]` without CloudFormation's own keys, converted per schema, validated if `check`."""
         raw = event.get(key)
         props = {k: v for k, v in thaw(raw if isinstance(raw, Mapping) else {}).items() if k not in CLOUDFORMATION_OWN}
@@ -194,12 +197,15 @@ class Handler:
         fallback = getattr(self.resource, "is_complete", None)
         return (fallback, False) if callable(fallback) else None
 
-    def _poll(self, action: str, props: dict[str, Any], old: dict[str, Any] | None, call: Call,
-              progress: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    def _poll(
+        self, action: str, props: dict[str, Any], old: dict[str, Any] | None, call: Call, progress: Any
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         poller = self._poller(action)
         if poller is None:
-            raise NotImplementedError(f"{type(self.resource).__name__}.{action} returned InProgress, but the class "
-                                      f"has no poll_{action} or is_complete to poll it with")
+            raise NotImplementedError(
+                f"{type(self.resource).__name__}.{action} returned InProgress, but the class "
+                f"has no poll_{action} or is_complete to poll it with"
+            )
         method, own = poller
         if own and old is not None:
             return method, (props, old, call, progress)
@@ -228,6 +234,7 @@ class Handler:
         # The author's methods are called outside the try blocks: a StopIteration they raise is
         # their error, never mistaken for the end of the steps.
         if is_async:
+
             async def action(event: Mapping[str, Any], context: Any = None, *more: Any) -> Any:
                 gen = steps(event, context, *more)
                 try:
@@ -259,6 +266,7 @@ class Handler:
                         method, args = gen.send(result)
                     except StopIteration as stop:
                         return stop.value
+
         functools.update_wrapper(action, steps, assigned=("__doc__",))
         action.__name__ = action.__qualname__ = steps.__name__.lstrip("_")
         return action
@@ -280,6 +288,9 @@ def _with_new_id(result: Any, call: Call) -> Any:
     if not result.get("PhysicalResourceId"):
         result["PhysicalResourceId"] = call.new_physical_id()
     elif result["PhysicalResourceId"] == call.physical_id:
-        call.log.warning("sdk.replacement_kept_id", physical_id=call.physical_id,
-                         detail="create returned the old id on a replacement: CloudFormation will not delete it")
+        call.log.warning(
+            "sdk.replacement_kept_id",
+            physical_id=call.physical_id,
+            detail="create returned the old id on a replacement: CloudFormation will not delete it",
+        )
     return result

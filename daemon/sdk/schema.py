@@ -8,6 +8,7 @@ are filled in. `validate` then raises PropertyError listing at most five problem
 `Path.To[0].Property: what is wrong (rule)`: a Reason lands in stack events and logs that more
 people read than the template's author, so the rejected value is never quoted.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,6 +25,7 @@ __all__ = ["PropertyError", "check_schema", "coerce", "describe", "thaw", "valid
 _INT = re.compile(r"^[+-]?\d+$")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _MAX_REPORTED = 5
+
 
 class PropertyError(ValueError):
     """ResourceProperties do not match the handler's schema (the message names the property)."""

@@ -15,6 +15,7 @@ Delete) and `OldResourceProperties` (Update) are not, so read them after checkin
 or with `.get`. ROS (Alibaba Cloud) requests carry the same keys and a few of their own
 (`IntranetResponseURL`, `RegionId`, ...), listed here as optional.
 """
+
 # No `from __future__ import annotations`: Python 3.11 tells NotRequired keys apart only from
 # evaluated annotations (CustomResourceRequest.__optional_keys__, for tools that read them).
 from typing import Any, Literal, Mapping, NotRequired, TypedDict

@@ -43,6 +43,7 @@ progress that cannot be read) out of the due polls for good, with no lease: noth
 answer (RESPONSE_READY) becomes SENT. The whole table, every state against every operation, is
 tests/stores/transition_contract.py, run on every store.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -90,17 +91,20 @@ class Claim:
 class Store(Protocol):
     """`token` names one claim attempt (new_token()); `owner` (the daemon) is for people to read."""
 
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
-                    request: str | None = None) -> Claim: ...
+    async def claim(
+        self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str, request: str | None = None
+    ) -> Claim: ...
     async def extend(self, key: str, token: str, lease_seconds: float) -> bool: ...
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool: ...
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None: ...
     async def release(self, key: str, token: str) -> None: ...
-    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
-                            request: str | None = None) -> bool: ...
+    async def save_progress(
+        self, key: str, token: str, progress: str, next_poll: float, request: str | None = None
+    ) -> bool: ...
     async def due_polls(self, now: float, limit: int) -> list[str]: ...
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
-                        early: bool = False) -> Record | None: ...
+    async def take_poll(
+        self, key: str, owner: str, lease_seconds: float, *, token: str, early: bool = False
+    ) -> Record | None: ...
     async def park(self, key: str, token: str) -> bool: ...
     async def get(self, key: str) -> Record | None: ...
     async def scrub(self, key: str) -> None: ...
@@ -134,11 +138,21 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-_THROTTLED = frozenset({
-    "ProvisionedThroughputExceededException", "ThrottlingException", "Throttling", "RequestLimitExceeded",
-    "InternalServerError", "InternalFailure", "ServiceUnavailable", "TransactionConflictException",
-    "LimitExceededException", "RequestTimeout", "RequestTimeoutException",
-})
+_THROTTLED = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+        "LimitExceededException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 
 
 _SQLITE_TRANSIENT = frozenset({5, 6, 10, 13})  # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL (primary codes)
@@ -176,17 +190,26 @@ def _saved_by(record: Record | None, token: str, body: bytes) -> bool:
 
 def _progress_saved_by(record: Record | None, token: str, progress: str, next_poll: float) -> bool:
     """After a conditional save_progress failed: had this attempt's earlier try stored this very progress?"""
-    return (record is not None and record.token == token and record.state == POLLING and record.progress == progress
-            and record.next_poll is not None and abs(record.next_poll - next_poll) < 1e-6)
+    return (
+        record is not None
+        and record.token == token
+        and record.state == POLLING
+        and record.progress == progress
+        and record.next_poll is not None
+        and abs(record.next_poll - next_poll) < 1e-6
+    )
 
 
 def _parked_by(record: Record | None, token: str) -> bool:
     """After a conditional park failed: had this attempt's earlier try parked the record?"""
-    return (record is not None and record.token == token and record.state in (POLLING, RESPONSE_READY)
-            and record.next_poll is None and not record.lease_until)
+    return (
+        record is not None
+        and record.token == token
+        and record.state in (POLLING, RESPONSE_READY)
+        and record.next_poll is None
+        and not record.lease_until
+    )
 
 
 class StoreConfigError(ValueError):
     pass
-
-

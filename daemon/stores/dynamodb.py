@@ -45,6 +45,7 @@ The table (pk: S hash key, TTL on `ttl`) is created by `cfn-provider bootstrap
 UpdateItem and DeleteItem on it, and Query on its index `polls`: sparse (only a waiting
 request's item has `poll_shard`), so a look reads the due keys and nothing else.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,8 +65,10 @@ from .dynamodb_polls import PollTransitions
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
-_CLAIM_UPDATE = ("SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
-                 "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #scrub, #progress, #next, #shard")
+_CLAIM_UPDATE = (
+    "SET #state = :claimed, #owner = :owner, #token = :token, #lease = :lease, #digest = :digest, "
+    "#expires = :expires, #ttl = :ttl REMOVE #status, #body, #scrub, #progress, #next, #shard"
+)
 _CLAIM_CONDITION = (
     "attribute_not_exists(#pk)"
     " OR #expires <= :now"
@@ -82,7 +85,7 @@ class TableNotFound(RuntimeError):
 
 def table_from_url(url: str) -> str:
     """`dynamodb://TABLE` -> TABLE."""
-    table = url[len("dynamodb://"):] if url.startswith("dynamodb://") else ""
+    table = url[len("dynamodb://") :] if url.startswith("dynamodb://") else ""
     if not _TABLE_NAME.match(table):
         raise StoreConfigError(f"{url!r}: use dynamodb://TABLE, where TABLE is 3-255 of A-Z a-z 0-9 _ . -")
     return table
@@ -99,15 +102,23 @@ class DynamoDBStore(PollTransitions):
     """A DynamoDB table through aiobotocore; region and endpoint follow botocore's usual settings
     (AWS_REGION / AWS_DEFAULT_REGION / profile, AWS_ENDPOINT_URL[_DYNAMODB])."""
 
-    def __init__(self, table: str, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time,
-                 region: str | None = None, session: Any = None):
+    def __init__(
+        self,
+        table: str,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.time,
+        region: str | None = None,
+        session: Any = None,
+    ):
         if not _TABLE_NAME.match(table):
             raise StoreConfigError(f"{table!r} is not a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
         self.table, self.ttl, self.clock = table, ttl, clock
         self.region = region or _default_region()
         if session is None and not self.region:
-            raise StoreConfigError(f"dynamodb://{table}: no AWS region configured; set AWS_REGION or "
-                                   "AWS_DEFAULT_REGION (or a region in the AWS profile)")
+            raise StoreConfigError(
+                f"dynamodb://{table}: no AWS region configured; set AWS_REGION or "
+                "AWS_DEFAULT_REGION (or a region in the AWS profile)"
+            )
         self._session = session
         self._client: Any = None
         self._stack: AsyncExitStack | None = None
@@ -131,10 +142,15 @@ class DynamoDBStore(PollTransitions):
 
                 session = self._session or aiobotocore.session.get_session()
                 stack = AsyncExitStack()
-                config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=10,
-                                max_pool_connections=64)  # one request per in-flight message
+                config = Config(
+                    retries={"mode": "standard", "max_attempts": 5},
+                    connect_timeout=5,
+                    read_timeout=10,
+                    max_pool_connections=64,
+                )  # one request per in-flight message
                 self._client = await stack.enter_async_context(
-                    session.create_client("dynamodb", region_name=self.region, config=config))
+                    session.create_client("dynamodb", region_name=self.region, config=config)
+                )
                 self._stack = stack
         return self._client
 
@@ -145,7 +161,8 @@ class DynamoDBStore(PollTransitions):
         except client.exceptions.ResourceNotFoundException as exc:
             raise TableNotFound(
                 f"DynamoDB table {self.table!r} not found ({exc}); create it with "
-                f"`cfn-provider bootstrap --dynamodb-table {self.table}`") from None
+                f"`cfn-provider bootstrap --dynamodb-table {self.table}`"
+            ) from None
 
     async def _conditional(self, operation: str, **params: Any) -> tuple[bool, dict[str, Any]]:
         """(True, response) when the condition held; (False, error response) when it did not."""
@@ -167,8 +184,9 @@ class DynamoDBStore(PollTransitions):
         return {KEY_ATTRIBUTE: {"S": key}}
 
     # ------------------------------------------------------------------ claim: the lock
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
-                    request: str | None = None) -> Claim:
+    async def claim(
+        self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str, request: str | None = None
+    ) -> Claim:
         now = self.clock()
         expires_at = now + self.ttl
         update, names, request_value = _CLAIM_UPDATE, ["#request"] if request is not None else [], {}
@@ -180,13 +198,34 @@ class DynamoDBStore(PollTransitions):
             Key=self._key(key),
             UpdateExpression=update,
             ConditionExpression=_CLAIM_CONDITION,
-            ExpressionAttributeNames=_names("#pk", "#state", "#owner", "#token", "#lease", "#digest", "#expires",
-                                            "#ttl", "#status", "#body", "#scrub", "#sent", "#progress", "#next",
-                                            "#shard", *names),
+            ExpressionAttributeNames=_names(
+                "#pk",
+                "#state",
+                "#owner",
+                "#token",
+                "#lease",
+                "#digest",
+                "#expires",
+                "#ttl",
+                "#status",
+                "#body",
+                "#scrub",
+                "#sent",
+                "#progress",
+                "#next",
+                "#shard",
+                *names,
+            ),
             ExpressionAttributeValues={
-                ":claimed": {"S": CLAIMED}, ":owner": {"S": owner}, ":token": {"S": token},
-                ":lease": _n(now + lease_seconds), ":digest": {"S": url_digest}, ":expires": _n(expires_at),
-                ":ttl": {"N": str(math.ceil(expires_at))}, ":now": _n(now), ":failed": {"S": "FAILED"},
+                ":claimed": {"S": CLAIMED},
+                ":owner": {"S": owner},
+                ":token": {"S": token},
+                ":lease": _n(now + lease_seconds),
+                ":digest": {"S": url_digest},
+                ":expires": _n(expires_at),
+                ":ttl": {"N": str(math.ceil(expires_at))},
+                ":now": _n(now),
+                ":failed": {"S": "FAILED"},
                 **request_value,
             },
             ReturnValues="ALL_OLD",
@@ -208,9 +247,14 @@ class DynamoDBStore(PollTransitions):
             UpdateExpression="SET #lease = :lease",
             ConditionExpression="#token = :token AND (#state IN (:claimed, :ready) OR (#state = :polling AND #lease > :now))",
             ExpressionAttributeNames=_names("#lease", "#token", "#state"),
-            ExpressionAttributeValues={":lease": _n(now + lease_seconds), ":token": {"S": token},
-                                       ":claimed": {"S": CLAIMED}, ":ready": {"S": RESPONSE_READY},
-                                       ":polling": {"S": POLLING}, ":now": _n(now)},
+            ExpressionAttributeValues={
+                ":lease": _n(now + lease_seconds),
+                ":token": {"S": token},
+                ":claimed": {"S": CLAIMED},
+                ":ready": {"S": RESPONSE_READY},
+                ":polling": {"S": POLLING},
+                ":now": _n(now),
+            },
         )
         return ok
 
@@ -222,13 +266,21 @@ class DynamoDBStore(PollTransitions):
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #state = :ready, #status = :status, #body = :body"
-                             + (", #scrub = :scrub" if scrubbing else ""),  # else a NoEcho progress's stays
+            + (", #scrub = :scrub" if scrubbing else ""),  # else a NoEcho progress's stays
             ConditionExpression=HELD,
-            ExpressionAttributeNames=_names("#state", "#status", "#body", "#token", "#lease",
-                                            *(["#scrub"] if scrubbing else [])),
-            ExpressionAttributeValues={":ready": {"S": RESPONSE_READY}, ":status": {"S": status},
-                                       ":body": {"B": bytes(body)}, ":token": {"S": token}, ":now": _n(now),
-                                       ":claimed": {"S": CLAIMED}, ":polling": {"S": POLLING}, **scrubbing},
+            ExpressionAttributeNames=_names(
+                "#state", "#status", "#body", "#token", "#lease", *(["#scrub"] if scrubbing else [])
+            ),
+            ExpressionAttributeValues={
+                ":ready": {"S": RESPONSE_READY},
+                ":status": {"S": status},
+                ":body": {"B": bytes(body)},
+                ":token": {"S": token},
+                ":now": _n(now),
+                ":claimed": {"S": CLAIMED},
+                ":polling": {"S": POLLING},
+                **scrubbing,
+            },
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not ok:
@@ -239,8 +291,13 @@ class DynamoDBStore(PollTransitions):
         return ok
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
-        values = {":sent": {"S": SENT}, ":digest": {"S": url_digest}, ":digests": {"SS": [url_digest]},
-                  ":ready": {"S": RESPONSE_READY}, ":now": _n(self.clock())}
+        values = {
+            ":sent": {"S": SENT},
+            ":digest": {"S": url_digest},
+            ":digests": {"SS": [url_digest]},
+            ":ready": {"S": RESPONSE_READY},
+            ":now": _n(self.clock()),
+        }
         mine = _LAPSED
         if token is not None:
             mine, values[":token"] = f"(#token = :token OR {_LAPSED})", {"S": token}
@@ -249,8 +306,9 @@ class DynamoDBStore(PollTransitions):
             Key=self._key(key),
             UpdateExpression="SET #state = :sent, #digest = :digest ADD #sent :digests REMOVE #lease, #next, #shard",
             ConditionExpression=f"#state IN (:ready, :sent) AND {mine}",
-            ExpressionAttributeNames=_names("#state", "#digest", "#sent", "#lease", "#next", "#shard",
-                                            *(["#token"] if token else [])),
+            ExpressionAttributeNames=_names(
+                "#state", "#digest", "#sent", "#lease", "#next", "#shard", *(["#token"] if token else [])
+            ),
             ExpressionAttributeValues=values,
         )
         if not moved:  # someone else's claim or delivery: only remember that this URL is answered
@@ -307,15 +365,17 @@ class DynamoDBStore(PollTransitions):
         if record.progress:
             sets.append("#progress = :bookkeeping")
             conditions.append("#progress = :progress")
-            values.update({":bookkeeping": {"S": retention.scrub_progress(record.progress)},
-                           ":progress": {"S": record.progress}})
+            values.update(
+                {":bookkeeping": {"S": retention.scrub_progress(record.progress)}, ":progress": {"S": record.progress}}
+            )
         await self._conditional(
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression=" AND ".join(conditions),
-            ExpressionAttributeNames=_names("#scrub", *(["#body"] if record.body else []),
-                                            *(["#progress"] if record.progress else [])),
+            ExpressionAttributeNames=_names(
+                "#scrub", *(["#body"] if record.body else []), *(["#progress"] if record.progress else [])
+            ),
             ExpressionAttributeValues=values,
         )
 

@@ -5,6 +5,7 @@ role (deploy/provider.yaml) has GetItem, UpdateItem and DeleteItem on the table 
 compromised daemon cannot read every stored answer at once. The operator running these commands
 needs dynamodb:Scan on the table besides.
 """
+
 from __future__ import annotations
 
 from typing import Any

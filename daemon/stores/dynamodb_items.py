@@ -1,5 +1,6 @@
 """How the DynamoDB store writes a record: attribute names and their placeholders, the item
 read back as a Record, and the shards of the sparse index that lists waiting polls."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,11 +18,24 @@ HELD = "#token = :token AND (#state = :claimed OR (#state = :polling AND #lease 
 
 # Every attribute by placeholder: STATE, OWNER, STATUS and TTL are DynamoDB reserved words.
 NAMES = {
-    "#pk": KEY_ATTRIBUTE, "#state": "state", "#owner": "owner", "#lease": "lease_until",
-    "#digest": "url_digest", "#status": "status", "#body": "body", "#expires": "expires_at",
-    "#sent": "sent_digests", "#ttl": TTL_ATTRIBUTE, "#scrub": "scrub_at", "#token": "token",
-    "#request": "request", "#progress": "progress", "#next": NEXT_POLL_ATTRIBUTE, "#shard": SHARD_ATTRIBUTE,
+    "#pk": KEY_ATTRIBUTE,
+    "#state": "state",
+    "#owner": "owner",
+    "#lease": "lease_until",
+    "#digest": "url_digest",
+    "#status": "status",
+    "#body": "body",
+    "#expires": "expires_at",
+    "#sent": "sent_digests",
+    "#ttl": TTL_ATTRIBUTE,
+    "#scrub": "scrub_at",
+    "#token": "token",
+    "#request": "request",
+    "#progress": "progress",
+    "#next": NEXT_POLL_ATTRIBUTE,
+    "#shard": SHARD_ATTRIBUTE,
 }
+
 
 def names(*placeholders: str) -> dict[str, str]:
     return {p: NAMES[p] for p in placeholders}

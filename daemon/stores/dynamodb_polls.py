@@ -11,6 +11,7 @@ the sparse index `polls` that lists them, by shard, for the poll scheduler.
     take_poll     UpdateItem owner/token/lease, next_poll = lease end; condition: POLLING (or a polled
                   answer not yet sent: it keeps poll_shard until mark_sent), due (unless `early`), lease lapsed
 """
+
 from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
@@ -33,13 +34,21 @@ class PollTransitions:
     _in_the_way: Callable[[str, dict[str, Any]], Awaitable[Record | None]]
     _key: Callable[[str], dict[str, Any]]
 
-    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
-                            request: str | None = None) -> bool:
+    async def save_progress(
+        self, key: str, token: str, progress: str, next_poll: float, request: str | None = None
+    ) -> bool:
         now = self.clock()
         scrub_at = retention.progress_scrub_at(progress, now)  # NoEcho progress: kept in clear for the window only
-        values = {":polling": {"S": POLLING}, ":claimed": {"S": CLAIMED}, ":token": {"S": token},
-                  ":progress": {"S": progress}, ":next": _n(next_poll), ":shard": {"S": shard(key)}, ":zero": _n(0),
-                  ":now": _n(now)}
+        values = {
+            ":polling": {"S": POLLING},
+            ":claimed": {"S": CLAIMED},
+            ":token": {"S": token},
+            ":progress": {"S": progress},
+            ":next": _n(next_poll),
+            ":shard": {"S": shard(key)},
+            ":zero": _n(0),
+            ":now": _n(now),
+        }
         update = "SET #state = :polling, #progress = :progress, #next = :next, #shard = :shard, #lease = :zero"
         if scrub_at is not None:
             update, values[":scrub"] = update + ", #scrub = :scrub", _n(scrub_at)
@@ -52,8 +61,16 @@ class PollTransitions:
             Key=self._key(key),
             UpdateExpression=update,
             ConditionExpression=HELD,
-            ExpressionAttributeNames=_names("#state", "#progress", "#next", "#shard", "#lease", "#token",
-                                            "#scrub", *(["#request"] if request is not None else [])),
+            ExpressionAttributeNames=_names(
+                "#state",
+                "#progress",
+                "#next",
+                "#shard",
+                "#lease",
+                "#token",
+                "#scrub",
+                *(["#request"] if request is not None else []),
+            ),
             ExpressionAttributeValues=values,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -70,8 +87,13 @@ class PollTransitions:
             UpdateExpression="SET #lease = :zero REMOVE #next, #shard",
             ConditionExpression="#token = :token AND (#state = :ready OR (#state = :polling AND #lease > :now))",
             ExpressionAttributeNames=_names("#lease", "#next", "#shard", "#token", "#state"),
-            ExpressionAttributeValues={":zero": _n(0), ":token": {"S": token}, ":ready": {"S": RESPONSE_READY},
-                                       ":polling": {"S": POLLING}, ":now": _n(self.clock())},
+            ExpressionAttributeValues={
+                ":zero": _n(0),
+                ":token": {"S": token},
+                ":ready": {"S": RESPONSE_READY},
+                ":polling": {"S": POLLING},
+                ":now": _n(self.clock()),
+            },
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         return ok or _parked_by(await self._in_the_way(key, resp), token)  # an earlier try was applied
@@ -86,7 +108,9 @@ class PollTransitions:
             found, start = 0, None
             for _ in range(DUE_PAGES):
                 resp = await self._call(
-                    "query", IndexName=POLL_INDEX, Limit=max(limit, DUE_PAGE_SIZE),
+                    "query",
+                    IndexName=POLL_INDEX,
+                    Limit=max(limit, DUE_PAGE_SIZE),
                     KeyConditionExpression="#shard = :shard AND #next <= :now",
                     FilterExpression=f"#expires > :now AND {_LAPSED}",
                     ExpressionAttributeNames=_names("#shard", "#next", "#expires", "#lease"),
@@ -100,8 +124,9 @@ class PollTransitions:
                     break
         return [key for _, key in sorted(due)[:limit]]
 
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
-                        early: bool = False) -> Record | None:
+    async def take_poll(
+        self, key: str, owner: str, lease_seconds: float, *, token: str, early: bool = False
+    ) -> Record | None:
         """`early`: due or not (the operator ending it: `cfn-provider answer --force`)."""
         now = self.clock()
         due = "" if early else "#next <= :now AND "
@@ -111,8 +136,14 @@ class PollTransitions:
             UpdateExpression="SET #owner = :owner, #token = :token, #lease = :lease, #next = :lease",
             ConditionExpression=f"#state IN (:polling, :ready) AND {due}{_LAPSED} AND #expires > :now",
             ExpressionAttributeNames=_names("#owner", "#token", "#lease", "#next", "#state", "#expires"),
-            ExpressionAttributeValues={":owner": {"S": owner}, ":token": {"S": token}, ":lease": _n(now + lease_seconds),
-                                       ":polling": {"S": POLLING}, ":ready": {"S": RESPONSE_READY}, ":now": _n(now)},
+            ExpressionAttributeValues={
+                ":owner": {"S": owner},
+                ":token": {"S": token},
+                ":lease": _n(now + lease_seconds),
+                ":polling": {"S": POLLING},
+                ":ready": {"S": RESPONSE_READY},
+                ":now": _n(now),
+            },
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )

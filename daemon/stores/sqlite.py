@@ -3,6 +3,7 @@
 The contract, states and token rules are in cfn_provider.stores.base; this module keeps them in
 one table with SQL conditional writes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,10 @@ CREATE TABLE IF NOT EXISTS records (
     progress TEXT,
     next_poll REAL
 )"""
-_COLUMNS = ("key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
-            "request, progress, next_poll")
+_COLUMNS = (
+    "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
+    "request, progress, next_poll"
+)
 _POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE next_poll IS NOT NULL"
 _CLAIM = """
 INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at, request)
@@ -68,7 +71,8 @@ UPDATE records SET
     lease_until = CASE WHEN {moves} THEN NULL ELSE lease_until END,
     next_poll = CASE WHEN {moves} THEN NULL ELSE next_poll END
 WHERE key = :key""".format(
-    moves="(state IN ('RESPONSE_READY', 'SENT') AND (token IS :token OR coalesce(lease_until, 0) <= :now))")
+    moves="(state IN ('RESPONSE_READY', 'SENT') AND (token IS :token OR coalesce(lease_until, 0) <= :now))"
+)
 # A POLLING record takes its step's writes only while the step holds its lease (see base: `HELD`).
 _HELD = "(state = 'CLAIMED' OR (state = 'POLLING' AND lease_until > :now))"
 _PURGE_EVERY = 600.0
@@ -100,8 +104,12 @@ class SQLiteStore:
             self._thread.stop()
             raise
 
-    @retry(retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
-           wait=wait_random_exponential(multiplier=0.05, max=1), stop=stop_after_delay(30), reraise=True)
+    @retry(
+        retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+        wait=wait_random_exponential(multiplier=0.05, max=1),
+        stop=stop_after_delay(30),
+        reraise=True,
+    )
     def _open(self) -> None:
         """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
         process opening a new file at the same moment gets "locked" at once: retry that."""
@@ -114,8 +122,16 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # see _group: only the stored body needs an fsync
             db.execute(_SCHEMA)
-            _add_columns(db, {"scrub_at": "REAL", "token": "TEXT",  # a file from before NoEcho retention / tokens
-                              "request": "TEXT", "progress": "TEXT", "next_poll": "REAL"})  # / polling
+            _add_columns(
+                db,
+                {
+                    "scrub_at": "REAL",
+                    "token": "TEXT",  # a file from before NoEcho retention / tokens
+                    "request": "TEXT",
+                    "progress": "TEXT",
+                    "next_poll": "REAL",
+                },
+            )  # / polling
             db.execute(_POLL_INDEX)
             db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
         except BaseException:
@@ -152,8 +168,9 @@ class SQLiteStore:
         return fn(self._db, *args)
 
     # --- claim: the one conditional write that is the lock -------------------------------
-    async def claim(self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str,
-                    request: str | None = None) -> Claim:
+    async def claim(
+        self, key: str, owner: str, url_digest: str, lease_seconds: float, *, token: str, request: str | None = None
+    ) -> Claim:
         args = (key, owner, url_digest, lease_seconds, token, request)
         if self.clock() - self._purged_at < _PURGE_EVERY:
             claim = self._on_loop(self._claim, *args)
@@ -168,13 +185,29 @@ class SQLiteStore:
             self._write(db, "DELETE FROM records WHERE expires_at <= ?", (now,))
         return self._claim(db, *args)
 
-    def _claim(self, db: sqlite3.Connection, key: str, owner: str, url_digest: str, lease_seconds: float,
-               token: str, request: str | None = None) -> Claim:
+    def _claim(
+        self,
+        db: sqlite3.Connection,
+        key: str,
+        owner: str,
+        url_digest: str,
+        lease_seconds: float,
+        token: str,
+        request: str | None = None,
+    ) -> Claim:
         now = self.clock()
         with _immediate(db):
             before = self._record(db, key)
-            params = dict(key=key, owner=owner, token=token, lease_until=now + lease_seconds,
-                          url_digest=url_digest, expires_at=now + self.ttl, now=now, request=request)
+            params = dict(
+                key=key,
+                owner=owner,
+                token=token,
+                lease_until=now + lease_seconds,
+                url_digest=url_digest,
+                expires_at=now + self.ttl,
+                now=now,
+                request=request,
+            )
             acquired = self._write(db, _CLAIM, params) == 1
         if before is not None and before.expires_at <= now:
             before = None  # expired: as if absent
@@ -187,17 +220,21 @@ class SQLiteStore:
         # a stored answer stays leased while its owner delivers it, so duplicates wait, not re-send
         # a poll step's lease only while it is held: after save_progress let go of it, a late beat must not retake it
         now = self.clock()
-        sql = ("UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
-               "AND (state IN ('CLAIMED', 'RESPONSE_READY') OR (state = 'POLLING' AND lease_until > ?))")
+        sql = (
+            "UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
+            "AND (state IN ('CLAIMED', 'RESPONSE_READY') OR (state = 'POLLING' AND lease_until > ?))"
+        )
         return await self._run(self._threads, self._write, sql, (now + lease_seconds, key, token, now)) == 1
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
         return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
 
     def _save(self, db: sqlite3.Connection, key: str, token: str, status: str, body: bytes) -> bool:
-        sql = ("UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, "
-               "scrub_at = coalesce(:scrub_at, scrub_at) "  # a NoEcho progress's stays: it may be past the window
-               f"WHERE key = :key AND token = :token AND {_HELD}")
+        sql = (
+            "UPDATE records SET state = 'RESPONSE_READY', status = :status, body = :body, "
+            "scrub_at = coalesce(:scrub_at, scrub_at) "  # a NoEcho progress's stays: it may be past the window
+            f"WHERE key = :key AND token = :token AND {_HELD}"
+        )
         now = self.clock()
         params = dict(status=status, body=body, scrub_at=retention.scrub_at(body, now), key=key, token=token, now=now)
         if self._write(db, sql, params) == 1:
@@ -241,25 +278,38 @@ class SQLiteStore:
 
     def _list(self, db: sqlite3.Connection, since: float | None) -> list[Record]:
         oldest = since + self.ttl if since is not None else 0.0
-        rows = db.execute(f"SELECT {_COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? "
-                          "ORDER BY expires_at DESC", (self.clock(), oldest))
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? ORDER BY expires_at DESC",
+            (self.clock(), oldest),
+        )
         return [Record(*row) for row in rows.fetchall()]
 
     # --- long-running actions: POLLING (cfn_provider.long_running.scheduler) ---------------------------
-    async def save_progress(self, key: str, token: str, progress: str, next_poll: float,
-                            request: str | None = None) -> bool:
+    async def save_progress(
+        self, key: str, token: str, progress: str, next_poll: float, request: str | None = None
+    ) -> bool:
         """CLAIMED or POLLING under this token -> POLLING with the progress, lease let go. Durable
         (fsync): the queue message is deleted next, and this record is then all there is."""
         return await self._thread.run_durable(self._save_progress, key, token, progress, next_poll, request)
 
-    def _save_progress(self, db: sqlite3.Connection, key: str, token: str, progress: str, next_poll: float,
-                       request: str | None) -> bool:
-        sql = ("UPDATE records SET state = 'POLLING', progress = :progress, next_poll = :next_poll, lease_until = 0, "
-               "scrub_at = :scrub_at, request = coalesce(:request, request) "
-               f"WHERE key = :key AND token = :token AND {_HELD}")
+    def _save_progress(
+        self, db: sqlite3.Connection, key: str, token: str, progress: str, next_poll: float, request: str | None
+    ) -> bool:
+        sql = (
+            "UPDATE records SET state = 'POLLING', progress = :progress, next_poll = :next_poll, lease_until = 0, "
+            "scrub_at = :scrub_at, request = coalesce(:request, request) "
+            f"WHERE key = :key AND token = :token AND {_HELD}"
+        )
         now = self.clock()
-        params = dict(progress=progress, next_poll=next_poll, request=request, key=key, token=token, now=now,
-                      scrub_at=retention.progress_scrub_at(progress, now))
+        params = dict(
+            progress=progress,
+            next_poll=next_poll,
+            request=request,
+            key=key,
+            token=token,
+            now=now,
+            scrub_at=retention.progress_scrub_at(progress, now),
+        )
         if self._write(db, sql, params) == 1:
             return True
         return _progress_saved_by(self._record(db, key), token, progress, next_poll)  # an earlier try applied
@@ -269,31 +319,39 @@ class SQLiteStore:
 
     def _park(self, db: sqlite3.Connection, key: str, token: str) -> bool:
         """RESPONSE_READY (or a held POLLING) under this token: no lease, out of the due polls for good."""
-        sql = ("UPDATE records SET lease_until = 0, next_poll = NULL WHERE key = :key AND token = :token "
-               "AND (state = 'RESPONSE_READY' OR (state = 'POLLING' AND lease_until > :now))")
+        sql = (
+            "UPDATE records SET lease_until = 0, next_poll = NULL WHERE key = :key AND token = :token "
+            "AND (state = 'RESPONSE_READY' OR (state = 'POLLING' AND lease_until > :now))"
+        )
         if self._write(db, sql, dict(key=key, token=token, now=self.clock())) == 1:
             return True
         return _parked_by(self._record(db, key), token)  # an earlier try of this very call was applied
 
     async def due_polls(self, now: float, limit: int) -> list[str]:
-        sql = ("SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
-               "AND state IN ('POLLING', 'RESPONSE_READY') AND expires_at > ? ORDER BY next_poll LIMIT ?")
+        sql = (
+            "SELECT key FROM records WHERE next_poll IS NOT NULL AND next_poll <= ? AND coalesce(lease_until, 0) <= ? "
+            "AND state IN ('POLLING', 'RESPONSE_READY') AND expires_at > ? ORDER BY next_poll LIMIT ?"
+        )
         rows = await self._run(self._threads, lambda db: db.execute(sql, (now, now, now, limit)).fetchall())
         return [row[0] for row in rows]
 
-    async def take_poll(self, key: str, owner: str, lease_seconds: float, *, token: str,
-                        early: bool = False) -> Record | None:
+    async def take_poll(
+        self, key: str, owner: str, lease_seconds: float, *, token: str, early: bool = False
+    ) -> Record | None:
         return await self._run(self._threads, self._take_poll, key, owner, lease_seconds, token, early)
 
-    def _take_poll(self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float,
-                   token: str, early: bool) -> Record | None:
+    def _take_poll(
+        self, db: sqlite3.Connection, key: str, owner: str, lease_seconds: float, token: str, early: bool
+    ) -> Record | None:
         """Lease a due POLLING record (or a polled answer stored but not sent: its owner died) to
         `token` for one step (not due again until the lease ends); the record, or None when
         another step holds it or it is no longer due. `early`: due or not (the operator ending it)."""
         now = self.clock()
-        sql = ("UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
-               "AND state IN ('POLLING', 'RESPONSE_READY') AND (? OR next_poll <= ?) AND coalesce(lease_until, 0) <= ? "
-               "AND expires_at > ?")
+        sql = (
+            "UPDATE records SET owner = ?, token = ?, lease_until = ?, next_poll = ? WHERE key = ? "
+            "AND state IN ('POLLING', 'RESPONSE_READY') AND (? OR next_poll <= ?) AND coalesce(lease_until, 0) <= ? "
+            "AND expires_at > ?"
+        )
         self._write(db, sql, (owner, token, now + lease_seconds, now + lease_seconds, key, early, now, now, now))
         record = self._record(db, key)  # taken now, or by an earlier try of this very call
         taken = record is not None and record.state in ("POLLING", "RESPONSE_READY") and record.token == token
@@ -309,13 +367,25 @@ class SQLiteStore:
     def _scrub(self, db: sqlite3.Connection, key: str | None) -> int:
         """The NoEcho Data out of the due records' bodies, and the handler's part out of their NoEcho progress."""
         now, where = self.clock(), "scrub_at > 0 AND scrub_at <= ?" + (" AND key = ?" if key is not None else "")
-        rows = db.execute(f"SELECT key, body, progress FROM records WHERE {where}",
-                          (now, key) if key is not None else (now,))
-        done = sum(self._write(db, f"UPDATE records SET body = ?, progress = ?, scrub_at = {retention.SCRUBBED} "
-                                   "WHERE key = ? AND body IS ? AND progress IS ? AND scrub_at > 0 AND scrub_at <= ?",
-                               (retention.scrub(body) if body else None,
-                                retention.scrub_progress(progress) if progress else None, k, body, progress, now))
-                   for k, body, progress in rows.fetchall())
+        rows = db.execute(
+            f"SELECT key, body, progress FROM records WHERE {where}", (now, key) if key is not None else (now,)
+        )
+        done = sum(
+            self._write(
+                db,
+                f"UPDATE records SET body = ?, progress = ?, scrub_at = {retention.SCRUBBED} "
+                "WHERE key = ? AND body IS ? AND progress IS ? AND scrub_at > 0 AND scrub_at <= ?",
+                (
+                    retention.scrub(body) if body else None,
+                    retention.scrub_progress(progress) if progress else None,
+                    k,
+                    body,
+                    progress,
+                    now,
+                ),
+            )
+            for k, body, progress in rows.fetchall()
+        )
         if done:  # the old pages may still sit in the WAL: fold it in and empty it
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return done

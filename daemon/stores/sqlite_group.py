@@ -14,6 +14,7 @@ safe to run again (it recognises its own earlier application by its token). What
 A full disk and an I/O error are transient (cfn_provider.stores.base.transient): callers retry
 them with backoff, as they retry a locked file.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -40,8 +41,9 @@ def commit_group(db: sqlite3.Connection, writes: list[Write]) -> list[Outcome]:
     return [outcome if outcome is not None else (None, RuntimeError("not run")) for outcome in outcomes]
 
 
-def _one_transaction(db: sqlite3.Connection, writes: list[Write], todo: list[int],
-                     outcomes: list[Outcome | None]) -> int | None:
+def _one_transaction(
+    db: sqlite3.Connection, writes: list[Write], todo: list[int], outcomes: list[Outcome | None]
+) -> int | None:
     """The writes `todo` in one transaction, their outcomes set in `outcomes`; the index of a write
     whose error made SQLite end the transaction (run the rest again without it), else None."""
     try:

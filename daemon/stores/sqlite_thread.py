@@ -1,5 +1,6 @@
 """The thread that owns the SQLite store's connection (cfn_provider.stores.sqlite): every call
 that may wait (an fsync, another process's lock) runs there, in order, off the event loop."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,11 @@ class OwnerThread:
     runs them in one transaction, so they share one fsync (group commit). Each caller still
     hears of its write only once the fsync that covers it has returned."""
 
-    def __init__(self, name: str, group: Callable[[list[tuple[Callable[..., Any], tuple]]], list[tuple[Any, BaseException | None]]]):
+    def __init__(
+        self,
+        name: str,
+        group: Callable[[list[tuple[Callable[..., Any], tuple]]], list[tuple[Any, BaseException | None]]],
+    ):
         self.stopped = False
         self._group = group
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -87,8 +92,9 @@ class OwnerThread:
                     outcomes = [(None, exc)] * len(jobs)
             else:
                 outcomes = [_outcome(fn, args) for _, _, fn, args, _ in jobs]
-            self._hand_back([(future, loop, result, error)
-                             for (future, loop, *_), (result, error) in zip(jobs, outcomes)])
+            self._hand_back(
+                [(future, loop, result, error) for (future, loop, *_), (result, error) in zip(jobs, outcomes)]
+            )
 
     @staticmethod
     def _hand_back(settled: list[tuple[Any, Any, Any, BaseException | None]]) -> None:

@@ -10,6 +10,7 @@ times moves there on its next receive, as SQS's redrive policy does. The pipelin
 (poller, worker, heartbeat, deletes) runs on it unchanged. Not thread-safe: use it from one event
 loop's thread (a test may `send` before the loop runs).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +42,9 @@ class MemoryQueue:
 
     max_batch = max_delete_batch = 10
 
-    def __init__(self, name: str = "memory", *, dead_letter: MemoryQueue | None = None,
-                 max_receive_count: int = 0) -> None:
+    def __init__(
+        self, name: str = "memory", *, dead_letter: MemoryQueue | None = None, max_receive_count: int = 0
+    ) -> None:
         if dead_letter is not None and max_receive_count < 1:
             raise ValueError("a dead-letter queue needs max_receive_count >= 1")
         self.url = f"memory://{name}"
@@ -56,8 +58,9 @@ class MemoryQueue:
     def send(self, body: str, *, delay: float = 0.0) -> str:
         """Put a message on the queue (visible after `delay` seconds); its id."""
         message_id = str(uuid.uuid4())
-        self._messages[message_id] = _Stored(message_id, body, dt.datetime.now(dt.timezone.utc),
-                                             visible_at=time.monotonic() + delay)
+        self._messages[message_id] = _Stored(
+            message_id, body, dt.datetime.now(dt.timezone.utc), visible_at=time.monotonic() + delay
+        )
         self._notify()
         return message_id
 
@@ -112,8 +115,9 @@ class MemoryQueue:
                 continue
             if self.dead_letter is not None and stored.receive_count >= self.max_receive_count:
                 del self._messages[stored.id]  # the redrive policy: moved, with its count, never handed out
-                self.dead_letter._messages[stored.id] = _Stored(stored.id, stored.body, stored.sent_at,
-                                                                receive_count=stored.receive_count)
+                self.dead_letter._messages[stored.id] = _Stored(
+                    stored.id, stored.body, stored.sent_at, receive_count=stored.receive_count
+                )
                 self.dead_letter._notify()
                 continue
             stored.receive_count += 1

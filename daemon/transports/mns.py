@@ -31,6 +31,7 @@ daemon's at once (set the queue's to the same value to save those calls). Creden
 ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (/ _SECURITY_TOKEN), else the credentials file, else the
 aliyun CLI's config; the secret is never logged (cfn_provider.logs redacts it too).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -92,20 +93,30 @@ def load_credentials(environ: Mapping[str, str] = os.environ, home: Path | None 
         raise TransportConfigError(f"{ini}: unreadable credentials file ({type(exc).__name__})") from None
     if parser.has_section(profile) and parser[profile].get("access_key_secret"):
         section = parser[profile]
-        return _known(Credentials(section.get("access_key_id", ""), section["access_key_secret"],
-                                  section.get("sts_token", section.get("security_token", "")), str(ini)))
+        return _known(
+            Credentials(
+                section.get("access_key_id", ""),
+                section["access_key_secret"],
+                section.get("sts_token", section.get("security_token", "")),
+                str(ini),
+            )
+        )
     cli = home / ".aliyun" / "config.json"
     try:
         doc = json.loads(cli.read_text(encoding="utf-8"))
         entry = next(p for p in doc.get("profiles", []) if p.get("name") == doc.get("current", "default"))
         if entry.get("access_key_secret"):
-            return _known(Credentials(entry.get("access_key_id", ""), entry["access_key_secret"],
-                                      entry.get("sts_token", ""), str(cli)))
+            return _known(
+                Credentials(
+                    entry.get("access_key_id", ""), entry["access_key_secret"], entry.get("sts_token", ""), str(cli)
+                )
+            )
     except (OSError, ValueError, StopIteration, AttributeError):
         pass
     raise TransportConfigError(
         "no Alibaba Cloud credentials for MNS: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, "
-        f"or give an access_key profile in {ini}")
+        f"or give an access_key profile in {ini}"
+    )
 
 
 def _known(credentials: Credentials) -> Credentials:
@@ -120,8 +131,9 @@ def string_to_sign(method: str, headers: Mapping[str, str], resource: str) -> st
     """VERB, Content-MD5, Content-Type, Date, the x-mns-* headers (lower-cased, sorted), resource."""
     lower = {k.lower(): v for k, v in headers.items()}
     mns = "".join(f"{k}:{lower[k]}\n" for k in sorted(lower) if k.startswith("x-mns-"))
-    return "\n".join([method, lower.get("content-md5", ""), lower.get("content-type", ""), lower.get("date", ""),
-                      mns + resource])
+    return "\n".join(
+        [method, lower.get("content-md5", ""), lower.get("content-type", ""), lower.get("date", ""), mns + resource]
+    )
 
 
 def signature(secret: str, method: str, headers: Mapping[str, str], resource: str) -> str:
@@ -152,9 +164,15 @@ def parse_messages(text: str) -> list[Message]:
     for element in elements:
         f = _fields(element)
         enqueued = int(f.get("EnqueueTime") or 0) / 1000 or dt.datetime.now(dt.timezone.utc).timestamp()
-        messages.append(Message(id=f["MessageId"], body=f.get("MessageBody", ""), receipt=f["ReceiptHandle"],
-                                sent_at=dt.datetime.fromtimestamp(enqueued, dt.timezone.utc),
-                                receive_count=int(f.get("DequeueCount") or 1)))
+        messages.append(
+            Message(
+                id=f["MessageId"],
+                body=f.get("MessageBody", ""),
+                receipt=f["ReceiptHandle"],
+                sent_at=dt.datetime.fromtimestamp(enqueued, dt.timezone.utc),
+                receive_count=int(f.get("DequeueCount") or 1),
+            )
+        )
     return messages
 
 
@@ -163,11 +181,21 @@ class MnsQueue:
 
     max_batch = max_delete_batch = MAX_BATCH
 
-    def __init__(self, session: aiohttp.ClientSession, endpoint: str, queue: str, credentials: Credentials,
-                 connect_timeout: float = 10, read_timeout: float = 30, allow_http: bool = False):
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        endpoint: str,
+        queue: str,
+        credentials: Credentials,
+        connect_timeout: float = 10,
+        read_timeout: float = 30,
+        allow_http: bool = False,
+    ):
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
-            raise TransportConfigError(f"--mns-endpoint {endpoint!r} is not like https://ACCOUNT.mns.REGION.aliyuncs.com")
+            raise TransportConfigError(
+                f"--mns-endpoint {endpoint!r} is not like https://ACCOUNT.mns.REGION.aliyuncs.com"
+            )
         if parts.scheme == "http" and not allow_http:  # the signature and STS token would cross the network in clear
             from ..dialects.ros_options import plain_http_refused
 
@@ -182,8 +210,9 @@ class MnsQueue:
         self._changing: dict[int, asyncio.Task] = {}  # id(message) -> its visibility change in flight
 
     @classmethod
-    async def open(cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any,
-                   allow_http: bool = False) -> "MnsQueue":
+    async def open(
+        cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any, allow_http: bool = False
+    ) -> "MnsQueue":
         cls(None, endpoint, queue, credentials, allow_http=allow_http)  # type: ignore[arg-type]  # refuse before connecting
         session = await exit_stack.enter_async_context(aiohttp.ClientSession())
         return cls(session, endpoint, queue, credentials, allow_http=allow_http)
@@ -191,15 +220,19 @@ class MnsQueue:
     # ------------------------------------------------------------------ the Queue protocol
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:
         count, wait = min(max(max_messages, 1), MAX_BATCH), min(max(wait_seconds, 0), MAX_WAIT)
-        status, text = await self._call("GET", f"/queues/{self.name}/messages?numOfMessages={count}&waitseconds={wait}",
-                                        read_timeout=wait + self.read_timeout)
+        status, text = await self._call(
+            "GET",
+            f"/queues/{self.name}/messages?numOfMessages={count}&waitseconds={wait}",
+            read_timeout=wait + self.read_timeout,
+        )
         if status == 404 and _error(text)[0] == "MessageNotExist":
             return []
         _check(status, text)
         messages = parse_messages(text)
         if messages and self.queue_visibility != visibility_timeout:
-            await asyncio.gather(*(self.set_visibility(m, visibility_timeout) for m in messages),
-                                 return_exceptions=True)  # a miss is only an earlier redelivery
+            await asyncio.gather(
+                *(self.set_visibility(m, visibility_timeout) for m in messages), return_exceptions=True
+            )  # a miss is only an earlier redelivery
         return messages
 
     async def delete(self, message: Message) -> None:
@@ -245,11 +278,20 @@ class MnsQueue:
         _check(status, text)
         policy = next((e for e in _xml(text) if _local(e.tag) == "DlqPolicy"), None)
         fields = _fields(policy) if policy is not None else {}
-        target = fields.get("DeadLetterTargetQueue", "").rstrip("/").rpartition("/")[2]  # a name, or an ARN ending in it
+        target = (
+            fields.get("DeadLetterTargetQueue", "").rstrip("/").rpartition("/")[2]
+        )  # a name, or an ARN ending in it
         if fields.get("Enabled", "").lower() != "true" or not target:
             return None
-        return MnsQueue(self.session, self.base, target, self.credentials, self.connect_timeout, self.read_timeout,
-                        allow_http=self.allow_http)  # the same endpoint, so the same decision
+        return MnsQueue(
+            self.session,
+            self.base,
+            target,
+            self.credentials,
+            self.connect_timeout,
+            self.read_timeout,
+            allow_http=self.allow_http,
+        )  # the same endpoint, so the same decision
 
     # ------------------------------------------------------------------ internals
     async def _change(self, message: Message, seconds: int) -> None:
@@ -275,12 +317,20 @@ class MnsQueue:
         headers = {"x-mns-version": API_VERSION, "Date": email.utils.formatdate(usegmt=True)}
         if creds.security_token:
             headers["security-token"] = creds.security_token
-        headers["Authorization"] = f"MNS {creds.access_key_id}:{signature(creds.access_key_secret, method, headers, resource)}"
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout,
-                                        sock_read=read_timeout or self.read_timeout)
-        async with self.session.request(method, URL(self.base + resource, encoded=True), headers=headers,
-                                        timeout=timeout, allow_redirects=False,
-                                        skip_auto_headers=("Content-Type",)) as resp:  # it is signed: none sent
+        headers["Authorization"] = (
+            f"MNS {creds.access_key_id}:{signature(creds.access_key_secret, method, headers, resource)}"
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.connect_timeout, sock_read=read_timeout or self.read_timeout
+        )
+        async with self.session.request(
+            method,
+            URL(self.base + resource, encoded=True),
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+            skip_auto_headers=("Content-Type",),
+        ) as resp:  # it is signed: none sent
             return resp.status, await resp.text(encoding="utf-8", errors="replace")
 
 

@@ -1,4 +1,5 @@
 """The queue the daemon consumes, as the pipeline sees it: SQS here, MNS in cfn_provider.transports.mns."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,6 +37,7 @@ class Queue(Protocol):
     async def delete_batch(self, messages: list[Message]) -> dict[int, str]:
         """Delete them in one call; the entries that failed, by index, with the queue's reason.
         Raises when the call as a whole failed."""
+
     async def set_visibility(self, message: Message, seconds: int) -> None: ...
     async def has_dead_letter_queue(self) -> bool | None: ...
 
@@ -49,10 +51,12 @@ class SqsQueue:
         self.client, self.url = client, url
 
     @classmethod
-    async def open(cls, session: aiobotocore.session.AioSession, url: str, region: str | None,
-                   exit_stack: Any) -> "SqsQueue":
-        client = await exit_stack.enter_async_context(session.create_client("sqs", region_name=region,
-                                                                                     config=SQS_CLIENT_CONFIG))
+    async def open(
+        cls, session: aiobotocore.session.AioSession, url: str, region: str | None, exit_stack: Any
+    ) -> "SqsQueue":
+        client = await exit_stack.enter_async_context(
+            session.create_client("sqs", region_name=region, config=SQS_CLIENT_CONFIG)
+        )
         return cls(client, url)
 
     async def receive(self, max_messages: int, wait_seconds: int, visibility_timeout: int) -> list[Message]:
@@ -69,8 +73,9 @@ class SqsQueue:
         await self.client.delete_message(QueueUrl=self.url, ReceiptHandle=message.receipt)
 
     async def delete_batch(self, messages: list[Message]) -> dict[int, str]:
-        resp = await self.client.delete_message_batch(QueueUrl=self.url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m.receipt} for i, m in enumerate(messages)])
+        resp = await self.client.delete_message_batch(
+            QueueUrl=self.url, Entries=[{"Id": str(i), "ReceiptHandle": m.receipt} for i, m in enumerate(messages)]
+        )
         return {int(f["Id"]): f"{f.get('Code', '?')}: {f.get('Message', '')}".strip() for f in resp.get("Failed", [])}
 
     async def set_visibility(self, message: Message, seconds: int) -> None:

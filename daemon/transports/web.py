@@ -18,6 +18,7 @@ Slow clients: a connection has --web-header-timeout seconds to send a complete r
 headers (aiohttp's keep-alive timer, which also closes a connection that sends nothing), then
 --web-body-timeout seconds for its body.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,9 @@ WAIT_POLL_MAX = 1.0  # seconds, at most, a sync copy waits between looks at the 
 class WebListener:
     """The listener: the server, its TLS and tokens, and its stop (see the module docstring)."""
 
-    def __init__(self, settings: Settings, worker: Worker, metrics: Metrics,
-                 on_ready: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, worker: Worker, metrics: Metrics, on_ready: Callable[[], object] | None = None
+    ) -> None:
         s = self.settings = settings.web
         if bool(s.cert_file) != bool(s.key_file):
             raise TlsError("--web-cert and --web-key go together (the certificate chain and its private key)")
@@ -54,8 +56,9 @@ class WebListener:
             raise TransportConfigError(web_http_refused(s.address))
         self.tls = ServerTls(s.cert_file, s.key_file) if s.cert_file and s.key_file else None
         self.tokens = Tokens(s.token_file)
-        self.requests = Requests(s, worker, self.tokens, metrics, concurrency=settings.concurrency,
-                                 lease_seconds=settings.visibility_timeout)
+        self.requests = Requests(
+            s, worker, self.tokens, metrics, concurrency=settings.concurrency, lease_seconds=settings.visibility_timeout
+        )
         self.worker, self.grace_period, self.on_ready = worker, settings.grace_period, on_ready
         # a caller waits on its connection (and holds a slot) while a copy waits: look often
         worker.policy = dataclasses.replace(worker.policy, wait_poll_max=WAIT_POLL_MAX)
@@ -94,25 +97,40 @@ class WebListener:
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
         s = self.settings
-        server = web.Server(self.requests, handler_cancellation=False, access_log=None,
-                            keepalive_timeout=s.header_timeout, lingering_time=min(5.0, s.body_timeout))
+        server = web.Server(
+            self.requests,
+            handler_cancellation=False,
+            access_log=None,
+            keepalive_timeout=s.header_timeout,
+            lingering_time=min(5.0, s.body_timeout),
+        )
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=SETTLE_SECONDS)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, s.address, s.port, ssl_context=self.tls.context if self.tls else None,
-                               reuse_address=True)
+            site = web.TCPSite(
+                runner, s.address, s.port, ssl_context=self.tls.context if self.tls else None, reuse_address=True
+            )
             try:
                 await site.start()
             except OSError as exc:
                 raise TransportConfigError(f"cannot listen on {s.address}:{s.port}: {exc.strerror or exc}") from None
             self.port = runner.addresses[0][1]
             self.last_receive_ok, self._listening_since = True, time.time()
-            log.info("web.listening", url=self.url, tls=self.tls is not None, tokens=len(self.tokens.tokens),
-                     paths="/<token>: asynchronous (web:), /<token>/sync: synchronous (web[sync]:)",
-                     allow_sources=list(s.allow_sources) or "any", sync_timeout=s.sync_timeout)
+            log.info(
+                "web.listening",
+                url=self.url,
+                tls=self.tls is not None,
+                tokens=len(self.tokens.tokens),
+                paths="/<token>: asynchronous (web:), /<token>/sync: synchronous (web[sync]:)",
+                allow_sources=list(s.allow_sources) or "any",
+                sync_timeout=s.sync_timeout,
+            )
             if self.tls is not None and self.tls.key_exposed():
-                log.warning("web.key_exposed", key_file=self.tls.key_file,
-                            detail="the TLS key file can be read by group or others: chmod 600 it")
+                log.warning(
+                    "web.key_exposed",
+                    key_file=self.tls.key_file,
+                    detail="the TLS key file can be read by group or others: chmod 600 it",
+                )
             if self.on_ready:
                 self.on_ready()
             await self._stop.wait()
@@ -156,8 +174,12 @@ class WebListener:
         if self.tls is not None:
             try:
                 self.tls.reload()
-                log.info("web.tls_reloaded", cert_file=self.tls.cert_file, loads=self.tls.loads,
-                         detail="new connections get the certificate now loaded; open ones keep theirs")
+                log.info(
+                    "web.tls_reloaded",
+                    cert_file=self.tls.cert_file,
+                    loads=self.tls.loads,
+                    detail="new connections get the certificate now loaded; open ones keep theirs",
+                )
                 self.last_error = None
             except TlsError as exc:
                 self.last_error = str(exc)

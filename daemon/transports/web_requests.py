@@ -15,6 +15,7 @@ A retry of a request (same StackId + RequestId) is never run twice: an async ret
 acknowledged (200), a sync retry waits for the first attempt's answer and gets the stored
 body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,14 @@ WRITE_MARGIN = 2.0  # seconds a sync answer keeps back from the caller's limit, 
 class Refused(Exception):
     """An HTTP request answered with an error before (or instead of) the worker."""
 
-    def __init__(self, status: int, reason: str, retry_after: int | None = None, close: bool = False,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        retry_after: int | None = None,
+        close: bool = False,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(reason)
         self.status, self.retry_after, self.close, self.headers = status, retry_after, close, headers or {}
 
@@ -59,8 +66,12 @@ class Refused(Exception):
         headers = dict(self.headers)
         if self.retry_after is not None:
             headers["Retry-After"] = str(self.retry_after)
-        resp = web.Response(status=self.status, headers=headers, content_type="application/json",
-                            body=json.dumps({"Error": str(self)}).encode())
+        resp = web.Response(
+            status=self.status,
+            headers=headers,
+            content_type="application/json",
+            body=json.dumps({"Error": str(self)}).encode(),
+        )
         if self.close:
             resp.force_close()
         return resp
@@ -88,8 +99,13 @@ class WaitingCaller:
             await response.prepare(self.http)
             await response.write_eof()
         except (ConnectionError, RuntimeError) as exc:
-            return Delivery(False, None, 1, f"the caller hung up before its answer was written ({type(exc).__name__}); "
-                                            "a retry of the request gets the stored answer")
+            return Delivery(
+                False,
+                None,
+                1,
+                f"the caller hung up before its answer was written ({type(exc).__name__}); "
+                "a retry of the request gets the stored answer",
+            )
         self.response = response
         return Delivery(True, 200, 1, "HTTP 200: the answer is the response body")
 
@@ -98,8 +114,16 @@ class Requests:
     """The listener's request handler, its slots (`concurrency` requests worked on at once) and the
     tasks in flight (for the two-phase stop: cfn_provider.transports.web.WebListener)."""
 
-    def __init__(self, settings: WebSettings, worker: Worker, tokens: Tokens, metrics: Metrics, *,
-                 concurrency: int, lease_seconds: int) -> None:
+    def __init__(
+        self,
+        settings: WebSettings,
+        worker: Worker,
+        tokens: Tokens,
+        metrics: Metrics,
+        *,
+        concurrency: int,
+        lease_seconds: int,
+    ) -> None:
         self.settings, self.worker, self.tokens, self.metrics = settings, worker, tokens, metrics
         self.allow = sources.networks(settings.allow_sources)
         self.limiter = sources.RefusalLimiter()
@@ -158,8 +182,11 @@ class Requests:
     def _say_limited(self, peer: str) -> None:
         count = self.limiter.summary_due(peer)
         if count:
-            log.warning("security.limited", refused=count, detail="refused requests from this address past its "
-                        "limit, answered 429 and not logged one by one")
+            log.warning(
+                "security.limited",
+                refused=count,
+                detail="refused requests from this address past its limit, answered 429 and not logged one by one",
+            )
 
     # ------------------------------------------------------------------ one request, in a slot
     async def _in_slot(self, http: web.BaseRequest, mode: str) -> web.StreamResponse:
@@ -192,8 +219,9 @@ class Requests:
         heartbeat = Heartbeat(None, None, self.lease_seconds)  # the store lease is all that holds the request
         heartbeat.start()
         try:
-            disposition = await self.worker.handle(envelope, request, heartbeat, started, outlet=outlet,
-                                                   run_here=mode == SYNC)
+            disposition = await self.worker.handle(
+                envelope, request, heartbeat, started, outlet=outlet, run_here=mode == SYNC
+            )
         finally:
             heartbeat.stop()
         self.handled += 1
@@ -207,8 +235,11 @@ class Requests:
     def _status(disposition: Disposition) -> Refused:
         """What a request the worker did not answer in the response gets (a DELETE here is sync's)."""
         if disposition is Disposition.DELETE:  # a sync copy of a request another mode answers
-            return Refused(409, "this request is answered at its ResponseURL (it is a long-running action, "
-                                "or was sent to the asynchronous path): it is not answered here")
+            return Refused(
+                409,
+                "this request is answered at its ResponseURL (it is a long-running action, "
+                "or was sent to the asynchronous path): it is not answered here",
+            )
         if disposition in (Disposition.RELEASE, Disposition.DEFER):
             return Refused(503, "this provider is stopping: retry (another one may take it)", RETRY_STOPPING, True)
         return Refused(500, "another provider took this request over: retry it")
@@ -250,8 +281,9 @@ class Requests:
 
     def _rejected(self, status: int, reason: str, security: bool = False) -> Refused:
         self.metrics.message_rejected("security" if security else "rejected")
-        getattr(log, "warning" if security else "error")("security" if security else "rejected", reason=reason,
-                                                         status=status)
+        getattr(log, "warning" if security else "error")(
+            "security" if security else "rejected", reason=reason, status=status
+        )
         return Refused(status, reason)
 
     def oldest_in_flight(self) -> float:

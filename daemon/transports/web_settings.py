@@ -1,4 +1,5 @@
 """The web listener's settings (`cfn-provider run --transport web --web-...`; see docs/ros.md)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ class WebSettings:
 
 def web_http_refused(address: str) -> str:
     """The error for a listener without --web-cert and without --web-allow-http."""
-    return (f"--transport web on {address} needs --web-cert and --web-key (HTTPS): the URL's path token is the only "
-            "secret ROS sends, and plain HTTP shows it to the network. Behind a TLS-terminating proxy, or on "
-            "loopback for a local try, pass --web-allow-http (CFN_PROVIDER_WEB_ALLOW_HTTP=1).")
+    return (
+        f"--transport web on {address} needs --web-cert and --web-key (HTTPS): the URL's path token is the only "
+        "secret ROS sends, and plain HTTP shows it to the network. Behind a TLS-terminating proxy, or on "
+        "loopback for a local try, pass --web-allow-http (CFN_PROVIDER_WEB_ALLOW_HTTP=1)."
+    )

@@ -6,6 +6,7 @@ context. A context's certificate applies to the handshakes that start after it i
 connections already open keep theirs and are not dropped, new ones get the new certificate.
 TLS 1.2 at least; the key file should be readable by the daemon's user only.
 """
+
 from __future__ import annotations
 
 import ssl
@@ -32,9 +33,11 @@ def _load(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
     except FileNotFoundError as exc:
         raise TlsError(f"--web-cert/--web-key: no such file {exc.filename}") from None
     except (ssl.SSLError, OSError, ValueError) as exc:
-        raise TlsError(f"--web-cert {cert_file} / --web-key {key_file} cannot be used: "
-                       f"{getattr(exc, 'reason', None) or type(exc).__name__} (a PEM certificate chain and "
-                       "its unencrypted private key)") from None
+        raise TlsError(
+            f"--web-cert {cert_file} / --web-key {key_file} cannot be used: "
+            f"{getattr(exc, 'reason', None) or type(exc).__name__} (a PEM certificate chain and "
+            "its unencrypted private key)"
+        ) from None
 
 
 class ServerTls:

@@ -23,6 +23,7 @@ Key files the handlers read (CFN_PROVIDER_SECRET_KEY_FILE) follow the file rule,
 owned by another user (root) may be group-readable: root:cfn-provider 0440 is the usual way to
 hand a key to a service account. World access is refused there too.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,14 @@ def secure(path: Path, what: str, euid: int | None = None, group_ok_if_foreign: 
     euid = os.geteuid() if euid is None else euid
     if st.st_uid == euid:
         os.chmod(path, mode & ~0o077)
-        log.warning("state.permissions_fixed", path=str(path), what=what, was=f"{mode:04o}",
-                    now=f"{mode & ~0o077:04o}", detail="it was open to group/others; anything stored in it may have been read")
+        log.warning(
+            "state.permissions_fixed",
+            path=str(path),
+            what=what,
+            was=f"{mode:04o}",
+            now=f"{mode & ~0o077:04o}",
+            detail="it was open to group/others; anything stored in it may have been read",
+        )
         return
     if group_ok_if_foreign and not mode & 0o007:
         return
@@ -63,7 +70,8 @@ def secure(path: Path, what: str, euid: int | None = None, group_ok_if_foreign: 
     raise StateExposed(
         f"{what} {path} is open to {who} (mode {mode:04o}) and owned by uid {st.st_uid}, not this process's "
         f"uid {euid}, so the daemon cannot fix it. As its owner run: chmod {'o-rwx' if group_ok_if_foreign else 'go-rwx'} "
-        f"{path}  (or run the daemon as its owner)")
+        f"{path}  (or run the daemon as its owner)"
+    )
 
 
 def secure_sqlite(db: Path, state_dir: Path, euid: int | None = None) -> None:

@@ -32,6 +32,7 @@ with helper.NoEcho set): the store scrubs the handler's part of it (`scrub_progr
 window after it was last stored, with the body. It is only needed until the request's deadline,
 which comes before that. Its bookkeeping (deadline, steps, the PhysicalResourceId so far) stays.
 """
+
 from __future__ import annotations
 
 import json

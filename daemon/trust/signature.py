@@ -11,6 +11,7 @@ anything else. What the fetch says is judged like the message: a 4xx (but 408/42
 or a host that does not exist (NXDOMAIN) means the URL names no SNS certificate, so the message
 is forged (SignatureError); a 5xx, 408/429, timeout or network error is transient.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +42,7 @@ _MAX_CERT_BYTES = 64 * 1024
 _HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 _KEYS = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
-    "SubscriptionConfirmation": (
-        "Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"),
+    "SubscriptionConfirmation": ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"),
 }
 _KEYS["UnsubscribeConfirmation"] = _KEYS["SubscriptionConfirmation"]
 

@@ -8,6 +8,7 @@ cannot fill the log. Requests that carry a valid token are never limited: behind
 every request, ROS's and a scanner's, comes from the balancer's address.
 At most MAX_SOURCES addresses are remembered (the least recently refused are forgotten first).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -31,7 +32,9 @@ def networks(values: Iterable[str]) -> tuple[Network, ...]:
         try:
             out.append(ipaddress.ip_network(value.strip(), strict=False))
         except ValueError:
-            raise ValueError(f"--web-allow-source {value!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
+            raise ValueError(
+                f"--web-allow-source {value!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
     return tuple(out)
 
 
@@ -59,8 +62,13 @@ class _Bucket:
 class RefusalLimiter:
     """`refused(source)`: count one refusal; True while the source is within its limit."""
 
-    def __init__(self, burst: float = BURST, rate: float = RATE, clock: Callable[[], float] = time.monotonic,
-                 max_sources: int = MAX_SOURCES) -> None:
+    def __init__(
+        self,
+        burst: float = BURST,
+        rate: float = RATE,
+        clock: Callable[[], float] = time.monotonic,
+        max_sources: int = MAX_SOURCES,
+    ) -> None:
         self.burst, self.rate, self.clock, self.max_sources = burst, rate, clock, max_sources
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 

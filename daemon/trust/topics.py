@@ -13,6 +13,7 @@ write one naming any topic. The allowlist keeps out notifications of the account
 (a topic subscribed to the queue by mistake, or by someone who may subscribe topics but not
 send to the queue); who may send to the queue is still RAM's decision (docs/ros.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,10 @@ def allowlist(topics: tuple[str, ...] | list[str], endpoint: str) -> tuple[str, 
         if m is None:
             raise ValueError(f"--mns-topic {topic!r} is not a topic like {FORM}")
         if identity is not None and (m["account"], m["region"]) != identity:
-            raise ValueError(f"--mns-topic {topic!r} is not of the queue's account {identity[0]} and region "
-                             f"{identity[1]} (--mns-endpoint): MNS pushes a topic's messages only to queues of its "
-                             "own account and region")
+            raise ValueError(
+                f"--mns-topic {topic!r} is not of the queue's account {identity[0]} and region "
+                f"{identity[1]} (--mns-endpoint): MNS pushes a topic's messages only to queues of its "
+                "own account and region"
+            )
         out.append(notification_topic(m["account"], m["name"]))
     return tuple(out)

@@ -20,6 +20,7 @@ normalised): same scheme, host and port, and a path under the prefix's by whole 
 nothing a server could read as another path (`path_refusal`, the one rule for every prefix and
 for CloudFormation's bucket paths).
 """
+
 from __future__ import annotations
 
 import datetime as dt

@@ -11,6 +11,7 @@ Paths: `/<token>` is the asynchronous mode (`web:`; the answer goes to the Respo
 matched against every valid token in constant time (hmac.compare_digest, all of them, always),
 and a token is registered with the log redactor, so no log line can show it.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -49,11 +50,15 @@ def strength(token: str) -> float:
 def check(token: str, where: str) -> str:
     """`token` when it is usable as a path token, else TokenError saying why (never showing it)."""
     if not token or set(token) - ALPHABET:
-        raise TokenError(f"the web token in {where} must use only A-Z a-z 0-9 - _ (URL-safe base64, as "
-                         "`cfn-provider web-token --new` writes it)")
+        raise TokenError(
+            f"the web token in {where} must use only A-Z a-z 0-9 - _ (URL-safe base64, as "
+            "`cfn-provider web-token --new` writes it)"
+        )
     if strength(token) < MIN_BITS or len(set(token)) < 8:
-        raise TokenError(f"the web token in {where} is too weak: it needs at least {MIN_BITS} random bits "
-                         "(22 URL-safe base64 or 32 hex characters; make one with `cfn-provider web-token --new`)")
+        raise TokenError(
+            f"the web token in {where} is too weak: it needs at least {MIN_BITS} random bits "
+            "(22 URL-safe base64 or 32 hex characters; make one with `cfn-provider web-token --new`)"
+        )
     return token
 
 
@@ -72,13 +77,17 @@ def read_tokens(file: str | None, env_value: str | None) -> tuple[str, ...]:
         where = ENV_TOKEN
         found = [part.strip() for part in env_value.split(",") if part.strip()]
     else:
-        raise TokenError(f"--transport web needs a path token: --web-token-file FILE or {ENV_TOKEN} "
-                         "(make one with `cfn-provider web-token --new --token-file FILE`)")
+        raise TokenError(
+            f"--transport web needs a path token: --web-token-file FILE or {ENV_TOKEN} "
+            "(make one with `cfn-provider web-token --new --token-file FILE`)"
+        )
     if not found:
         raise TokenError(f"{where} holds no token")
     if len(found) > MAX_TOKENS:
-        raise TokenError(f"{where} holds {len(found)} tokens; at most {MAX_TOKENS} are valid at once (the "
-                         "current one and, while rotating, the next)")
+        raise TokenError(
+            f"{where} holds {len(found)} tokens; at most {MAX_TOKENS} are valid at once (the "
+            "current one and, while rotating, the next)"
+        )
     tokens = tuple(check(token, where) for token in found)
     for token in tokens:
         logs.register_secret(token)

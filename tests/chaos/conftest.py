@@ -5,6 +5,7 @@ Every suite records its figures with the `figures` fixture; the session ends wit
 of all of them (and writes it as JSON to $CFN_CHAOS_REPORT, default chaos-report.json): the
 plugin tests/support/figures.py, which gathers them from parallel workers too.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,12 @@ class Attacks:
 
     Each attack's test asserts its own zeros; the table adds them up across files."""
 
-    TRIED, DISCLOSED, TOUCHED, STRAY = ("attacks_tried", "secrets_disclosed", "foreign_resources_touched",
-                                        "requests_to_non_allowlisted_hosts")
+    TRIED, DISCLOSED, TOUCHED, STRAY = (
+        "attacks_tried",
+        "secrets_disclosed",
+        "foreign_resources_touched",
+        "requests_to_non_allowlisted_hosts",
+    )
 
     def __init__(self) -> None:
         self.figures = Figures(HOSTILE_TENANT)
@@ -92,4 +97,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/chaos/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.chaos)
-

@@ -17,6 +17,7 @@ is left to finish and is stopped with SIGTERM. Afterwards:
 Real moto SNS -> SQS, real presigned S3 URLs, real SIGKILL. Sizes: `scale(reduced, full)`;
 the kill schedule and handler durations come from a seeded RNG (CFN_CHAOS_SEED overrides it).
 """
+
 from __future__ import annotations
 
 import json
@@ -95,7 +96,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float) -> Any:
 
 # ------------------------------------------------------------------------- the suite
 def test_sigkill_chaos_loses_nothing_and_reruns_only_in_the_window(
-        spawn, stack: Stack, provider: Provider, calls_file: Path, tmp_path: Path, figures) -> None:
+    spawn, stack: Stack, provider: Provider, calls_file: Path, tmp_path: Path, figures
+) -> None:
     began = time.monotonic()
     rng = random.Random(SEED)
     figures.set("seed", SEED)
@@ -105,9 +107,13 @@ def test_sigkill_chaos_loses_nothing_and_reruns_only_in_the_window(
     db_path = tmp_path / "state.db"
 
     requests = [
-        stack.request("Create", f"R{i:04d}", resource_type=RESOURCE_TYPE,
-                      properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}"},
-                      request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+        stack.request(
+            "Create",
+            f"R{i:04d}",
+            resource_type=RESOURCE_TYPE,
+            properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}"},
+            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        )
         for i in range(REQUESTS)
     ]
     by_key = {key_of(r["ResponseURL"])[1]: r for r in requests}
@@ -147,23 +153,28 @@ def test_sigkill_chaos_loses_nothing_and_reruns_only_in_the_window(
     lost = sorted(set(by_rid) - answered)
     conflicting = sorted(by_key[k]["RequestId"] for k, bs in bodies.items() if len(set(bs)) > 1)
     resent_same = sum(1 for bs in bodies.values() if len(bs) > 1 and len(set(bs)) == 1)
-    not_success = sorted(by_key[k]["RequestId"] for k, bs in bodies.items()
-                         if json.loads(bs[-1]).get("Status") != "SUCCESS")
+    not_success = sorted(
+        by_key[k]["RequestId"] for k, bs in bodies.items() if json.loads(bs[-1]).get("Status") != "SUCCESS"
+    )
 
     # ---- who completed the handler, when
     lines = recorded_calls(calls_file)
     completions: dict[str, list[int]] = defaultdict(list)  # request id -> generation index per completion
     start = 0
     for index, gen in enumerate(generations):
-        for line in lines[start:gen.calls_end]:
+        for line in lines[start : gen.calls_end]:
             rid = line.split(" ", 1)[0]
             completions[rid].append(index)
         start = gen.calls_end
     never_completed = sorted(rid for rid in answered if not completions.get(rid))
 
     def answered_in_log(gen: Generation, rid: str) -> bool:
-        return any(e.get("event") == "request" and e.get("request_id") == rid
-                   and e.get("outcome") in ("answered", "replayed", "duplicate") for e in gen.daemon.events())
+        return any(
+            e.get("event") == "request"
+            and e.get("request_id") == rid
+            and e.get("outcome") in ("answered", "replayed", "duplicate")
+            for e in gen.daemon.events()
+        )
 
     def in_kill_window(index: int, rid: str) -> bool:
         """The kill of generation `index` landed after its handler returned and before the store
@@ -202,7 +213,8 @@ def test_sigkill_chaos_loses_nothing_and_reruns_only_in_the_window(
     assert not conflicting, f"{len(conflicting)} request(s) answered with two different bodies: {conflicting[:10]}"
     assert not unexplained, (
         "handler completed more than once outside the kill window (request id: completing daemons): "
-        + "; ".join(f"{rid}: {who(g)}" for rid, g in list(unexplained.items())[:10]))
+        + "; ".join(f"{rid}: {who(g)}" for rid, g in list(unexplained.items())[:10])
+    )
     assert not not_success, f"answered other than SUCCESS: {not_success[:10]}"
     assert not never_completed, f"answered without a completed handler call: {never_completed[:10]}"
     assert drained, f"messages left on the queue: {queue_counts(sqs, provider.queue_url)}"

@@ -22,6 +22,7 @@ it, so the reduced run stalls for less than that and shows the other half of the
 cut-off of a stall longer than the read timeout is shown by the full run (and, in-process,
 by tests/pipeline/test_responder.py::test_read_timeout_is_retried).
 """
+
 from __future__ import annotations
 
 import json
@@ -82,6 +83,7 @@ def responder_attempts(plan: tuple[str, ...]) -> int:
 
 # ---------------------------------------------------------------------------- helpers
 
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` (all its threads), from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as fh:
@@ -91,8 +93,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def events_of(daemon: SubprocessDaemon, event: str, **match: Any) -> list[dict[str, Any]]:
-    return [e for e in daemon.events()
-            if e.get("event") == event and all(e.get(k) == v for k, v in match.items())]
+    return [e for e in daemon.events() if e.get("event") == event and all(e.get(k) == v for k, v in match.items())]
 
 
 def tail(daemon: SubprocessDaemon, chars: int = 3000) -> str:
@@ -130,8 +131,10 @@ def stub() -> Iterator[StubS3]:
 
 # ---------------------------------------------------------------------------- S3 faults
 
+
 def test_s3_faults_are_retried_until_delivered_and_403_is_final(
-        start_daemon, stub: StubS3, stack: Stack, provider: Provider, calls_file: Path, figures: Figures) -> None:
+    start_daemon, stub: StubS3, stack: Stack, provider: Provider, calls_file: Path, figures: Figures
+) -> None:
     started = time.monotonic()
     daemon = start_daemon("--allow-response-url", stub.base_url, "--visibility-timeout", "60")
 
@@ -166,13 +169,15 @@ def test_s3_faults_are_retried_until_delivered_and_403_is_final(
 
     # ---- S3 recovers (each key's script runs out): everything is delivered, the 403 given up
     def settled() -> bool:
-        return (all(stub.bodies(k) for k in deliverable)
-                and len(events_of(daemon, "request")) >= len(requests))
+        return all(stub.bodies(k) for k in deliverable) and len(events_of(daemon, "request")) >= len(requests)
 
     try:
         wait_until(settled, STALL_SECONDS + 60, "every response to be delivered")
-        wait_until(lambda: queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0), 20,
-                   "the queue to drain")
+        wait_until(
+            lambda: queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0),
+            20,
+            "the queue to drain",
+        )
     finally:
         delivered = sum(1 for k in deliverable if stub.bodies(k))
         figures.set("s3_requests", len(requests))
@@ -198,7 +203,10 @@ def test_s3_faults_are_retried_until_delivered_and_403_is_final(
         answer = json.loads(bodies[0])
         assert answer["Status"] == "SUCCESS", answer
         assert (answer["RequestId"], answer["StackId"], answer["LogicalResourceId"]) == (
-            request["RequestId"], request["StackId"], request["LogicalResourceId"])
+            request["RequestId"],
+            request["StackId"],
+            request["LogicalResourceId"],
+        )
         event = events_of(daemon, "request", request_id=request["RequestId"])
         assert len(event) == 1 and event[0]["delivered"] is True, event
         assert event[0]["attempts"] == responder_attempts(plan), (event, plan)
@@ -208,7 +216,10 @@ def test_s3_faults_are_retried_until_delivered_and_403_is_final(
     gap = retried.received_at - stalled.received_at
     if STALL_SECONDS > READ_TIMEOUT:  # cut off at the read timeout, not waited out
         assert READ_TIMEOUT - 1 <= gap < STALL_SECONDS, f"retry {gap:.1f} s after the stalled attempt"
-        details = [e.get("detail", "") for e in events_of(daemon, "response.retry", request_id=requests[stall_key]["RequestId"])]
+        details = [
+            e.get("detail", "")
+            for e in events_of(daemon, "response.retry", request_id=requests[stall_key]["RequestId"])
+        ]
         assert any("Timeout" in d for d in details), details
     else:  # a slow S3 is waited out, with no second attempt meanwhile
         assert STALL_SECONDS <= gap < STALL_SECONDS + 5, f"retry {gap:.1f} s after the stalled attempt"
@@ -232,15 +243,18 @@ def test_s3_faults_are_retried_until_delivered_and_403_is_final(
 
 # ---------------------------------------------------------------------------- SQS outage
 
+
 def test_sqs_outage_daemon_backs_off_and_recovers(
-        start_daemon, emulator: Emulator, stack: Stack, provider: Provider, calls_file: Path,
-        figures: Figures) -> None:
+    start_daemon, emulator: Emulator, stack: Stack, provider: Provider, calls_file: Path, figures: Figures
+) -> None:
     sqs = provider.emulator.client("sqs")
     moto = urlsplit(emulator.endpoint)
     with TcpProxy(moto.hostname or "127.0.0.1", moto.port or 80) as proxy:
         daemon = start_daemon(
-            "--visibility-timeout", str(SQS_VISIBILITY),
-            "--max-backoff", "20",  # the product's default: the backoff operators actually get
+            "--visibility-timeout",
+            str(SQS_VISIBILITY),
+            "--max-backoff",
+            "20",  # the product's default: the backoff operators actually get
             env={"AWS_ENDPOINT_URL_SQS": proxy.url},
         )
 
@@ -251,12 +265,22 @@ def test_sqs_outage_daemon_backs_off_and_recovers(
         assert proxy.forwarded > 0, "SQS traffic did not go through the proxy"
 
         # ---- some requests in flight as SQS goes away (their delete will fail)
-        in_flight = [stack.request("Create", f"InFlight{i}", resource_type="Custom::Test",
-                                   properties={"SleepSeconds": str(HANDLER_SECONDS)}) for i in range(SQS_IN_FLIGHT)]
+        in_flight = [
+            stack.request(
+                "Create",
+                f"InFlight{i}",
+                resource_type="Custom::Test",
+                properties={"SleepSeconds": str(HANDLER_SECONDS)},
+            )
+            for i in range(SQS_IN_FLIGHT)
+        ]
         for request in in_flight:
             stack.publish(request)
-        wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, SQS_IN_FLIGHT), 15,
-                   "the daemon to take the in-flight requests")
+        wait_until(
+            lambda: queue_counts(sqs, provider.queue_url) == (0, SQS_IN_FLIGHT),
+            15,
+            "the daemon to take the in-flight requests",
+        )
 
         # ---- the outage
         published: list[dict[str, Any]] = []
@@ -278,8 +302,11 @@ def test_sqs_outage_daemon_backs_off_and_recovers(
         down_seconds = up_at - down_at
         cpu_percent = 100.0 * (cpu_after - cpu_before) / down_seconds
         attempts_down = proxy.attempts_between(down_at, up_at)
-        receive_failures = [e for e in events_of(daemon, "queue.receive_failed")
-                            if down_wall <= iso_to_epoch(e["timestamp"]) <= up_wall + 0.5]
+        receive_failures = [
+            e
+            for e in events_of(daemon, "queue.receive_failed")
+            if down_wall <= iso_to_epoch(e["timestamp"]) <= up_wall + 0.5
+        ]
         figures.set("sqs_down_seconds", round(down_seconds, 1))
         figures.set("cpu_percent_while_down", round(cpu_percent, 2))
         figures.set("receive_retries_while_down", len(receive_failures))
@@ -298,12 +325,16 @@ def test_sqs_outage_daemon_backs_off_and_recovers(
         figures.set("recovered_seconds", round(time.monotonic() - up_at, 1))  # SQS back -> last answer in S3
         figures.add("delivered", len(answered))
         figures.add("lost", len(everything) - len(answered))
-        wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, 0), SQS_VISIBILITY + 30,
-                   "the queue to drain (in-flight messages come back and are deleted as duplicates)")
+        wait_until(
+            lambda: queue_counts(sqs, provider.queue_url) == (0, 0),
+            SQS_VISIBILITY + 30,
+            "the queue to drain (in-flight messages come back and are deleted as duplicates)",
+        )
 
         assert_alive(daemon, "after the SQS outage")
         assert len(answered) == len(everything), (
-            f"{len(everything) - len(answered)} of {len(everything)} requests unanswered; log tail:\n{tail(daemon)}")
+            f"{len(everything) - len(answered)} of {len(everything)} requests unanswered; log tail:\n{tail(daemon)}"
+        )
         assert all(a["Status"] == "SUCCESS" for a in answered.values()), answered
         # each handler ran exactly once, including those whose messages came back after the outage
         expected = sorted(f"{r['RequestId']} Create" for r in [warm, *everything])
@@ -313,7 +344,8 @@ def test_sqs_outage_daemon_backs_off_and_recovers(
         assert attempts_down >= 1, "the daemon never tried SQS while it was down"
         assert cpu_percent < MAX_CPU_PERCENT, f"{cpu_percent:.1f}% of a core while SQS was down (hot loop?)"
         assert attempts_down <= MAX_ATTEMPTS_PER_SECOND * down_seconds, (
-            f"{attempts_down} connection attempts in {down_seconds:.1f} s while SQS was down")
+            f"{attempts_down} connection attempts in {down_seconds:.1f} s while SQS was down"
+        )
         assert all(e.get("retry_in") is not None for e in receive_failures), receive_failures
         assert not events_of(daemon, "message.crashed")
 

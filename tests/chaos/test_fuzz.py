@@ -22,6 +22,7 @@ A failing example does not stop the run: each target records every failure (exce
 shortest input) and fails at the end, so the figures show how many of the examples failed.
 Sizes: `max_examples = scale(200, 3000)` per target, no deadline.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,9 +43,15 @@ from tests.support.sns_signing import CertServer, make_identity, notification, s
 
 EXAMPLES = scale(200, 3000)
 SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
-                           HealthCheck.filter_too_much],
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.filter_too_much,
+    ],
 )
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TOPIC = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
@@ -54,11 +61,38 @@ IDENTITY = make_identity()
 # -- strategies ----------------------------------------------------------------------------------
 LONE_SURROGATES = ["\ud800", "\udbff", "\udc00", "\udcff", "\udfff", "\ud83d"]
 INTERESTING = [
-    "", " ", "\x00", "\n", "é", "😀", "\u202e", "\ufeff", "\ufffd", "\uffff", "Ã©", "\x85", "null", "[]", "{}",
-    "Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation", "Create", "Update", "Delete",
-    "Destroy", "Custom::Test", "2026-01-01T00:00:00.000Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
-    "2026-13-01T00:00:00Z", "1714564800", "https://bucket.s3.amazonaws.com/k?X-Amz-Signature=abc",
-    "http://169.254.169.254/latest/meta-data/", "arn:aws:cloudformation:us-east-1:1:stack/a/b", TOPIC,
+    "",
+    " ",
+    "\x00",
+    "\n",
+    "é",
+    "😀",
+    "\u202e",
+    "\ufeff",
+    "\ufffd",
+    "\uffff",
+    "Ã©",
+    "\x85",
+    "null",
+    "[]",
+    "{}",
+    "Notification",
+    "SubscriptionConfirmation",
+    "UnsubscribeConfirmation",
+    "Create",
+    "Update",
+    "Delete",
+    "Destroy",
+    "Custom::Test",
+    "2026-01-01T00:00:00.000Z",
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-14:00",
+    "2026-13-01T00:00:00Z",
+    "1714564800",
+    "https://bucket.s3.amazonaws.com/k?X-Amz-Signature=abc",
+    "http://169.254.169.254/latest/meta-data/",
+    "arn:aws:cloudformation:us-east-1:1:stack/a/b",
+    TOPIC,
     *LONE_SURROGATES,
 ]
 ANY_CHAR = st.characters(exclude_categories=())  # surrogates included
@@ -67,11 +101,18 @@ TEXT = st.one_of(
     st.text(ANY_CHAR, max_size=20),
     st.sampled_from(INTERESTING),
     st.builds(lambda a, s, b: a + s + b, st.text(max_size=8), st.sampled_from(LONE_SURROGATES), st.text(max_size=8)),
-    st.builds(lambda c, n: c * n, st.sampled_from(["a", "é", "😀", '"', "\\", "\x01", "\udcff"]),
-              st.sampled_from([255, 256, 257, 1023, 1024, 1025, 4096, 5000, 9000])),
+    st.builds(
+        lambda c, n: c * n,
+        st.sampled_from(["a", "é", "😀", '"', "\\", "\x01", "\udcff"]),
+        st.sampled_from([255, 256, 257, 1023, 1024, 1025, 4096, 5000, 9000]),
+    ),
 )
-NUMBERS = st.one_of(st.integers(), st.integers(min_value=-(10**40), max_value=10**40),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, -1, 2**63, 1e308, -0.0]))
+NUMBERS = st.one_of(
+    st.integers(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 2**63, 1e308, -0.0]),
+)
 JSON = st.recursive(
     st.none() | st.booleans() | NUMBERS | TEXT,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(TEXT, children, max_size=4),
@@ -91,10 +132,32 @@ def text_edits(draw: st.DrawFn, text: str) -> str:
         at = draw(st.integers(0, len(text)))
         op = draw(st.sampled_from(["delete", "insert", "duplicate", "truncate"]))
         if op == "delete":
-            text = text[:at] + text[at + draw(st.integers(1, 8)):]
+            text = text[:at] + text[at + draw(st.integers(1, 8)) :]
         elif op == "insert":
-            text = text[:at] + draw(st.sampled_from(['"', "\\", "{", "}", "[", "]", ",", ":", "\\ud800", "\\u0000",
-                                                     "NaN", "1e999", "9" * 5000, "😀"])) + text[at:]
+            text = (
+                text[:at]
+                + draw(
+                    st.sampled_from(
+                        [
+                            '"',
+                            "\\",
+                            "{",
+                            "}",
+                            "[",
+                            "]",
+                            ",",
+                            ":",
+                            "\\ud800",
+                            "\\u0000",
+                            "NaN",
+                            "1e999",
+                            "9" * 5000,
+                            "😀",
+                        ]
+                    )
+                )
+                + text[at:]
+            )
         elif op == "duplicate":
             end = min(len(text), at + draw(st.integers(1, 40)))
             text = text[:end] + text[at:end] + text[end:]
@@ -105,10 +168,14 @@ def text_edits(draw: st.DrawFn, text: str) -> str:
 
 def valid_request(kind: str = "Create") -> dict[str, Any]:
     req = {
-        "RequestType": kind, "ServiceToken": TOPIC,
+        "RequestType": kind,
+        "ServiceToken": TOPIC,
         "ResponseURL": "https://bucket.s3.amazonaws.com/key?X-Amz-Signature=abc",
-        "StackId": STACK_ID, "RequestId": "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51", "LogicalResourceId": "Thing",
-        "ResourceType": "Custom::Test", "ResourceProperties": {"ServiceToken": TOPIC, "Colour": "blue"},
+        "StackId": STACK_ID,
+        "RequestId": "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51",
+        "LogicalResourceId": "Thing",
+        "ResourceType": "Custom::Test",
+        "ResourceProperties": {"ServiceToken": TOPIC, "Colour": "blue"},
     }
     if kind in ("Update", "Delete"):
         req["PhysicalResourceId"] = "thing-1"
@@ -148,8 +215,22 @@ def signed_envelope(message: str, subject: str | None = None) -> dict[str, Any]:
     return sign_envelope(env, IDENTITY)
 
 
-ENVELOPE_KEYS = ["Type", "MessageId", "TopicArn", "Message", "Timestamp", "Subject", "SignatureVersion", "Signature",
-                 "SigningCertURL", "UnsubscribeURL", "SubscribeURL", "Token", "RequestType", "ResponseURL"]
+ENVELOPE_KEYS = [
+    "Type",
+    "MessageId",
+    "TopicArn",
+    "Message",
+    "Timestamp",
+    "Subject",
+    "SignatureVersion",
+    "Signature",
+    "SigningCertURL",
+    "UnsubscribeURL",
+    "SubscribeURL",
+    "Token",
+    "RequestType",
+    "ResponseURL",
+]
 
 
 @st.composite
@@ -175,11 +256,21 @@ def mutated_envelopes(draw: st.DrawFn) -> str:
 
 
 RESULTS = st.one_of(
-    st.none(), TEXT, JSON,
-    st.fixed_dictionaries({}, optional={"PhysicalResourceId": st.one_of(TEXT, JSON), "Data": st.one_of(
-        st.dictionaries(TEXT, JSON, max_size=5), JSON,
-        st.builds(lambda k, n: {k: "x" * n}, TEXT, st.sampled_from([0, 3000, 4000, 5000]))),
-        "NoEcho": JSON}),
+    st.none(),
+    TEXT,
+    JSON,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "PhysicalResourceId": st.one_of(TEXT, JSON),
+            "Data": st.one_of(
+                st.dictionaries(TEXT, JSON, max_size=5),
+                JSON,
+                st.builds(lambda k, n: {k: "x" * n}, TEXT, st.sampled_from([0, 3000, 4000, 5000])),
+            ),
+            "NoEcho": JSON,
+        },
+    ),
     st.dictionaries(TEXT, JSON, max_size=3),
 )
 REASONS = st.one_of(TEXT, st.builds(lambda t, n: t * n, TEXT, st.integers(0, 3000)))
@@ -207,7 +298,8 @@ class Findings:
             kinds.setdefault(failure_[1].split(":")[0], failure_)
         assert not self.failures, (
             f"{self.target}: {len(self.failures)} of {self.examples} examples failed; shortest per kind:\n"
-            + "\n".join(f"- {what}\n  input: {data}" for _, what, data in kinds.values()))
+            + "\n".join(f"- {what}\n  input: {data}" for _, what, data in kinds.values())
+        )
 
 
 def _strict(name: str) -> Any:
@@ -239,8 +331,20 @@ def check_response(request: Request, response: Response, label: str) -> list[str
 
 def read_all_properties(request: Request) -> None:
     """What the worker reads from a Request (any of these raising would crash the message)."""
-    for name in ("request_type", "resource_type", "response_url", "stack_id", "request_id", "logical_id",
-                 "physical_id", "properties", "key", "stack_name", "service_timeout", "problems"):
+    for name in (
+        "request_type",
+        "resource_type",
+        "response_url",
+        "stack_id",
+        "request_id",
+        "logical_id",
+        "physical_id",
+        "properties",
+        "key",
+        "stack_name",
+        "service_timeout",
+        "problems",
+    ):
         getattr(request, name)
     json.dumps(request.wire)  # a handler may serialise its event
 
@@ -256,8 +360,11 @@ def fuzz_request(findings: Findings, text: str, result: Any, reason: str) -> Non
         return
     try:
         read_all_properties(request)
-        built = [("success", success(request, result)), ("failure", failure(request, reason)),
-                 ("no-handler", failure(request, f"no handler for {request.resource_type}"))]
+        built = [
+            ("success", success(request, result)),
+            ("failure", failure(request, reason)),
+            ("no-handler", failure(request, f"no handler for {request.resource_type}")),
+        ]
         if request.problems:
             built.append(("invalid", failure(request, "invalid request: " + "; ".join(request.problems))))
     except Exception as exc:  # noqa: BLE001
@@ -295,8 +402,7 @@ def test_fuzz_envelope_parser(figures: Figures) -> None:
     findings = Findings("envelope", figures)
 
     @SETTINGS
-    @given(body=st.one_of(st.text(), st.text(ANY_CHAR), JSON.map(_dumps), mutated_envelopes(),
-                          mutated_requests()))
+    @given(body=st.one_of(st.text(), st.text(ANY_CHAR), JSON.map(_dumps), mutated_envelopes(), mutated_requests()))
     def run(body: str) -> None:
         fuzz_envelope(findings, body)
 
@@ -308,9 +414,18 @@ def test_fuzz_request_parser_and_response_builder(figures: Figures) -> None:
     findings = Findings("request", figures)
 
     @SETTINGS
-    @given(text=st.one_of(st.text(), JSON.map(_dumps), st.dictionaries(TEXT, JSON).map(_dumps),
-                          mutated_requests(), mutated_requests(), mutated_requests()),
-           result=RESULTS, reason=REASONS)
+    @given(
+        text=st.one_of(
+            st.text(),
+            JSON.map(_dumps),
+            st.dictionaries(TEXT, JSON).map(_dumps),
+            mutated_requests(),
+            mutated_requests(),
+            mutated_requests(),
+        ),
+        result=RESULTS,
+        reason=REASONS,
+    )
     def run(text: str, result: Any, reason: str) -> None:
         fuzz_request(findings, text, result, reason)
 
@@ -346,10 +461,19 @@ def test_fuzz_signature_verifier(figures: Figures) -> None:
             base = original(subject)
             env = data.draw(mutated_envelope_docs(lambda: base))
             if data.draw(st.booleans()):
-                env["SigningCertURL"] = data.draw(st.sampled_from([
-                    cert_url, certs.base_url + "other.pem", certs.base_url + "a/../x.pem",
-                    "https://sns.us-east-1.amazonaws.com.evil.example/x.pem", "http://169.254.169.254/x.pem",
-                    cert_url + "\x00", cert_url.replace("http://", "http://user@")]))
+                env["SigningCertURL"] = data.draw(
+                    st.sampled_from(
+                        [
+                            cert_url,
+                            certs.base_url + "other.pem",
+                            certs.base_url + "a/../x.pem",
+                            "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
+                            "http://169.254.169.254/x.pem",
+                            cert_url + "\x00",
+                            cert_url.replace("http://", "http://user@"),
+                        ]
+                    )
+                )
             try:
                 loop.run_until_complete(asyncio.wait_for(verifier.verify(env), 10))
             except (SignatureError, CertificateUnavailable):

@@ -44,6 +44,7 @@ hosts, missing fields) and adds seeded blind mutations of corpus bodies (charact
 inserted, duplicated; truncation), whose only documented outcome is "some terminal log line,
 no crash, no outbound traffic".
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -82,9 +83,22 @@ TERMINAL = ("rejected", "security", "request", "message.crashed", "deferred")
 _SQS_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 UNICODE = [
-    "Ünïcödé", "😀🔥🦄", "\u202eevil\u202c", "e\u0301\u0301", "zw\u200dj\u200b", "中文字符",
-    "\u0000nul", "tab\there", "\ufeffbom", "\u2028line\u2029", "ʻokina", "ﷺ", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
-    "\U0010fffd", "\x85\x9f", "Ã©Ã¼",  # C1 controls and Latin-1 mojibake: what bad bytes look like
+    "Ünïcödé",
+    "😀🔥🦄",
+    "\u202eevil\u202c",
+    "e\u0301\u0301",
+    "zw\u200dj\u200b",
+    "中文字符",
+    "\u0000nul",
+    "tab\there",
+    "\ufeffbom",
+    "\u2028line\u2029",
+    "ʻokina",
+    "ﷺ",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "\U0010fffd",
+    "\x85\x9f",
+    "Ã©Ã¼",  # C1 controls and Latin-1 mojibake: what bad bytes look like
 ]
 LONE_SURROGATES = ["\udcff", "\ud800", "\udfff", "\udc80\udc81", "\ud83d"]  # a lone high half of an emoji
 
@@ -136,26 +150,41 @@ class Ctx:
     def pick(self, options: list[Any]) -> Any:
         return self.rng.choice(options)
 
-    def request(self, kind: str = "Create", logical: str = "Thing", rtype: str = "Custom::Test",
-                props: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-        req = self.stack.request(kind, logical, resource_type=rtype, properties=props,
-                                 physical_id=fields.pop("physical_id", None))
+    def request(
+        self,
+        kind: str = "Create",
+        logical: str = "Thing",
+        rtype: str = "Custom::Test",
+        props: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        req = self.stack.request(
+            kind, logical, resource_type=rtype, properties=props, physical_id=fields.pop("physical_id", None)
+        )
         req.update(fields)
         self.last_request = req
         return req
 
-    def envelope(self, message: str, *, topic: str | None = None, subject: str | None = None,
-                 cert_url: str | None = None, identity: SigningIdentity | None = None, version: str = "2",
-                 sign: bool = True, after: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 **extra: Any) -> dict[str, Any]:
+    def envelope(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        subject: str | None = None,
+        cert_url: str | None = None,
+        identity: SigningIdentity | None = None,
+        version: str = "2",
+        sign: bool = True,
+        after: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
         env = notification(message, topic or self.provider.topic_arn, cert_url or self.cert_url, subject)
         env["UnsubscribeURL"] = self.counter.url("/?Action=Unsubscribe&SubscriptionArn=x")  # never to be called
         env.update(extra)
         if sign:
             env = sign_envelope(env, identity or self.identity, version)
         else:
-            env.update(SignatureVersion=version,
-                       Signature=base64.b64encode(self.rng.randbytes(256)).decode("ascii"))
+            env.update(SignatureVersion=version, Signature=base64.b64encode(self.rng.randbytes(256)).decode("ascii"))
         return after(env) if after else env
 
     def signed(self, request: dict[str, Any] | str, **kw: Any) -> str:
@@ -192,8 +221,9 @@ def corpus(ctx: Ctx) -> list[Item]:
     items: list[Item] = []
     port, endpoint, u = ctx.port, ctx.endpoint, ctx.pick
 
-    def add(name: str, body: str, expect: str | tuple[str, ...], reason: str = "",
-            request: dict[str, Any] | None = None) -> None:
+    def add(
+        name: str, body: str, expect: str | tuple[str, ...], reason: str = "", request: dict[str, Any] | None = None
+    ) -> None:
         # Every item carries the request it was built from (if any), so a response or handler
         # call for an item that should have none is seen too.
         request = request or ctx.last_request
@@ -201,8 +231,12 @@ def corpus(ctx: Ctx) -> list[Item]:
         items.append(Item(name, body, (expect,) if isinstance(expect, str) else expect, reason, request))
 
     # -- bodies that are not JSON, or JSON of the wrong shape --------------------------------
-    add("not-json", u(["this is not json {", "<xml/>", "{'Type': 'Notification'}", "{\"a\":}", "\x7f"]),
-        "rejected", "not JSON")
+    add(
+        "not-json",
+        u(["this is not json {", "<xml/>", "{'Type': 'Notification'}", '{"a":}', "\x7f"]),
+        "rejected",
+        "not JSON",
+    )
     add("blank", u([" ", "\n\t ", "\r\n"]), "rejected", "not JSON")
     add("json-array", json.dumps([1, {"Type": "Notification"}]), "rejected", "JSON list")
     add("json-string", json.dumps(json.dumps({"Type": "Notification"})), "rejected", "JSON str")
@@ -211,13 +245,13 @@ def corpus(ctx: Ctx) -> list[Item]:
     add("json-wrong-object", json.dumps({"hello": "world", "Messages": []}), "rejected", "neither")
     add("json-nan", '{"Type": NaN, "Message": Infinity}', "rejected", "")  # Python's json accepts NaN: any rejection
     add("body-nested-deep", _nested(u([50_000, 100_000]), "array"), "rejected", "RecursionError")
-    add("body-5000-digit-number", '{"Type": "Notification", "Message": ' + "9" * 5000 + "}", "rejected",
-        "not JSON")
+    add("body-5000-digit-number", '{"Type": "Notification", "Message": ' + "9" * 5000 + "}", "rejected", "not JSON")
     add("raw-delivery-unsigned", sqs_body(ctx.request(logical="Raw")), "security", "raw message delivery")
 
     # -- envelopes with every required field missing in turn --------------------------------
     missing_outcomes = {
-        "Type": ("rejected", "neither"), "Message": ("rejected", "neither"),
+        "Type": ("rejected", "neither"),
+        "Message": ("rejected", "neither"),
         "MessageId": ("rejected", "lacks string fields: MessageId"),
         "TopicArn": ("rejected", "lacks string fields: TopicArn"),
         "Timestamp": ("rejected", "lacks string fields: Timestamp"),
@@ -228,58 +262,127 @@ def corpus(ctx: Ctx) -> list[Item]:
     for missing, (expect, reason) in missing_outcomes.items():
         req = ctx.request(logical=f"Missing{missing}")
         add(f"envelope-missing-{missing}", ctx.signed(req, after=_without(missing)), expect, reason)
-    add("envelope-empty-strings", ctx.signed(ctx.request(logical="Empty"), after=_with(MessageId="", TopicArn="")),
-        "rejected", "lacks string fields")
+    add(
+        "envelope-empty-strings",
+        ctx.signed(ctx.request(logical="Empty"), after=_with(MessageId="", TopicArn="")),
+        "rejected",
+        "lacks string fields",
+    )
 
     # -- wrong Type: never auto-confirmed, nothing called -----------------------------------
     for kind in ("SubscriptionConfirmation", "UnsubscribeConfirmation"):
-        env = {"Type": kind, "MessageId": str(uuid.uuid4()), "TopicArn": ctx.provider.topic_arn, "Token": "t" * 64,
-               "Message": f"You have chosen to {kind}", "Timestamp": "2026-01-01T00:00:00.000Z",
-               "SubscribeURL": ctx.counter.url(f"/?Action=ConfirmSubscription&Token={'t' * 64}"),
-               "SigningCertURL": ctx.cert_url}
+        env = {
+            "Type": kind,
+            "MessageId": str(uuid.uuid4()),
+            "TopicArn": ctx.provider.topic_arn,
+            "Token": "t" * 64,
+            "Message": f"You have chosen to {kind}",
+            "Timestamp": "2026-01-01T00:00:00.000Z",
+            "SubscribeURL": ctx.counter.url(f"/?Action=ConfirmSubscription&Token={'t' * 64}"),
+            "SigningCertURL": ctx.cert_url,
+        }
         add(f"type-{kind}", sqs_body(sign_envelope(env, ctx.identity)), "rejected", "not confirmed automatically")
-    add("type-other", ctx.signed(ctx.request(logical="Typo"),
-                                 after=_with(Type=u(["notification", "Notification ", "Notice", "Ⓝotification"]))),
-        "rejected", "is not Notification")
-    add("type-not-a-string", ctx.signed(ctx.request(logical="TypeList"), after=_with(Type=["Notification"])),
-        "rejected", "is not Notification")
+    add(
+        "type-other",
+        ctx.signed(
+            ctx.request(logical="Typo"),
+            after=_with(Type=u(["notification", "Notification ", "Notice", "Ⓝotification"])),
+        ),
+        "rejected",
+        "is not Notification",
+    )
+    add(
+        "type-not-a-string",
+        ctx.signed(ctx.request(logical="TypeList"), after=_with(Type=["Notification"])),
+        "rejected",
+        "is not Notification",
+    )
 
     # -- signature and topic ------------------------------------------------------------------
-    add("topic-not-allowlisted", ctx.signed(ctx.request(logical="OtherTopic"),
-                                            topic=ctx.provider.topic_arn + u(["-other", "2", ":x"])),
-        "security", "not in the allowlist")
-    add("topic-from-other-account", ctx.signed(ctx.request(logical="OtherAccount"),
-                                               topic=ctx.provider.topic_arn.replace("123456789012", "999999999999")),
-        "security", "not in the allowlist")
-    add("tampered-message", ctx.signed(ctx.request(logical="Tampered"), after=lambda env: {
-        **env, "Message": env["Message"].replace("Custom::Test", "Custom::Echo")}), "security", "does not match")
-    add("tampered-subject", ctx.signed(ctx.request(logical="Subject"), subject="hello", after=_with(Subject="HELLO")),
-        "security", "does not match")
-    add("subject-added", ctx.signed(ctx.request(logical="SubjectAdded"), after=_with(Subject="added")),
-        "security", "does not match")
-    add("tampered-signature", ctx.signed(ctx.request(logical="Flipped"), after=_flip_signature),
-        "security", "does not match")
-    add("signature-not-base64", ctx.signed(ctx.request(logical="B64"), after=_with(Signature="!!not*base64!!")),
-        "security", "base64")
-    add("signature-version-3", ctx.signed(ctx.request(logical="V3"), after=_with(SignatureVersion="3")),
-        "security", "SignatureVersion")
-    add("signature-version-number", ctx.signed(ctx.request(logical="VNum"), after=_with(SignatureVersion=2)),
-        "security", "SignatureVersion")
-    add("signed-by-another-key", ctx.signed(ctx.request(logical="OtherKey"), identity=ctx.other_identity),
-        "security", "does not match")
-    add("subject-null", ctx.signed(ctx.request(logical="SubjNull"), after=_with(Subject=None)),
-        "security", "Subject")
-    add("signature-v1-valid-but-topic-wrong", ctx.signed(ctx.request(logical="V1"), version="1",
-                                                         topic="arn:aws:sns:us-east-1:123456789012:elsewhere"),
-        "security", "not in the allowlist")
+    add(
+        "topic-not-allowlisted",
+        ctx.signed(ctx.request(logical="OtherTopic"), topic=ctx.provider.topic_arn + u(["-other", "2", ":x"])),
+        "security",
+        "not in the allowlist",
+    )
+    add(
+        "topic-from-other-account",
+        ctx.signed(
+            ctx.request(logical="OtherAccount"), topic=ctx.provider.topic_arn.replace("123456789012", "999999999999")
+        ),
+        "security",
+        "not in the allowlist",
+    )
+    add(
+        "tampered-message",
+        ctx.signed(
+            ctx.request(logical="Tampered"),
+            after=lambda env: {**env, "Message": env["Message"].replace("Custom::Test", "Custom::Echo")},
+        ),
+        "security",
+        "does not match",
+    )
+    add(
+        "tampered-subject",
+        ctx.signed(ctx.request(logical="Subject"), subject="hello", after=_with(Subject="HELLO")),
+        "security",
+        "does not match",
+    )
+    add(
+        "subject-added",
+        ctx.signed(ctx.request(logical="SubjectAdded"), after=_with(Subject="added")),
+        "security",
+        "does not match",
+    )
+    add(
+        "tampered-signature",
+        ctx.signed(ctx.request(logical="Flipped"), after=_flip_signature),
+        "security",
+        "does not match",
+    )
+    add(
+        "signature-not-base64",
+        ctx.signed(ctx.request(logical="B64"), after=_with(Signature="!!not*base64!!")),
+        "security",
+        "base64",
+    )
+    add(
+        "signature-version-3",
+        ctx.signed(ctx.request(logical="V3"), after=_with(SignatureVersion="3")),
+        "security",
+        "SignatureVersion",
+    )
+    add(
+        "signature-version-number",
+        ctx.signed(ctx.request(logical="VNum"), after=_with(SignatureVersion=2)),
+        "security",
+        "SignatureVersion",
+    )
+    add(
+        "signed-by-another-key",
+        ctx.signed(ctx.request(logical="OtherKey"), identity=ctx.other_identity),
+        "security",
+        "does not match",
+    )
+    add("subject-null", ctx.signed(ctx.request(logical="SubjNull"), after=_with(Subject=None)), "security", "Subject")
+    add(
+        "signature-v1-valid-but-topic-wrong",
+        ctx.signed(ctx.request(logical="V1"), version="1", topic="arn:aws:sns:us-east-1:123456789012:elsewhere"),
+        "security",
+        "not in the allowlist",
+    )
 
     # -- SigningCertURL: never fetched from outside SNS hosts / the trusted prefix -----------
     cert_urls = {
         "cert-non-sns-host": f"http://127.0.0.1:{port}/SimpleNotificationService-x.pem",
         "cert-http-sns-host": "http://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem",
-        "cert-lookalike-host": u([f"https://sns.us-east-1.amazonaws.com.evil.example:{port}/SNS-x.pem",
-                                  "https://sns.us-east-1.amazonaws.com.evil.example/SimpleNotificationService-x.pem",
-                                  f"https://sns.us-east-1.amazonaws.com.{port}.evil.example/x.pem"]),
+        "cert-lookalike-host": u(
+            [
+                f"https://sns.us-east-1.amazonaws.com.evil.example:{port}/SNS-x.pem",
+                "https://sns.us-east-1.amazonaws.com.evil.example/SimpleNotificationService-x.pem",
+                f"https://sns.us-east-1.amazonaws.com.{port}.evil.example/x.pem",
+            ]
+        ),
         "cert-userinfo-trick": f"https://sns.us-east-1.amazonaws.com@127.0.0.1:{port}/SimpleNotificationService-x.pem",
         "cert-localhost": f"http://localhost:{port}/SimpleNotificationService-x.pem",
         "cert-trusted-prefix-traversal": ctx.certs.base_url + "a/../../SimpleNotificationService-x.pem",
@@ -287,23 +390,38 @@ def corpus(ctx: Ctx) -> list[Item]:
         "cert-metadata-ip": "http://169.254.169.254/latest/meta-data/SimpleNotificationService-x.pem",
     }
     for name, url in cert_urls.items():
-        add(name, ctx.signed(ctx.request(logical="Cert"), cert_url=url), "security",
-            "not an Amazon SNS certificate URL")
+        add(
+            name, ctx.signed(ctx.request(logical="Cert"), cert_url=url), "security", "not an Amazon SNS certificate URL"
+        )
 
     # -- bad Timestamp ------------------------------------------------------------------------
-    add("timestamp-not-iso", ctx.signed(ctx.request(logical="Stamp"),
-                                        after=lambda env: sign_envelope({**env, "Timestamp": u(
-                                            ["yesterday", "2024-13-45T99:00:00Z", "1714564800"])}, ctx.identity)),
-        "rejected", "not ISO 8601")
-    add("timestamp-number", ctx.signed(ctx.request(logical="StampNum"), after=_with(Timestamp=1714564800)),
-        "rejected", "lacks string fields: Timestamp")
+    add(
+        "timestamp-not-iso",
+        ctx.signed(
+            ctx.request(logical="Stamp"),
+            after=lambda env: sign_envelope(
+                {**env, "Timestamp": u(["yesterday", "2024-13-45T99:00:00Z", "1714564800"])}, ctx.identity
+            ),
+        ),
+        "rejected",
+        "not ISO 8601",
+    )
+    add(
+        "timestamp-number",
+        ctx.signed(ctx.request(logical="StampNum"), after=_with(Timestamp=1714564800)),
+        "rejected",
+        "lacks string fields: Timestamp",
+    )
 
     # -- the envelope's Message is not a request ------------------------------------------------
     add("message-not-json", ctx.signed("hello, this is not a request"), "rejected", "message is not JSON")
     add("message-json-list", ctx.signed(json.dumps([ctx.request(logical="InList")])), "rejected", "JSON list")
-    add("message-not-a-string", ctx.signed(ctx.request(logical="MsgObj"),
-                                           after=lambda env: {**env, "Message": json.loads(env["Message"])}),
-        "rejected", "lacks string fields: Message")
+    add(
+        "message-not-a-string",
+        ctx.signed(ctx.request(logical="MsgObj"), after=lambda env: {**env, "Message": json.loads(env["Message"])}),
+        "rejected",
+        "lacks string fields: Message",
+    )
 
     # -- requests that cannot be answered (no usable ResponseURL / ids): logged, not run -------
     for missing in ("ResponseURL", "StackId", "RequestId", "LogicalResourceId"):
@@ -311,10 +429,18 @@ def corpus(ctx: Ctx) -> list[Item]:
         del req[missing]
         add(f"request-missing-{missing}", ctx.signed(req), "rejected", f"non-string {missing}")
     for name, value in (("RequestId", 12345), ("StackId", 1.5), ("LogicalResourceId", True), ("ResponseURL", 0)):
-        add(f"request-number-{name}", ctx.signed(ctx.request(logical=f"Num{name}", **{name: value})),
-            "rejected", f"non-string {name}")
-    add("request-oversized-RequestId", ctx.signed(ctx.request(logical="LongId", RequestId="r" * 300)),
-        "rejected", "oversized RequestId")
+        add(
+            f"request-number-{name}",
+            ctx.signed(ctx.request(logical=f"Num{name}", **{name: value})),
+            "rejected",
+            f"non-string {name}",
+        )
+    add(
+        "request-oversized-RequestId",
+        ctx.signed(ctx.request(logical="LongId", RequestId="r" * 300)),
+        "rejected",
+        "oversized RequestId",
+    )
 
     # -- answerable but invalid requests: FAILED naming the problem -------------------------
     for missing in ("RequestType", "ResourceType"):
@@ -327,11 +453,16 @@ def corpus(ctx: Ctx) -> list[Item]:
     add("request-type-destroy", ctx.signed(req), "FAILED", "'Destroy' is not one of", req)
     req = ctx.request(u(["create", "DELETE", "", "Create ", "Créate"]), logical="Odd")
     add("request-type-other", ctx.signed(req), "FAILED", "is not one of", req)
-    for name, value in (("RequestType", 1), ("ResourceType", 42), ("ResourceProperties", "Colour=blue"),
-                        ("OldResourceProperties", [1, 2])):
+    for name, value in (
+        ("RequestType", 1),
+        ("ResourceType", 42),
+        ("ResourceProperties", "Colour=blue"),
+        ("OldResourceProperties", [1, 2]),
+    ):
         kind = "Update" if name == "OldResourceProperties" else "Create"
-        req = ctx.request(kind, logical=f"Num{name}", physical_id="pid-1" if kind == "Update" else None,
-                          **{name: value})
+        req = ctx.request(
+            kind, logical=f"Num{name}", physical_id="pid-1" if kind == "Update" else None, **{name: value}
+        )
         add(f"request-wrong-type-{name}", ctx.signed(req), "FAILED", f"{name} is a {type(value).__name__}", req)
     req = ctx.request("Update", logical="NumPid", physical_id=7)
     add("request-number-PhysicalResourceId", ctx.signed(req), "FAILED", "PhysicalResourceId is a int", req)
@@ -341,42 +472,86 @@ def corpus(ctx: Ctx) -> list[Item]:
     add("unknown-resource-type", ctx.signed(req), "FAILED", f"no handler for {req['ResourceType']}", req)
 
     # -- numbers where strings belong in ResourceProperties: served ------------------------------
-    req = ctx.request(logical="Timeouts", props={"ServiceTimeout": u([30, 1e308, True, "abc", [1], {"a": 1}]),
-                                                   "Count": 3, "Ratio": 0.5, "Flag": False, "Nothing": None})
+    req = ctx.request(
+        logical="Timeouts",
+        props={
+            "ServiceTimeout": u([30, 1e308, True, "abc", [1], {"a": 1}]),
+            "Count": 3,
+            "Ratio": 0.5,
+            "Flag": False,
+            "Nothing": None,
+        },
+    )
     add("properties-numbers-and-odd-timeout", ctx.signed(req), "SUCCESS", "", req)
     req = ctx.request(logical="Stale")
-    add("timestamp-in-the-past", ctx.signed(req, after=lambda env: sign_envelope(
-        {**env, "Timestamp": "2001-01-01T00:00:00.000Z"}, ctx.identity)), "FAILED", "timed out", req)
+    add(
+        "timestamp-in-the-past",
+        ctx.signed(
+            req, after=lambda env: sign_envelope({**env, "Timestamp": "2001-01-01T00:00:00.000Z"}, ctx.identity)
+        ),
+        "FAILED",
+        "timed out",
+        req,
+    )
 
     # -- another dialect's fields change nothing: on SQS a request is CloudFormation's ----------
-    ros_fields = {"StackName": u(["prod", "victim"]), "RegionId": "cn-hangzhou", "ResourceOwnerId": "1",
-                  "CallerId": "1"}
-    oss = u(["https://loot.oss-cn-hangzhou.aliyuncs.com/k?Signature=x",
-             "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x",
-             "https://loot.oss-accelerate.aliyuncs.com/k?Expires=1&Signature=x"])
-    add("ros-fields-with-an-aliyun-url", ctx.signed(ctx.request(logical="RosSwitch", ResponseURL=oss, **ros_fields)),
-        "security", "aliyuncs.com")
-    req = ctx.request(logical="RosIntranet", IntranetResponseURL=u([
-        "http://169.254.169.254/latest/meta-data/", f"http://127.0.0.1:{port}/intranet"]), **ros_fields)
+    ros_fields = {
+        "StackName": u(["prod", "victim"]),
+        "RegionId": "cn-hangzhou",
+        "ResourceOwnerId": "1",
+        "CallerId": "1",
+    }
+    oss = u(
+        [
+            "https://loot.oss-cn-hangzhou.aliyuncs.com/k?Signature=x",
+            "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x",
+            "https://loot.oss-accelerate.aliyuncs.com/k?Expires=1&Signature=x",
+        ]
+    )
+    add(
+        "ros-fields-with-an-aliyun-url",
+        ctx.signed(ctx.request(logical="RosSwitch", ResponseURL=oss, **ros_fields)),
+        "security",
+        "aliyuncs.com",
+    )
+    req = ctx.request(
+        logical="RosIntranet",
+        IntranetResponseURL=u(["http://169.254.169.254/latest/meta-data/", f"http://127.0.0.1:{port}/intranet"]),
+        **ros_fields,
+    )
     add("ros-fields-intranet-url-never-called", ctx.signed(req), "SUCCESS", "", req)  # answered on its ResponseURL
     req = ctx.request(logical="PlainStackId", StackId=str(uuid.uuid4()), **ros_fields)
     add("plain-stack-id-still-cloudformation", ctx.signed(req), "SUCCESS", "", req)
 
     # -- ResponseURL outside the allowlist: not run, nothing called -----------------------------
     response_urls = {
-        "url-metadata": u(["http://169.254.169.254/latest/meta-data/iam/security-credentials/",
-                           "https://169.254.169.254/latest/api/token"]),
+        "url-metadata": u(
+            [
+                "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+                "https://169.254.169.254/latest/api/token",
+            ]
+        ),
         "url-metadata-ipv6": "http://[fd00:ec2::254]/latest/meta-data/",
-        "url-localhost": u([f"http://localhost:{port}/bucket/key?X-Amz-Signature=abc",
-                            f"https://localhost:{port}/bucket/key"]),
+        "url-localhost": u(
+            [f"http://localhost:{port}/bucket/key?X-Amz-Signature=abc", f"https://localhost:{port}/bucket/key"]
+        ),
         "url-loopback-ip": f"http://127.0.0.1:{port}/bucket/key?X-Amz-Signature=abc",
         "url-loopback-ipv6": f"http://[::1]:{port}/bucket/key",
-        "url-http-s3": u(["http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/k",
-                          "http://s3.amazonaws.com/bucket/k"]),
-        "url-lookalike-s3": u([f"https://s3.amazonaws.com.evil.example:{port}/k",
-                               "https://bucket.s3.us-east-1.amazonaws.com.evil.example/k",
-                               "https://s3-x.us-east-1.elb.amazonaws.com/k", "https://s3.amazonaws.co/k",
-                               "https://s3.amazonaws.com%2eevil.example/k"]),
+        "url-http-s3": u(
+            [
+                "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/k",
+                "http://s3.amazonaws.com/bucket/k",
+            ]
+        ),
+        "url-lookalike-s3": u(
+            [
+                f"https://s3.amazonaws.com.evil.example:{port}/k",
+                "https://bucket.s3.us-east-1.amazonaws.com.evil.example/k",
+                "https://s3-x.us-east-1.elb.amazonaws.com/k",
+                "https://s3.amazonaws.co/k",
+                "https://s3.amazonaws.com%2eevil.example/k",
+            ]
+        ),
         "url-s3-userinfo": f"https://bucket.s3.amazonaws.com@127.0.0.1:{port}/k",
         "url-s3-other-port": f"https://bucket.s3.amazonaws.com:{port}/k",
         "url-allowlist-userinfo-trick": endpoint.replace("http://", "http://user@") + "/bucket/k",
@@ -416,22 +591,42 @@ def corpus(ctx: Ctx) -> list[Item]:
     # Deep enough for json.loads (limit ~1000) but deeper than any CloudFormation template: an
     # answerable request (ids and ResponseURL are all there), so SUCCESS or FAILED, never a crash.
     req = ctx.request(logical="NestedDeep")
-    add("properties-nested-deep", ctx.signed(_with_raw_properties(ctx, req, _nested(u([450, 600, 900])))),
-        ("SUCCESS", "FAILED"), "", req)
+    add(
+        "properties-nested-deep",
+        ctx.signed(_with_raw_properties(ctx, req, _nested(u([450, 600, 900])))),
+        ("SUCCESS", "FAILED"),
+        "",
+        req,
+    )
     req = ctx.request(logical="NestedTooDeep")
-    add("properties-nested-beyond-json", ctx.signed(_with_raw_properties(ctx, req, _nested(20_000, "array"))),
-        ("rejected", "FAILED"), "")
+    add(
+        "properties-nested-beyond-json",
+        ctx.signed(_with_raw_properties(ctx, req, _nested(20_000, "array"))),
+        ("rejected", "FAILED"),
+        "",
+    )
 
     # -- non-UTF-8 (see the module docstring for the realistic forms) ---------------------------
     bad = u(LONE_SURROGATES)
-    add("nonutf8-envelope-message", ctx.signed(ctx.request(logical="Bad8"), sign=False,
-                                               after=lambda env: {**env, "Message": env["Message"] + bad}),
-        "security", "")
-    add("nonutf8-envelope-subject", ctx.signed(ctx.request(logical="Bad8Subj"), sign=False, subject="s" + bad),
-        "security", "")
+    add(
+        "nonutf8-envelope-message",
+        ctx.signed(ctx.request(logical="Bad8"), sign=False, after=lambda env: {**env, "Message": env["Message"] + bad}),
+        "security",
+        "",
+    )
+    add(
+        "nonutf8-envelope-subject",
+        ctx.signed(ctx.request(logical="Bad8Subj"), sign=False, subject="s" + bad),
+        "security",
+        "",
+    )
     add("nonutf8-envelope-type", sqs_body({"Type": "Notific" + bad, "Message": "{}"}), "rejected", "not Notification")
-    add("nonutf8-request-id", ctx.signed(ctx.request(logical="Bad8Id", RequestId=str(uuid.uuid4()) + bad)),
-        "rejected", "not valid UTF-8")
+    add(
+        "nonutf8-request-id",
+        ctx.signed(ctx.request(logical="Bad8Id", RequestId=str(uuid.uuid4()) + bad)),
+        "rejected",
+        "not valid UTF-8",
+    )
     req = ctx.request(logical="Bad8Type", rtype="Custom::" + bad)
     add("nonutf8-resource-type", ctx.signed(req), "FAILED", "no handler for Custom::", req)
     req = ctx.request("Update", logical="Bad8Pid", physical_id="pid-" + bad)
@@ -444,12 +639,24 @@ def corpus(ctx: Ctx) -> list[Item]:
     # -- unicode in every string field ------------------------------------------------------------
     s1, s2, s3 = (u(UNICODE) for _ in range(3))
     rid = f"{uuid.uuid4()}-{s2}"
-    req = ctx.request("Update", logical=s1, physical_id=f"pid-{s3}", props={s1: s2, "List": [s3, s1]},
-                      StackId=f"arn:aws:cloudformation:us-east-1:123456789012:stack/{s2}-{s1}/{uuid.uuid4()}",
-                      RequestId=rid, OldResourceProperties={s3: s1}, ServiceToken=f"{s2}{s3}")
+    req = ctx.request(
+        "Update",
+        logical=s1,
+        physical_id=f"pid-{s3}",
+        props={s1: s2, "List": [s3, s1]},
+        StackId=f"arn:aws:cloudformation:us-east-1:123456789012:stack/{s2}-{s1}/{uuid.uuid4()}",
+        RequestId=rid,
+        OldResourceProperties={s3: s1},
+        ServiceToken=f"{s2}{s3}",
+    )
     req["ResponseURL"] = ctx.stack.response_url(f"{ctx.stack.name}/unicode-{s1.strip(chr(0))}/{uuid.uuid4()}")
-    add("unicode-everywhere", ctx.signed(req, subject=f"{s3} {s1}", MessageId=f"{s2}-{uuid.uuid4()}"),
-        "SUCCESS", "", req)
+    add(
+        "unicode-everywhere",
+        ctx.signed(req, subject=f"{s3} {s1}", MessageId=f"{s2}-{uuid.uuid4()}"),
+        "SUCCESS",
+        "",
+        req,
+    )
     req = ctx.request(logical=s2, rtype=f"Custom::{s1}{s3}", RequestId=f"{uuid.uuid4()}{s1}")
     add("unicode-resource-type", ctx.signed(req, subject=s2), "FAILED", f"no handler for Custom::{s1}{s3}", req)
     return items
@@ -458,22 +665,43 @@ def corpus(ctx: Ctx) -> list[Item]:
 def blind_mutation(ctx: Ctx, base: Item) -> Item:
     """A corpus body with random edits: all that is documented is a terminal line and no crash."""
     rng = ctx.rng
-    tokens = ['"', "\\", "{", "}", "[", "]", ",", ":", "null", "1e999", "-", "\\ud800", "\\u0000", "é", "😀",
-              "\u202e", " " * 7, '"Type":"Notification",', '"RequestType":"Create",', "\x85", "\ufffd"]
+    tokens = [
+        '"',
+        "\\",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "null",
+        "1e999",
+        "-",
+        "\\ud800",
+        "\\u0000",
+        "é",
+        "😀",
+        "\u202e",
+        " " * 7,
+        '"Type":"Notification",',
+        '"RequestType":"Create",',
+        "\x85",
+        "\ufffd",
+    ]
     body = base.body
     for _ in range(rng.randint(1, 5)):
         op, at = rng.randrange(5), rng.randrange(len(body) + 1)
         if op == 0:
-            body = body[:at] + body[at + rng.randint(1, 16):]
+            body = body[:at] + body[at + rng.randint(1, 16) :]
         elif op == 1:
             body = body[:at] + rng.choice(tokens) + body[at:]
         elif op == 2:
             end = min(len(body), at + rng.randint(1, 64))
             body = body[:end] + body[at:end] + body[end:]
         elif op == 3:
-            body = body[:max(1, at)]
+            body = body[: max(1, at)]
         else:
-            body = body[:at] + chr(rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0xD7FF)])) + body[at + 1:]
+            body = body[:at] + chr(rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0xD7FF)])) + body[at + 1 :]
     body = _SQS_INVALID.sub("", body) or "{"
     body = body.encode("utf-8")[:SQS_MAX_BYTES].decode("utf-8", "ignore") or "{"
     return Item(f"blind<{base.name}>", body, ("any",), "", None)  # its request id is the base item's
@@ -574,8 +802,9 @@ def judge(item: Item, entry: dict[str, Any] | None, provider: Provider) -> list[
     return problems
 
 
-async def test_hostile_corpus(monkeypatch: pytest.MonkeyPatch, run_daemon, provider: Provider, stack: Stack,
-                              figures: Figures) -> None:
+async def test_hostile_corpus(
+    monkeypatch: pytest.MonkeyPatch, run_daemon, provider: Provider, stack: Stack, figures: Figures
+) -> None:
     began = time.monotonic()
     figures.set("seed", SEED)
     rng = random.Random(SEED)
@@ -611,13 +840,15 @@ async def test_hostile_corpus(monkeypatch: pytest.MonkeyPatch, run_daemon, provi
             return req, ctx.signed(req)
 
         try:
-            with capture_logs(processors=[structlog.contextvars.merge_contextvars,
-                                          structlog.processors.format_exc_info]) as logs:
-                await run_daemon(verify_signatures=True, trust_signing_cert_urls=(certs.base_url,),
-                                 topic_arns=(provider.topic_arn,))
+            with capture_logs(
+                processors=[structlog.contextvars.merge_contextvars, structlog.processors.format_exc_info]
+            ) as logs:
+                await run_daemon(
+                    verify_signatures=True, trust_signing_cert_urls=(certs.base_url,), topic_arns=(provider.topic_arn,)
+                )
                 observer = Observer(logs)
                 for start in range(0, len(items), BATCH):
-                    batch = items[start:start + BATCH]
+                    batch = items[start : start + BATCH]
                     for item in batch:
                         item.message_id = await asyncio.to_thread(send, provider, item.body)
                     good, good_body = canary(f"Canary{start}")
@@ -643,8 +874,13 @@ async def test_hostile_corpus(monkeypatch: pytest.MonkeyPatch, run_daemon, provi
                 served_after = int(response is not None and json.loads(response)["Status"] == "SUCCESS")
 
                 crashed = [e for e in logs if e.get("event") == "message.crashed"]
-                tracebacks = [e for e in logs if e.get("log_level") in ("error", "critical") and e.get("exception")
-                              and e.get("event") != "message.crashed"]
+                tracebacks = [
+                    e
+                    for e in logs
+                    if e.get("log_level") in ("error", "critical")
+                    and e.get("exception")
+                    and e.get("event") != "message.crashed"
+                ]
         finally:
             loop.set_exception_handler(old_handler)
         outbound = len(guard.attempts)
@@ -691,8 +927,12 @@ async def test_egress_guard_sees_what_it_must(monkeypatch: pytest.MonkeyPatch) -
         guard = EgressGuard(set())
         guard.install(monkeypatch)
         async with aiohttp.ClientSession() as http:
-            for url in ("http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/",
-                        "https://sns.us-east-1.amazonaws.com.evil.example/x.pem", counter.url("/k")):
+            for url in (
+                "http://169.254.169.254/latest/meta-data/",
+                "http://[fd00:ec2::254]/",
+                "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
+                counter.url("/k"),
+            ):
                 started = time.monotonic()
                 with pytest.raises((aiohttp.ClientError, OSError)):
                     async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
@@ -702,7 +942,10 @@ async def test_egress_guard_sees_what_it_must(monkeypatch: pytest.MonkeyPatch) -
             if counter.connections:
                 break
             await asyncio.sleep(0.05)
-    assert guard.attempts[:3] == ["connect 169.254.169.254:80", "connect fd00:ec2::254:80",
-                                  "resolve sns.us-east-1.amazonaws.com.evil.example"]
+    assert guard.attempts[:3] == [
+        "connect 169.254.169.254:80",
+        "connect fd00:ec2::254:80",
+        "resolve sns.us-east-1.amazonaws.com.evil.example",
+    ]
     assert guard.attempts[3].startswith(f"connect 127.0.0.1:{counter.port}")
     assert counter.connections >= 1

@@ -29,6 +29,7 @@ Figures (suite `hostile_tenant`, shared with the boundary attacks in their own f
 tried, secrets disclosed (must be 0), foreign resources touched (0), requests to
 non-allowlisted hosts (0), and the metric series a flood of made-up types added (0).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,6 +65,7 @@ FLOOD = scale(40, 1000)  # made-up ResourceTypes sent at the metrics
 
 
 # ---------------------------------------------------------------------------------- helpers
+
 
 @pytest.fixture
 def ssm(emulator: Emulator) -> Any:
@@ -155,7 +157,9 @@ def test_a_rollback_cannot_read_another_stacks_secure_string(simulated, ssm, att
     for n in range(rounds):
         tag = uuid.uuid4().hex[:8]
         prod, own = f"/prod/{tag}/db/password", f"/tenant/{tag}/x"
-        code, out, _ = sim("create", sim.template("victim.yaml", VICTIM), "--parameter", f"Name={prod}", stack=f"prod{tag}")
+        code, out, _ = sim(
+            "create", sim.template("victim.yaml", VICTIM), "--parameter", f"Name={prod}", stack=f"prod{tag}"
+        )
         assert code == 0, out
         victim_secret, marker = stored(ssm, prod), description(ssm, prod)
         assert victim_secret and len(victim_secret) == 24
@@ -168,8 +172,16 @@ def test_a_rollback_cannot_read_another_stacks_secure_string(simulated, ssm, att
         code, out2, _ = sim("update", "--template", tenant, "--parameter", f"Name={prod}", stack=f"tenant{tag}")
         assert "UPDATE_ROLLBACK_COMPLETE" in out2, out2
         # Then any update re-reads Pw.Secret into Leak (an Echo: Data without NoEcho), shown as an output.
-        code, out3, state = sim("update", "--template", tenant, "--parameter", f"Name={own}",
-                                "--parameter", f"Tick={n + 2}", stack=f"tenant{tag}")
+        code, out3, state = sim(
+            "update",
+            "--template",
+            tenant,
+            "--parameter",
+            f"Name={own}",
+            "--parameter",
+            f"Tick={n + 2}",
+            stack=f"tenant{tag}",
+        )
         assert code == 0, out3
         own_secret = stored(ssm, own)
         assert attacks.disclosed(out1, out2, out3, state, own_secret or "", secrets=[victim_secret]) == 0
@@ -179,9 +191,10 @@ def test_a_rollback_cannot_read_another_stacks_secure_string(simulated, ssm, att
 
 # ---------------------------------------------------------------------------------- 2: forged ids
 
-async def test_naming_another_stacks_physical_resource_id_reaches_nothing(run_daemon, provider: Provider, ssm, ec2,
-                                                                          tmp_path: Path, monkeypatch,
-                                                                          attacks: Attacks):
+
+async def test_naming_another_stacks_physical_resource_id_reaches_nothing(
+    run_daemon, provider: Provider, ssm, ec2, tmp_path: Path, monkeypatch, attacks: Attacks
+):
     key = tmp_path / "server.key"
     key.write_bytes(os.urandom(32))
     await run_daemon(handlers=NAMED)
@@ -196,13 +209,21 @@ async def test_naming_another_stacks_physical_resource_id_reaches_nothing(run_da
     pool = await answer(prod, prod.request("Create", "Egress", "Custom::ElasticIpPool", {"Size": "2"}))
     assert {kept["Status"], derived["Status"], pool["Status"]} == {"SUCCESS"}
     secrets = [kept["Data"]["Secret"], derived["Data"]["Secret"]]
-    addresses = ec2.describe_addresses(Filters=[{"Name": f"tag:{eip.POOL_TAG}", "Values": [pool["PhysicalResourceId"]]}])
+    addresses = ec2.describe_addresses(
+        Filters=[{"Name": f"tag:{eip.POOL_TAG}", "Values": [pool["PhysicalResourceId"]]}]
+    )
     before = sorted((a["AllocationId"], json.dumps(a.get("Tags"), sort_keys=True)) for a in addresses["Addresses"])
 
     def forged(kind: str, logical: str, rtype: str, props: dict[str, Any], physical_id: str) -> dict[str, Any]:
         old = props if kind == "Update" else None
-        return tenant.request(kind, logical, rtype, {**props, "ServiceTimeout": "30"} if old else props,
-                              old_properties=old, physical_id=physical_id)
+        return tenant.request(
+            kind,
+            logical,
+            rtype,
+            {**props, "ServiceTimeout": "30"} if old else props,
+            old_properties=old,
+            physical_id=physical_id,
+        )
 
     tries = [
         forged("Update", "Db", "Custom::RandomSecret", {"ParameterName": name}, kept["PhysicalResourceId"]),
@@ -219,7 +240,9 @@ async def test_naming_another_stacks_physical_resource_id_reaches_nothing(run_da
             response = await answer(tenant, request)
             assert attacks.disclosed(json.dumps(response), secrets=secrets) == 0, response
 
-    addresses = ec2.describe_addresses(Filters=[{"Name": f"tag:{eip.POOL_TAG}", "Values": [pool["PhysicalResourceId"]]}])
+    addresses = ec2.describe_addresses(
+        Filters=[{"Name": f"tag:{eip.POOL_TAG}", "Values": [pool["PhysicalResourceId"]]}]
+    )
     after = sorted((a["AllocationId"], json.dumps(a.get("Tags"), sort_keys=True)) for a in addresses["Addresses"])
     touched = (after != before) + (stored(ssm, name) != secrets[0])
     assert attacks.touched(touched) == 0
@@ -234,8 +257,9 @@ UNINVITED = {
 }
 
 
-def test_built_ins_the_operator_did_not_name_are_not_served(simulated, ssm, ec2, tmp_path: Path, monkeypatch,
-                                                            attacks: Attacks):
+def test_built_ins_the_operator_did_not_name_are_not_served(
+    simulated, ssm, ec2, tmp_path: Path, monkeypatch, attacks: Attacks
+):
     prod = f"/prod/{uuid.uuid4().hex[:8]}/db"
     ssm.put_parameter(Name=prod, Value=SECRET, Type="SecureString", Description="made by hand")
     victim_file = tmp_path / "production.txt"
@@ -248,21 +272,29 @@ def test_built_ins_the_operator_did_not_name_are_not_served(simulated, ssm, ec2,
 
     for rtype, props in UNINVITED.items():
         attacks.tried(f"a template uses {rtype}, which the operator did not name")
-        template = f"Resources:\n  Fine: {{Type: Custom::Echo, Properties: {{ServiceToken: x}}}}\n" \
-                   f"  Uninvited: {{Type: {rtype}, DependsOn: Fine, Properties: {props % {'prod': prod}}}}\n"
+        template = (
+            f"Resources:\n  Fine: {{Type: Custom::Echo, Properties: {{ServiceToken: x}}}}\n"
+            f"  Uninvited: {{Type: {rtype}, DependsOn: Fine, Properties: {props % {'prod': prod}}}}\n"
+        )
         stack = f"uninvited-{rtype.partition('::')[2].lower()}"
         code, out, state = sim("create", sim.template(f"{stack}.yaml", template), stack=stack)
         assert code != 0 and "ROLLBACK_COMPLETE" in out, out
         assert f"no handler for {rtype}" in out and f"add --handler '{rtype}'" in out, out
         assert attacks.disclosed(out, state, secrets=[SECRET]) == 0
-    touched = (stored(ssm, prod) != SECRET) + (not victim_file.exists()) + (len(ec2.describe_addresses()["Addresses"]) != eips)
+    touched = (
+        (stored(ssm, prod) != SECRET)
+        + (not victim_file.exists())
+        + (len(ec2.describe_addresses()["Addresses"]) != eips)
+    )
     assert attacks.touched(touched) == 0
 
 
 # ---------------------------------------------------------------------------------- 4: the command
 
-async def test_property_values_cannot_steer_a_configured_command(run_daemon, stack: Stack, tmp_path: Path, monkeypatch,
-                                                                 attacks: Attacks):
+
+async def test_property_values_cannot_steer_a_configured_command(
+    run_daemon, stack: Stack, tmp_path: Path, monkeypatch, attacks: Attacks
+):
     victim_file = tmp_path / "production.txt"
     victim_file.write_text("keep me")
     records = tmp_path / "records"
@@ -270,7 +302,8 @@ async def test_property_values_cannot_steer_a_configured_command(run_daemon, sta
     notes = tmp_path / "notes"
     notes.mkdir()
     commands = tmp_path / "commands.toml"
-    commands.write_text(textwrap.dedent(f"""
+    commands.write_text(
+        textwrap.dedent(f"""
         [commands.note]                  # an operator's shell command that quotes what it is given
         shell = true
         create = 'printf "%s" "$CFN_RESOURCE_PROPERTIES_TEXT" > "$NOTES/$CFN_LOGICAL_RESOURCE_ID"'
@@ -279,24 +312,34 @@ async def test_property_values_cannot_steer_a_configured_command(run_daemon, sta
         [commands.record]                # records what it sees (stdin, environment) and forgets a child
         create = {json.dumps([sys.executable, COMMAND_SCRIPT, "create"])}
         env = {{ RECORD_DIR = "{records}" }}
-    """))
+    """)
+    )
     monkeypatch.setenv(CONFIG_ENV, str(commands))
     await run_daemon(handlers=NAMED)
-    breakouts = [f'"; rm -f {victim_file}; echo "', f"$(rm -f {victim_file})", f"`rm -f {victim_file}`",
-                 f"' ; rm -f {victim_file} ; '", f"\n rm -f {victim_file}"]
+    breakouts = [
+        f'"; rm -f {victim_file}; echo "',
+        f"$(rm -f {victim_file})",
+        f"`rm -f {victim_file}`",
+        f"' ; rm -f {victim_file} ; '",
+        f"\n rm -f {victim_file}",
+    ]
     selections = ["/bin/rm", f"rm -f {victim_file}", "../note", "note; rm", "NOTE"]
-    requests = [stack.request("Create", f"Note{i}", "Custom::Command", {"Command": "note", "Text": text})
-                for i, text in enumerate(breakouts)]
-    requests += [stack.request("Create", f"Pick{i}", "Custom::Command", {"Command": pick})
-                 for i, pick in enumerate(selections)]
+    requests = [
+        stack.request("Create", f"Note{i}", "Custom::Command", {"Command": "note", "Text": text})
+        for i, text in enumerate(breakouts)
+    ]
+    requests += [
+        stack.request("Create", f"Pick{i}", "Custom::Command", {"Command": pick}) for i, pick in enumerate(selections)
+    ]
     recorded = stack.request("Create", "Rec", "Custom::Command", {"Command": "record", "Name": "r", "LeaveBehind": "1"})
     requests.append(recorded)
     attacks.tried("property values against a configured command", len(requests))
     responses = [await answer(stack, request) for request in requests]
-    assert [r["Status"] for r in responses[:len(breakouts)]] == ["SUCCESS"] * len(breakouts), responses
+    assert [r["Status"] for r in responses[: len(breakouts)]] == ["SUCCESS"] * len(breakouts), responses
     assert [(notes / f"Note{i}").read_text() for i in range(len(breakouts))] == breakouts  # data stayed data
-    assert all(r["Status"] == "FAILED" and "names no command configured" in r["Reason"]
-               for r in responses[len(breakouts):-1]), responses
+    assert all(
+        r["Status"] == "FAILED" and "names no command configured" in r["Reason"] for r in responses[len(breakouts) : -1]
+    ), responses
     assert responses[-1]["Status"] == "SUCCESS", responses[-1]
     assert attacks.touched(not victim_file.exists()) == 0
 
@@ -319,21 +362,27 @@ def _alive(pid: int) -> bool:
 
 # ---------------------------------------------------------------------------------- 5: Reasons and logs
 
+
 def test_secret_looking_values_never_reach_reasons_or_logs(spawn, stack: Stack, tmp_path: Path, attacks: Attacks):
     commands = tmp_path / "commands.toml"
     commands.write_text('[commands.dns]\ncreate = ["true"]\n')
-    daemon = spawn("tenant", *(arg for t in BUILT_INS for arg in ("--handler", t)), "--log-level", "debug",
-                   env={CONFIG_ENV: str(commands), rs.KEY_ENV: ""})
+    daemon = spawn(
+        "tenant",
+        *(arg for t in BUILT_INS for arg in ("--handler", t)),
+        "--log-level",
+        "debug",
+        env={CONFIG_ENV: str(commands), rs.KEY_ENV: ""},
+    )
     bad = [
-        ("Custom::RandomSecret", {"Length": SECRET}),                              # type
-        ("Custom::RandomSecret", {"ParameterName": f"/x {SECRET}"}),               # pattern
+        ("Custom::RandomSecret", {"Length": SECRET}),  # type
+        ("Custom::RandomSecret", {"ParameterName": f"/x {SECRET}"}),  # pattern
         ("Custom::RandomSecret", {"Alphabet": SECRET * 40, "ParameterName": "/x"}),  # maxLength
-        ("Custom::RandomSecret", {"Rotation": SECRET, "Lenght": SECRET}),          # additionalProperties
+        ("Custom::RandomSecret", {"Rotation": SECRET, "Lenght": SECRET}),  # additionalProperties
         ("Custom::RandomSecret", {"Length": "8", "Alphabet": "aaaa", "ParameterName": f"/{SECRET}"}),
-        ("Custom::ElasticIpPool", {"Size": SECRET}),                               # type
+        ("Custom::ElasticIpPool", {"Size": SECRET}),  # type
         ("Custom::ElasticIpPool", {"Size": "1", "Tags": [{"Key": f"aws:{SECRET}", "Value": SECRET}]}),  # reserved
-        ("Custom::ElasticIpPool", {"Size": "1", "Tags": [{"Key": SECRET}]}),       # required
-        ("Custom::Command", {"Command": SECRET}),                                  # not configured
+        ("Custom::ElasticIpPool", {"Size": "1", "Tags": [{"Key": SECRET}]}),  # required
+        ("Custom::Command", {"Command": SECRET}),  # not configured
     ]
     requests = [stack.request("Create", f"Bad{i}", rtype, props) for i, (rtype, props) in enumerate(bad)]
     for request in requests:
@@ -344,14 +393,18 @@ def test_secret_looking_values_never_reach_reasons_or_logs(spawn, stack: Stack, 
         response = stack.response(request, timeout=30)
         assert response is not None and response["Status"] == "FAILED", (request["ResourceProperties"], response)
         bodies.append(json.dumps(response))
-    wait_until(lambda: sum(e.get("event") == "request" for e in daemon.events()) >= len(requests), 15,
-               "a request line for each")
+    wait_until(
+        lambda: sum(e.get("event") == "request" for e in daemon.events()) >= len(requests),
+        15,
+        "a request line for each",
+    )
     logs = daemon.log_path.read_text()
     assert "handler.raised" in logs and "invalid ResourceProperties" in logs  # the failures were logged
     assert attacks.disclosed(*bodies, logs, secrets=[SECRET]) == 0, [b for b in bodies if SECRET in b]
 
 
 # ---------------------------------------------------------------------------------- 6: metrics
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -364,8 +417,9 @@ def _series(port: int) -> set[str]:
     return {line.rpartition(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
-async def test_made_up_resource_types_do_not_grow_the_metrics(run_daemon, stack: Stack, provider: Provider,
-                                                              attacks: Attacks):
+async def test_made_up_resource_types_do_not_grow_the_metrics(
+    run_daemon, stack: Stack, provider: Provider, attacks: Attacks
+):
     port = _free_port()
     await run_daemon(handlers=(*TEST_HANDLERS, ("Custom::Acme*", "tests.support.handlers")), metrics_port=port)
     warmup = [stack.request("Create", "W1", "Custom::Nobody"), stack.request("Create", "W2", "Custom::AcmeOne")]
@@ -406,14 +460,18 @@ async def test_made_up_resource_types_do_not_grow_the_metrics(run_daemon, stack:
 
 # ---------------------------------------------------------------------------------- 7: ResponseURL
 
-async def test_a_response_url_on_the_attackers_host_is_never_called(run_daemon, stack: Stack, provider: Provider,
-                                                                    attacks: Attacks):
+
+async def test_a_response_url_on_the_attackers_host_is_never_called(
+    run_daemon, stack: Stack, provider: Provider, attacks: Attacks
+):
     await run_daemon(handlers=NAMED)
     with ConnectionCounter() as attacker:
         requests = []
         for i, rtype in enumerate(("Custom::Echo", "Custom::RandomSecret", "Custom::Nobody")):
             request = stack.request("Create", f"Out{i}", rtype, {"Colour": "blue"})
-            request["ResponseURL"] = attacker.url(f"/cloudformation-custom-resource-response-useast1/{i}?X-Amz-Signature=x")
+            request["ResponseURL"] = attacker.url(
+                f"/cloudformation-custom-resource-response-useast1/{i}?X-Amz-Signature=x"
+            )
             requests.append(request)
         attacks.tried("ResponseURL on the attacker's own host", len(requests))
         for request in requests:
@@ -425,13 +483,22 @@ async def test_a_response_url_on_the_attackers_host_is_never_called(run_daemon, 
 
 # ---------------------------------------------------------------------------------- 8: Custom::Wait's prefix
 
-WAIT_ESCAPES = ["/healthz/../admin", "/healthz/%2e%2e/admin", "/healthzz-internal", "/healthz/%2E%2E/admin",
-                "/healthz/..;/admin", "/healthz/%252e%252e/admin", "/healthz%2F..%2Fadmin", "/healthz/..%5Cadmin",
-                "/healthz/./../admin"]
+WAIT_ESCAPES = [
+    "/healthz/../admin",
+    "/healthz/%2e%2e/admin",
+    "/healthzz-internal",
+    "/healthz/%2E%2E/admin",
+    "/healthz/..;/admin",
+    "/healthz/%252e%252e/admin",
+    "/healthz%2F..%2Fadmin",
+    "/healthz/..%5Cadmin",
+    "/healthz/./../admin",
+]
 
 
-async def test_custom_wait_never_fetches_outside_the_operators_prefix(run_daemon, stack: Stack, monkeypatch,
-                                                                      attacks: Attacks):
+async def test_custom_wait_never_fetches_outside_the_operators_prefix(
+    run_daemon, stack: Stack, monkeypatch, attacks: Attacks
+):
     """Issue 21 item 3: the operator lets Custom::Wait look at /healthz on a host of theirs; a
     template's Url that a server (or the HTTP client, normalising it) would read as another path is
     refused before any connection, and its Create is answered FAILED naming the rule."""

@@ -18,6 +18,7 @@ Figures (suite `hostile_tenant`, the same names as tests/chaos/test_hostile_tena
 adds both files up): attacks tried, secrets disclosed (0), foreign resources touched (0),
 requests to non-allowlisted hosts (0).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,8 +45,12 @@ from tests.support.sns_signing import CertServer, make_identity, notification, s
 from tests.support.stub_s3 import StubS3
 
 SUITE = "hostile_tenant"
-TRIED, DISCLOSED, TOUCHED, STRAY = ("attacks_tried", "secrets_disclosed", "foreign_resources_touched",
-                                    "requests_to_non_allowlisted_hosts")
+TRIED, DISCLOSED, TOUCHED, STRAY = (
+    "attacks_tried",
+    "secrets_disclosed",
+    "foreign_resources_touched",
+    "requests_to_non_allowlisted_hosts",
+)
 SECRET = "NoEchoSecret-" + uuid.uuid4().hex
 NOECHO = ("Custom::Secret", "tests.support.noecho_handler")
 TEST = ("Custom::Test", "tests.support.handlers")
@@ -101,15 +106,17 @@ async def canary(stack: Stack) -> None:
 
 # ---------------------------------------------------------------------------------- ResponseURLs
 
+
 async def test_responses_never_go_to_a_foreign_bucket_the_metadata_service_or_any_other_host(
-        run_daemon, provider: Provider, stack: Stack, attacker_bucket: str, counter: ConnectionCounter,
-        figures: Figures) -> None:
+    run_daemon, provider: Provider, stack: Stack, attacker_bucket: str, counter: ConnectionCounter, figures: Figures
+) -> None:
     await run_daemon(handlers=(TEST,), allow_response_urls=cloudformation_bucket(provider))
     urls = {
         "attacker's bucket, same S3": stack.response_url("loot/1", bucket=attacker_bucket),
         "attacker's bucket on real S3": "https://attacker-bucket.s3.amazonaws.com/loot?X-Amz-Signature=x",
-        "look-alike CloudFormation bucket": ("https://cloudformation-custom-resource-response-useast1-evil"
-                                             ".s3.amazonaws.com/loot"),
+        "look-alike CloudFormation bucket": (
+            "https://cloudformation-custom-resource-response-useast1-evil.s3.amazonaws.com/loot"
+        ),
         "made-up region's bucket": "https://cloudformation-custom-resource-response-evil1.s3.amazonaws.com/loot",
         "metadata service": "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
         "metadata service over https": "https://169.254.169.254/latest/api/token",
@@ -139,8 +146,14 @@ async def test_responses_never_go_to_a_foreign_bucket_the_metadata_service_or_an
 
 
 async def test_a_stored_noecho_answer_is_never_replayed_to_the_template_authors_bucket(
-        run_daemon, provider: Provider, stack: Stack, attacker_bucket: str, counter: ConnectionCounter,
-        figures: Figures, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_daemon,
+    provider: Provider,
+    stack: Stack,
+    attacker_bucket: str,
+    counter: ConnectionCounter,
+    figures: Figures,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """CloudFormation re-asking with a new ResponseURL gets the stored SUCCESS; the same request with
     the attacker's URL (their bucket, their host) passes the same allowlist, so it gets nothing."""
     monkeypatch.setenv("CFN_TEST_NOECHO_SECRET", SECRET)
@@ -156,8 +169,11 @@ async def test_a_stored_noecho_answer_is_never_replayed_to_the_template_authors_
     assert resent == answer
 
     with capture_logs() as logs:
-        for url in (stack.response_url("stolen", bucket=attacker_bucket), counter.url("/stolen"),
-                    "https://attacker-bucket.s3.amazonaws.com/stolen"):
+        for url in (
+            stack.response_url("stolen", bucket=attacker_bucket),
+            counter.url("/stolen"),
+            "https://attacker-bucket.s3.amazonaws.com/stolen",
+        ):
             stack.publish(dict(first, ResponseURL=url))
             figures.add(TRIED)
         for _ in range(600):
@@ -175,6 +191,7 @@ async def test_a_stored_noecho_answer_is_never_replayed_to_the_template_authors_
 
 # ---------------------------------------------------------------------------------- signing certificates
 
+
 @pytest.fixture
 def certs():
     with CertServer() as server:
@@ -187,8 +204,14 @@ def identity():
 
 
 async def test_lookalike_certificate_urls_and_foreign_topics_fetch_nothing(
-        run_daemon, provider: Provider, stack: Stack, certs: CertServer, identity, counter: ConnectionCounter,
-        figures: Figures) -> None:
+    run_daemon,
+    provider: Provider,
+    stack: Stack,
+    certs: CertServer,
+    identity,
+    counter: ConnectionCounter,
+    figures: Figures,
+) -> None:
     await run_daemon(handlers=(TEST,), verify_signatures=True, trust_signing_cert_urls=(certs.base_url,))
     good = certs.add("SimpleNotificationService-good.pem", identity.cert_pem)
     hex_name = "SimpleNotificationService-" + "ab" * 16 + ".pem"
@@ -201,7 +224,9 @@ async def test_lookalike_certificate_urls_and_foreign_topics_fetch_nothing(
     with capture_logs() as logs:
         for url in forged_urls:
             req = stack.request("Create", "Forged", resource_type="Custom::Test")
-            send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, url), identity)))
+            send_raw(
+                provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, url), identity))
+            )
             figures.add(TRIED)
         # a validly signed message from a topic outside the allowlist: nothing is fetched for it
         other_topic = provider.topic_arn + "-elsewhere"
@@ -232,8 +257,8 @@ OSS_LOOT = "https://attacker-loot.oss-cn-hangzhou.aliyuncs.com/loot"  # a bucket
 
 
 async def test_a_ros_field_never_switches_a_signed_sns_request_to_ros_rules(
-        run_daemon, provider: Provider, certs: CertServer, identity, figures: Figures,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    run_daemon, provider: Provider, certs: CertServer, identity, figures: Figures, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 21 item 1. Anyone who may publish to the topic sends an Update carrying a victim's
     StackId, LogicalResourceId and PhysicalResourceId, plus ROS's `StackName` and a ResponseURL on
     their own OSS bucket. On SNS/SQS a request is CloudFormation's whatever it carries, so the URL
@@ -242,13 +267,19 @@ async def test_a_ros_field_never_switches_a_signed_sns_request_to_ros_rules(
     from cfn_provider.handlers import random_secret as rs
 
     monkeypatch.delenv(rs.KEY_ENV, raising=False)
-    await run_daemon(handlers=(("Custom::RandomSecret", None), TEST), verify_signatures=True,
-                     trust_signing_cert_urls=(certs.base_url,), allow_response_urls=cloudformation_bucket(provider))
+    await run_daemon(
+        handlers=(("Custom::RandomSecret", None), TEST),
+        verify_signatures=True,
+        trust_signing_cert_urls=(certs.base_url,),
+        allow_response_urls=cloudformation_bucket(provider),
+    )
     cert_url = certs.add("SimpleNotificationService-dialect.pem", identity.cert_pem)
 
     def signed(request: dict[str, Any]) -> str:
-        return send_raw(provider, json.dumps(sign_envelope(
-            notification(json.dumps(request), provider.topic_arn, cert_url), identity)))
+        return send_raw(
+            provider,
+            json.dumps(sign_envelope(notification(json.dumps(request), provider.topic_arn, cert_url), identity)),
+        )
 
     victim = Stack(provider, name="prod")
     name = f"/prod/{uuid.uuid4().hex[:8]}/db"
@@ -268,10 +299,19 @@ async def test_a_ros_field_never_switches_a_signed_sns_request_to_ros_rules(
     monkeypatch.setattr(rs, "update", spied_update)
     guard = EgressGuard({urlsplit(provider.emulator.endpoint).port, urlsplit(certs.base_url).port})
     guard.install(monkeypatch)
-    attack = victim.request("Update", "Db", "Custom::RandomSecret", {"ParameterName": name},
-                            old_properties={"ParameterName": name}, physical_id=kept["PhysicalResourceId"])
-    attack.update(StackName="prod", RegionId="cn-hangzhou",
-                  ResponseURL=f"{OSS_LOOT}?OSSAccessKeyId=x&Expires={int(time.time()) + 20}&Signature=x")
+    attack = victim.request(
+        "Update",
+        "Db",
+        "Custom::RandomSecret",
+        {"ParameterName": name},
+        old_properties={"ParameterName": name},
+        physical_id=kept["PhysicalResourceId"],
+    )
+    attack.update(
+        StackName="prod",
+        RegionId="cn-hangzhou",
+        ResponseURL=f"{OSS_LOOT}?OSSAccessKeyId=x&Expires={int(time.time()) + 20}&Signature=x",
+    )
     figures.add(TRIED)
     with capture_logs() as logs:
         message_id = signed(attack)
@@ -287,13 +327,16 @@ async def test_a_ros_field_never_switches_a_signed_sns_request_to_ros_rules(
 
 # ---------------------------------------------------------------------------------- a trickling server
 
+
 async def test_a_trickling_response_server_frees_its_slot_at_the_requests_deadline(
-        run_daemon, provider: Provider, stack: Stack, stub_s3: StubS3, figures: Figures) -> None:
+    run_daemon, provider: Provider, stack: Stack, stub_s3: StubS3, figures: Figures
+) -> None:
     """One slot only: a server that answers a byte at a time would hold it for the URL's hour;
     the delivery deadline (the request's ServiceTimeout) gives it back."""
     stub_s3.trickle(0.2, key="slow/answer")
-    await run_daemon(handlers=(TEST,), concurrency=1,
-                     allow_response_urls=(*cloudformation_bucket(provider), stub_s3.base_url))
+    await run_daemon(
+        handlers=(TEST,), concurrency=1, allow_response_urls=(*cloudformation_bucket(provider), stub_s3.base_url)
+    )
     slow = stack.request("Create", "Slow", resource_type="Custom::Test", properties={"ServiceTimeout": "6"})
     slow["ResponseURL"] = stub_s3.url("slow/answer", expires_in=3600)
     figures.add(TRIED)
@@ -308,9 +351,10 @@ async def test_a_trickling_response_server_frees_its_slot_at_the_requests_deadli
 
 # ---------------------------------------------------------------------------------- state at rest
 
+
 async def test_a_world_readable_state_file_is_fixed_before_serving_or_refused(
-        run_daemon, provider: Provider, stack: Stack, tmp_path: Path, figures: Figures,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    run_daemon, provider: Provider, stack: Stack, tmp_path: Path, figures: Figures, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = tmp_path / "exposed" / "state.db"
     state.parent.mkdir()
     for suffix in ("", "-wal"):

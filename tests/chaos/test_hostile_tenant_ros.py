@@ -17,6 +17,7 @@ to any host (an egress guard sees every connection and name lookup). A good noti
 served after them. Figures go to the hostile-tenant table (attacks tried, requests to hosts
 outside the allowlist).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -56,7 +57,8 @@ def mns(monkeypatch: pytest.MonkeyPatch) -> Iterator[MnsServer]:
 
 
 async def test_foreign_topics_bare_messages_and_other_transports_forms_get_nothing_done(
-        mns: MnsServer, stub_s3: StubS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attacks: Attacks) -> None:
+    mns: MnsServer, stub_s3: StubS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attacks: Attacks
+) -> None:
     attack_bodies: dict[str, tuple[dict[str, Any], str]] = {}
 
     def attack(name: str, request: dict[str, Any], body: str) -> None:
@@ -66,25 +68,48 @@ async def test_foreign_topics_bare_messages_and_other_transports_forms_get_nothi
     def req(key: str, **fields: Any) -> dict[str, Any]:
         return {**ros_request("Create", stub_s3.url(f"hostile/{key}")), **fields}
 
-    for name, wrap in {"other topic (JSON)": lambda m: notification_json(m, topic="other-topic"),
-                       "other topic (XML, base64 message)": lambda m: notification_xml(b64(m), topic="billing"),
-                       "other owner, same name": lambda m: notification_json(m, owner="999999999"),
-                       "other topic, whole body base64": lambda m: b64(notification_json(m, topic="x"))}.items():
+    for name, wrap in {
+        "other topic (JSON)": lambda m: notification_json(m, topic="other-topic"),
+        "other topic (XML, base64 message)": lambda m: notification_xml(b64(m), topic="billing"),
+        "other owner, same name": lambda m: notification_json(m, owner="999999999"),
+        "other topic, whole body base64": lambda m: b64(notification_json(m, topic="x")),
+    }.items():
         request = req(name.replace(" ", "-"))
         attack(name, request, wrap(json.dumps(request)))
     for name, wrap in {"bare request": lambda m: m, "bare request, base64": b64}.items():
         request = req(name.replace(" ", "-"))
         attack(name, request, wrap(json.dumps(request)))
     request = req("sns-envelope")
-    attack("SNS envelope naming the allowed topic", request, json.dumps({
-        "Type": "Notification", "MessageId": "m-1", "TopicArn": TOPIC, "Message": json.dumps(request),
-        "Timestamp": "2026-01-01T00:00:00.000Z", "SignatureVersion": "2", "Signature": "x"}))
-    cfn_looking = {"RequestType": "Create", "StackId": ARN, "RequestId": "r-cfn", "LogicalResourceId": "Db",
-                   "ResourceType": "Custom::Test", "ResourceProperties": {},
-                   "ResponseURL": "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/"
-                                  f"k?X-Amz-Expires=60&X-Amz-Date={time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"}
-    attack("CloudFormation-looking request in an allowed notification", cfn_looking,
-           notification_json(json.dumps(cfn_looking)))
+    attack(
+        "SNS envelope naming the allowed topic",
+        request,
+        json.dumps(
+            {
+                "Type": "Notification",
+                "MessageId": "m-1",
+                "TopicArn": TOPIC,
+                "Message": json.dumps(request),
+                "Timestamp": "2026-01-01T00:00:00.000Z",
+                "SignatureVersion": "2",
+                "Signature": "x",
+            }
+        ),
+    )
+    cfn_looking = {
+        "RequestType": "Create",
+        "StackId": ARN,
+        "RequestId": "r-cfn",
+        "LogicalResourceId": "Db",
+        "ResourceType": "Custom::Test",
+        "ResourceProperties": {},
+        "ResponseURL": "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/"
+        f"k?X-Amz-Expires=60&X-Amz-Date={time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}",
+    }
+    attack(
+        "CloudFormation-looking request in an allowed notification",
+        cfn_looking,
+        notification_json(json.dumps(cfn_looking)),
+    )
 
     guard = EgressGuard({urlsplit(mns.endpoint).port, urlsplit(stub_s3.base_url).port})
     guard.install(monkeypatch)

@@ -31,6 +31,7 @@ Sizes: `scale(reduced, full)`; CFN_CHAOS_SEED overrides the seed of faults, kill
 times; CFN_CHAOS_HONEST_NETWORK=1 turns every fault off (the baseline). dynalite and faketime are installed by the project's own files (Makefile, .ci/run): a
 missing one fails the suite saying how to install it.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,10 +91,14 @@ SQS_FAULTS = {
     "ReceiveMessage": {"drop": 0.01, "delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02},
     "*": {"drop": 0.05, "delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02},  # deletes, visibility
 }
-S3_FAULTS = {"PUT": {"drop": 0.05, "delay": 0.05, "reset": 0.03, "throttle": 0.05, "error": 0.02},
-             "POST": {"drop": 0.05, "delay": 0.05, "reset": 0.03, "throttle": 0.05, "error": 0.02}}
-MNS_FAULTS = {"ReceiveMessage": {"delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02, "drop": 0.01},
-              "*": {"drop": 0.05, "delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02}}
+S3_FAULTS = {
+    "PUT": {"drop": 0.05, "delay": 0.05, "reset": 0.03, "throttle": 0.05, "error": 0.02},
+    "POST": {"drop": 0.05, "delay": 0.05, "reset": 0.03, "throttle": 0.05, "error": 0.02},
+}
+MNS_FAULTS = {
+    "ReceiveMessage": {"delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02, "drop": 0.01},
+    "*": {"drop": 0.05, "delay": 0.03, "reset": 0.03, "throttle": 0.03, "error": 0.02},
+}
 
 
 # ------------------------------------------------------------------------------ tools
@@ -111,8 +116,11 @@ def faketime_env(offset_seconds: int) -> dict[str, str]:
 
     lib = Path("/usr/lib") / (sysconfig.get_config_var("MULTIARCH") or "") / "faketime" / "libfaketimeMT.so.1"
     if not lib.is_file():
-        pytest.fail(f"faketime is not installed (no {lib}): `apt-get install faketime` (Debian's package; .ci/run "
-                    "installs it), needed to run one fleet member with its clock off", pytrace=False)
+        pytest.fail(
+            f"faketime is not installed (no {lib}): `apt-get install faketime` (Debian's package; .ci/run "
+            "installs it), needed to run one fleet member with its clock off",
+            pytrace=False,
+        )
     return {"LD_PRELOAD": str(lib), "FAKETIME": f"+{offset_seconds}s"}
 
 
@@ -173,14 +181,18 @@ class ProxiedStack(Stack):
     def __init__(self, provider: Provider, s3_endpoint: str):
         super().__init__(provider)
         self._presigner = boto3.client(
-            "s3", endpoint_url=s3_endpoint, region_name=REGION,
+            "s3",
+            endpoint_url=s3_endpoint,
+            region_name=REGION,
             aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            config=Config(s3={"addressing_style": "path"}))
+            config=Config(s3={"addressing_style": "path"}),
+        )
 
     def response_url(self, key: str, bucket: str | None = None) -> str:
         return self._presigner.generate_presigned_url(
-            "put_object", Params={"Bucket": bucket or self.provider.bucket, "Key": key}, ExpiresIn=self.url_expires_in)
+            "put_object", Params={"Bucket": bucket or self.provider.bucket, "Key": key}, ExpiresIn=self.url_expires_in
+        )
 
 
 HOLDING = ("answered", "lost-claim", "replayed", "released", "interrupted")  # outcomes of a message that held the claim
@@ -256,9 +268,14 @@ def test_fault_proxy_lies_as_scheduled(dynalite: Dynalite, emulator: Emulator) -
     dynalite.create_table("proxy-check")
     table = "proxy-check"
     with FaultProxy("dynamodb", dynalite.port, Schedule(SEED)) as proxy:
-        ddb = boto3.client("dynamodb", endpoint_url=proxy.url, region_name=REGION,
-                           aws_access_key_id="testing", aws_secret_access_key="testing",
-                           config=Config(retries={"total_max_attempts": 1}, read_timeout=2))
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=proxy.url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"total_max_attempts": 1}, read_timeout=2),
+        )
         direct = dynalite.client()
 
         def put(fault: str, pk: str) -> Exception | None:
@@ -278,8 +295,11 @@ def test_fault_proxy_lies_as_scheduled(dynalite: Dynalite, emulator: Emulator) -
         assert time.monotonic() - began < 7, "the client's own read timeout, not the proxy's reset, ended a stall"
         assert put("reset", "reset") is not None and not stored("reset")
         error = put("throttle", "throttled")
-        assert isinstance(error, ClientError) and error.response["Error"]["Code"] == \
-            "ProvisionedThroughputExceededException" and not stored("throttled")
+        assert (
+            isinstance(error, ClientError)
+            and error.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+            and not stored("throttled")
+        )
         error = put("error", "failed")
         assert isinstance(error, ClientError) and error.response["ResponseMetadata"]["HTTPStatusCode"] == 500
         began = time.monotonic()
@@ -288,8 +308,14 @@ def test_fault_proxy_lies_as_scheduled(dynalite: Dynalite, emulator: Emulator) -
 
     queue = emulator.client("sqs").create_queue(QueueName=f"proxy-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     with FaultProxy("sqs", int(emulator.endpoint.rsplit(":", 1)[1]), Schedule(SEED, {"*": {"throttle": 1.0}})) as proxy:
-        sqs = boto3.client("sqs", endpoint_url=proxy.url, region_name=REGION, aws_access_key_id="testing",
-                           aws_secret_access_key="testing", config=Config(retries={"total_max_attempts": 1}))
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=proxy.url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"total_max_attempts": 1}),
+        )
         codes = set()
         for _ in range(2):
             with pytest.raises(ClientError) as caught:
@@ -328,7 +354,8 @@ def lying_fleet(emulator: Emulator, dynalite: Dynalite, tmp_path: Path) -> Itera
 
 
 def test_fleet_answers_every_request_once_while_the_network_lies(
-        lying_fleet: dict[str, Any], emulator: Emulator, tmp_path: Path, calls_file: Path, figures: Figures) -> None:
+    lying_fleet: dict[str, Any], emulator: Emulator, tmp_path: Path, calls_file: Path, figures: Figures
+) -> None:
     began = time.monotonic()
     rng = random.Random(SEED)
     provider: Provider = lying_fleet["provider"]
@@ -340,8 +367,11 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     stack = ProxiedStack(provider, proxies["s3"].url)
     prefix = f"{stack.name}/"
 
-    env = {"AWS_ENDPOINT_URL_SQS": proxies["sqs"].url, "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url,
-           "CFN_TEST_CALLS_FILE": str(calls_file)}
+    env = {
+        "AWS_ENDPOINT_URL_SQS": proxies["sqs"].url,
+        "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url,
+        "CFN_TEST_CALLS_FILE": str(calls_file),
+    }
     members: list[SubprocessDaemon] = []
     generation: Counter = Counter()
 
@@ -350,21 +380,39 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     def start(slot: int) -> SubprocessDaemon:
         generation[slot] += 1
         before = time.time()
-        daemon = fleet_member(emulator, provider, lying_fleet["table"], tmp_path / f"m{slot}-g{generation[slot]}.log",
-                              extra_args=["--handler", HANDLER, "--allow-response-url", proxies["s3"].url + "/",
-                                          "--visibility-timeout", str(VISIBILITY), "--concurrency", CONCURRENCY],
-                              env={**env, **(skew_env if slot == FLEET - 1 else {})})
+        daemon = fleet_member(
+            emulator,
+            provider,
+            lying_fleet["table"],
+            tmp_path / f"m{slot}-g{generation[slot]}.log",
+            extra_args=[
+                "--handler",
+                HANDLER,
+                "--allow-response-url",
+                proxies["s3"].url + "/",
+                "--visibility-timeout",
+                str(VISIBILITY),
+                "--concurrency",
+                CONCURRENCY,
+            ],
+            env={**env, **(skew_env if slot == FLEET - 1 else {})},
+        )
         members.append(daemon)
         daemon.start()
         if slot == FLEET - 1:
             ahead.append(clock_ahead(daemon, before))
         return daemon
 
-    requests = [stack.request("Create", f"R{i:04d}", resource_type=RESOURCE_TYPE,
-                              properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}",
-                                          "ServiceTimeout": str(SERVICE_TIMEOUT)},
-                              request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)))
-                for i in range(REQUESTS)]
+    requests = [
+        stack.request(
+            "Create",
+            f"R{i:04d}",
+            resource_type=RESOURCE_TYPE,
+            properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}", "ServiceTimeout": str(SERVICE_TIMEOUT)},
+            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        )
+        for i in range(REQUESTS)
+    ]
     by_key = {key_of(r["ResponseURL"])[1]: r for r in requests}
     by_rid = {r["RequestId"]: r for r in requests}
     published_at = time.time()  # no earlier than any SNS Timestamp: deadlines measured from it are never late
@@ -383,8 +431,9 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
             running[slot] = start(slot)
 
         def settled() -> bool:
-            return (len(first_answer_times(s3, provider.bucket, prefix)) >= REQUESTS
-                    and queue_counts(sqs, provider.queue_url) == (0, 0))
+            return len(first_answer_times(s3, provider.bucket, prefix)) >= REQUESTS and queue_counts(
+                sqs, provider.queue_url
+            ) == (0, 0)
 
         try:
             wait_until(settled, SETTLE, "every request answered and the queue empty")
@@ -406,14 +455,18 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     finals = {by_key[k]["RequestId"]: json.loads(bs[-1]) for k, bs in bodies.items() if k in by_key}
     not_success = sorted(rid for rid, doc in finals.items() if doc.get("Status") != "SUCCESS")
     answered_at = first_answer_times(s3, provider.bucket, prefix)
-    late = sorted(by_key[k]["RequestId"] for k, t in answered_at.items()
-                  if k in by_key and t > published_at + SERVICE_TIMEOUT)
+    late = sorted(
+        by_key[k]["RequestId"] for k, t in answered_at.items() if k in by_key and t > published_at + SERVICE_TIMEOUT
+    )
 
     # ---- the dead-letter queue (members stopped: nothing else reads it now)
     dlq_counts = queue_counts(sqs, provider.dlq_url)
     dead = drain_dead_letters(sqs, provider.dlq_url)
-    failed_from_dlq = {rid for rid, doc in finals.items()
-                       if doc.get("Status") == "FAILED" and re.search(r"dead.?letter", doc.get("Reason", ""), re.I)}
+    failed_from_dlq = {
+        rid
+        for rid, doc in finals.items()
+        if doc.get("Status") == "FAILED" and re.search(r"dead.?letter", doc.get("Reason", ""), re.I)
+    }
     dead_lettered = sorted(set(dead) | failed_from_dlq)
 
     # ---- handler runs, receives, log evidence
@@ -454,27 +507,34 @@ def test_fleet_answers_every_request_once_while_the_network_lies(
     figures.set("log_warnings_errors", dict(warnings.most_common(12)))
     figures.set("seconds", round(time.monotonic() - began, 1))
 
-    print(f"\nnetwork lies: {REQUESTS} requests x2, {FLEET} members, {kills} kills: lost {len(lost)}, "
-          f"dead-lettered {len(dead_lettered)}, conflicting {len(conflicting)}, late {len(late)}, "
-          f"duplicate PUTs {duplicate_puts}, re-runs {reruns}, receives max {max(counts, default=0)} "
-          f"(budget {budget}); outcomes {dict(outcomes)}; events {dict(warnings.most_common(8))}")
+    print(
+        f"\nnetwork lies: {REQUESTS} requests x2, {FLEET} members, {kills} kills: lost {len(lost)}, "
+        f"dead-lettered {len(dead_lettered)}, conflicting {len(conflicting)}, late {len(late)}, "
+        f"duplicate PUTs {duplicate_puts}, re-runs {reruns}, receives max {max(counts, default=0)} "
+        f"(budget {budget}); outcomes {dict(outcomes)}; events {dict(warnings.most_common(8))}"
+    )
     problems = []
     if lost:
         problems.append(f"{len(lost)} request(s) never answered: {lost[:5]}")
     if dead_lettered:
-        problems.append(f"{len(dead_lettered)} request(s) dead-lettered (maxReceiveCount {budget}): {dead_lettered[:5]}")
+        problems.append(
+            f"{len(dead_lettered)} request(s) dead-lettered (maxReceiveCount {budget}): {dead_lettered[:5]}"
+        )
     if conflicting:
         problems.append(f"{len(conflicting)} request(s) answered with two different bodies: {conflicting[:5]}")
     if late:
         problems.append(f"{len(late)} request(s) answered after their deadline: {late[:5]}")
     if not_success:
-        problems.append(f"{len(not_success)} request(s) answered other than SUCCESS: "
-                        + "; ".join(f"{rid}: {finals[rid].get('Reason', '')[:120]}" for rid in not_success[:3]))
+        problems.append(
+            f"{len(not_success)} request(s) answered other than SUCCESS: "
+            + "; ".join(f"{rid}: {finals[rid].get('Reason', '')[:120]}" for rid in not_success[:3])
+        )
     if any(code != 0 for code in exits):
         problems.append(f"members exited {exits} after SIGTERM")
     assert not problems, "\n".join(problems) + (
         f"\noutcomes {dict(outcomes)}; defers against own claim {own_defers}; "
-        f"warnings/errors {dict(warnings.most_common(8))}")
+        f"warnings/errors {dict(warnings.most_common(8))}"
+    )
 
 
 def clock_ahead(daemon: SubprocessDaemon, started_before: float) -> float:
@@ -496,7 +556,8 @@ MNS_SETTLE = scale(60, 180)
 
 
 def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
-        dynalite: Dynalite, tmp_path: Path, calls_file: Path, figures: Figures) -> None:
+    dynalite: Dynalite, tmp_path: Path, calls_file: Path, figures: Figures
+) -> None:
     """The same lies on the ROS path: MNS (tests/support/mns_server.py) and the ROS response
     endpoint (tests/support/stub_s3.py, which ROS answers are POSTed to) behind fault proxies, the
     fleet's table on dynalite behind one too; two members, every request sent twice. The local MNS
@@ -507,20 +568,53 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
     dynalite.create_table(table)
     with MnsServer() as mns, StubS3() as ros:
         mns.create_queue(ROS_QUEUE, visibility_timeout=MNS_VISIBILITY)
-        proxies = {"mns": FaultProxy("mns", mns.port, schedule("mns", MNS_FAULTS)),
-                   "dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("mns-ddb", DYNAMODB_FAULTS)),
-                   "ros": FaultProxy("s3", ros.port, schedule("ros", S3_FAULTS))}
+        proxies = {
+            "mns": FaultProxy("mns", mns.port, schedule("mns", MNS_FAULTS)),
+            "dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("mns-ddb", DYNAMODB_FAULTS)),
+            "ros": FaultProxy("s3", ros.port, schedule("ros", S3_FAULTS)),
+        }
         for proxy in proxies.values():
             proxy.start()
         members: list[SubprocessDaemon] = []
         try:
-            env = {**os.environ, **mns.env(), **TEST_CREDENTIALS, "AWS_DEFAULT_REGION": REGION,
-                   "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url, "PYTHONPATH": str(REPO),
-                   "CFN_TEST_CALLS_FILE": str(calls_file)}
-            args = [sys.executable, "-m", "cfn_provider", "run", "--transport", "mns", "--mns-endpoint", proxies["mns"].url,
-                    "--mns-queue", ROS_QUEUE, "--mns-allow-http", "--handler", HANDLER, "--allow-response-url", proxies["ros"].url + "/",
-                    "--state", f"dynamodb://{table}", "--visibility-timeout", str(MNS_VISIBILITY),
-                    "--concurrency", CONCURRENCY, "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json"]
+            env = {
+                **os.environ,
+                **mns.env(),
+                **TEST_CREDENTIALS,
+                "AWS_DEFAULT_REGION": REGION,
+                "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url,
+                "PYTHONPATH": str(REPO),
+                "CFN_TEST_CALLS_FILE": str(calls_file),
+            }
+            args = [
+                sys.executable,
+                "-m",
+                "cfn_provider",
+                "run",
+                "--transport",
+                "mns",
+                "--mns-endpoint",
+                proxies["mns"].url,
+                "--mns-queue",
+                ROS_QUEUE,
+                "--mns-allow-http",
+                "--handler",
+                HANDLER,
+                "--allow-response-url",
+                proxies["ros"].url + "/",
+                "--state",
+                f"dynamodb://{table}",
+                "--visibility-timeout",
+                str(MNS_VISIBILITY),
+                "--concurrency",
+                CONCURRENCY,
+                "--wait-seconds",
+                "1",
+                "--max-backoff",
+                "1",
+                "--log-format",
+                "json",
+            ]
             generation: Counter = Counter()
 
             def start(slot: int) -> SubprocessDaemon:
@@ -532,9 +626,16 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
             requests = []
             for i in range(MNS_REQUESTS):
                 url = ros.url(f"mns/R{i:03d}").replace(ros.base_url, proxies["ros"].url + "/", 1)
-                requests.append(ros_request("Create", url, logical=f"R{i:03d}", rtype=RESOURCE_TYPE,
-                                            props={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}", "Timeout": "300"},
-                                            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper()))
+                requests.append(
+                    ros_request(
+                        "Create",
+                        url,
+                        logical=f"R{i:03d}",
+                        rtype=RESOURCE_TYPE,
+                        props={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}", "Timeout": "300"},
+                        request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper(),
+                    )
+                )
             sent_at = time.time()
             for request in requests:
                 mns.send(ROS_QUEUE, json.dumps(request))
@@ -549,8 +650,11 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
                 running[slot] = start(slot)
             keys = {f"mns/R{i:03d}": r for i, r in enumerate(requests)}
             try:
-                wait_until(lambda: all(ros.bodies(k, "POST") for k in keys) and not mns.queue(ROS_QUEUE).live,
-                           MNS_SETTLE, "every ROS request answered and the MNS queue empty")
+                wait_until(
+                    lambda: all(ros.bodies(k, "POST") for k in keys) and not mns.queue(ROS_QUEUE).live,
+                    MNS_SETTLE,
+                    "every ROS request answered and the MNS queue empty",
+                )
             except AssertionError:
                 pass  # measured below
             for daemon in running.values():
@@ -566,10 +670,14 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
         lost = sorted(keys[k]["RequestId"] for k, bs in answers.items() if not bs)
         conflicting = sorted(keys[k]["RequestId"] for k, bs in answers.items() if len(set(bs)) > 1)
         duplicate_posts = sum(max(0, len(bs) - 1) for bs in answers.values())
-        not_success = sorted(keys[k]["RequestId"] for k, bs in answers.items()
-                             if bs and json.loads(bs[-1]).get("Status") != "SUCCESS")
-        late = sorted(keys[k]["RequestId"] for k in keys
-                      if any(r.ok and r.received_at > sent_at + 300 for r in ros.requests_for(k, "POST")[:1]))
+        not_success = sorted(
+            keys[k]["RequestId"] for k, bs in answers.items() if bs and json.loads(bs[-1]).get("Status") != "SUCCESS"
+        )
+        late = sorted(
+            keys[k]["RequestId"]
+            for k in keys
+            if any(r.ok and r.received_at > sent_at + 300 for r in ros.requests_for(k, "POST")[:1])
+        )
         dequeues: dict[str, int] = defaultdict(int)
         for m in mns.queue(ROS_QUEUE).messages:
             rid = json.loads(m.body)["RequestId"]
@@ -613,4 +721,5 @@ def test_mns_leg_answers_every_ros_request_once_while_the_network_lies(
         problems.append(f"members exited {exits} after SIGTERM")
     assert not problems, "\n".join(problems) + (
         f"\noutcomes {dict(outcomes)}; defers against own claim {own_defers}; "
-        f"warnings/errors {dict(warnings.most_common(8))}")
+        f"warnings/errors {dict(warnings.most_common(8))}"
+    )

@@ -17,6 +17,7 @@ tests/chaos/test_network_lies.py (the same schedule of lies), the table on dynal
 Figures (`make chaos` prints them): parked, parked left in the index, good requests unanswered,
 conflicting, late, not SUCCESS, create re-runs, dead-lettered, faults injected per service.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,16 @@ from cfn_provider.ops.bootstrap import Bootstrap
 from cfn_provider.pipeline.request import idempotency_key
 from cfn_provider.stores.dynamodb_items import POLL_INDEX, POLL_SHARDS, shard
 from tests.chaos.conftest import Figures, scale
-from tests.chaos.test_network_lies import (DYNAMODB_FAULTS, S3_FAULTS, SQS_FAULTS, SEED, ProxiedStack, dynalite,  # noqa: F401
-                                           first_answer_times, schedule)
+from tests.chaos.test_network_lies import (
+    DYNAMODB_FAULTS,
+    S3_FAULTS,
+    SQS_FAULTS,
+    SEED,
+    ProxiedStack,
+    dynalite,  # noqa: F401
+    first_answer_times,
+    schedule,
+)
 from tests.support.aws import bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import SubprocessDaemon, fleet_member, recorded_calls, wait_until
 from tests.support.dynalite import Dynalite
@@ -73,15 +82,21 @@ def parked_fleet(emulator: Emulator, dynalite: Dynalite, tmp_path: Path) -> Iter
     s3.create_bucket(Bucket=name)
     s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     moto_port = int(emulator.endpoint.rsplit(":", 1)[1])
-    proxies = {"dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("parked-dynamodb", DYNAMODB_FAULTS)),
-               "sqs": FaultProxy("sqs", moto_port, schedule("parked-sqs", SQS_FAULTS)),
-               "s3": FaultProxy("s3", moto_port, schedule("parked-s3", S3_FAULTS))}
+    proxies = {
+        "dynamodb": FaultProxy("dynamodb", dynalite.port, schedule("parked-dynamodb", DYNAMODB_FAULTS)),
+        "sqs": FaultProxy("sqs", moto_port, schedule("parked-sqs", SQS_FAULTS)),
+        "s3": FaultProxy("s3", moto_port, schedule("parked-s3", S3_FAULTS)),
+    }
     for proxy in proxies.values():
         proxy.start()
     try:
         with StubS3() as forbidden:
-            yield {"provider": Provider(emulator, name, outcome.topic_arn, outcome.queue_url, name, outcome.dlq_url),
-                   "table": table, "proxies": proxies, "forbidden": forbidden}
+            yield {
+                "provider": Provider(emulator, name, outcome.topic_arn, outcome.queue_url, name, outcome.dlq_url),
+                "table": table,
+                "proxies": proxies,
+                "forbidden": forbidden,
+            }
     finally:
         for proxy in proxies.values():
             proxy.stop()
@@ -92,9 +107,13 @@ def parked_requests(stack: ProxiedStack, forbidden: StubS3, rng: random.Random) 
     out: list[dict[str, Any]] = []
     counts = [0] * POLL_SHARDS
     while min(counts) < PARKED_PER_SHARD:
-        req = stack.request("Create", f"P{len(out):04d}", resource_type=RESOURCE_TYPE,
-                            properties={"Polls": "1", "AfterSeconds": "1", "ServiceTimeout": str(SERVICE_TIMEOUT)},
-                            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+        req = stack.request(
+            "Create",
+            f"P{len(out):04d}",
+            resource_type=RESOURCE_TYPE,
+            properties={"Polls": "1", "AfterSeconds": "1", "ServiceTimeout": str(SERVICE_TIMEOUT)},
+            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        )
         key = f"parked/{req['RequestId']}"
         forbidden.fail_with(403, key=key)
         req["ResponseURL"] = forbidden.url(key)
@@ -108,15 +127,23 @@ def in_poll_index(dynalite: Dynalite, table: str) -> set[str]:
     client, keys = dynalite.client(), set()
     for part in range(POLL_SHARDS):
         for page in client.get_paginator("query").paginate(
-                TableName=table, IndexName=POLL_INDEX, KeyConditionExpression="poll_shard = :s",
-                ExpressionAttributeValues={":s": {"S": str(part)}}):
+            TableName=table,
+            IndexName=POLL_INDEX,
+            KeyConditionExpression="poll_shard = :s",
+            ExpressionAttributeValues={":s": {"S": str(part)}},
+        ):
             keys |= {item["pk"]["S"] for item in page.get("Items", [])}
     return keys
 
 
 def test_parked_answers_starve_no_poll_while_the_network_lies(
-        parked_fleet: dict[str, Any], dynalite: Dynalite, emulator: Emulator, tmp_path: Path, calls_file: Path,
-        figures: Figures) -> None:
+    parked_fleet: dict[str, Any],
+    dynalite: Dynalite,
+    emulator: Emulator,
+    tmp_path: Path,
+    calls_file: Path,
+    figures: Figures,
+) -> None:
     began = time.monotonic()
     rng = random.Random(f"{SEED}:parked")
     provider: Provider = parked_fleet["provider"]
@@ -125,18 +152,37 @@ def test_parked_answers_starve_no_poll_while_the_network_lies(
     table: str = parked_fleet["table"]
     stack = ProxiedStack(provider, proxies["s3"].url)
     s3, sqs = emulator.client("s3"), emulator.client("sqs")
-    env = {"AWS_ENDPOINT_URL_SQS": proxies["sqs"].url, "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url,
-           "CFN_TEST_CALLS_FILE": str(calls_file)}
+    env = {
+        "AWS_ENDPOINT_URL_SQS": proxies["sqs"].url,
+        "AWS_ENDPOINT_URL_DYNAMODB": proxies["dynamodb"].url,
+        "CFN_TEST_CALLS_FILE": str(calls_file),
+    }
     members: list[SubprocessDaemon] = []
     generation: Counter = Counter()
 
     def start(slot: int) -> SubprocessDaemon:
         generation[slot] += 1
-        daemon = fleet_member(emulator, provider, table, tmp_path / f"m{slot}-g{generation[slot]}.log",
-                              extra_args=["--handler", HANDLER, "--allow-response-url", proxies["s3"].url + "/",
-                                          "--allow-response-url", forbidden.base_url, "--poll-interval", "1",
-                                          "--visibility-timeout", str(VISIBILITY), "--concurrency", str(CONCURRENCY)],
-                              env=env)
+        daemon = fleet_member(
+            emulator,
+            provider,
+            table,
+            tmp_path / f"m{slot}-g{generation[slot]}.log",
+            extra_args=[
+                "--handler",
+                HANDLER,
+                "--allow-response-url",
+                proxies["s3"].url + "/",
+                "--allow-response-url",
+                forbidden.base_url,
+                "--poll-interval",
+                "1",
+                "--visibility-timeout",
+                str(VISIBILITY),
+                "--concurrency",
+                str(CONCURRENCY),
+            ],
+            env=env,
+        )
         members.append(daemon)
         return daemon.start()
 
@@ -153,17 +199,30 @@ def test_parked_answers_starve_no_poll_while_the_network_lies(
         publish_all(stack, [r for r in parked for _ in range(2)])
         running = {slot: start(slot) for slot in range(FLEET)}
         try:
-            wait_until(lambda: all(forbidden.requests_for(f"parked/{r['RequestId']}") for r in parked)
-                       and queue_counts(sqs, provider.queue_url) == (0, 0), SETTLE, "every parked answer tried")
+            wait_until(
+                lambda: (
+                    all(forbidden.requests_for(f"parked/{r['RequestId']}") for r in parked)
+                    and queue_counts(sqs, provider.queue_url) == (0, 0)
+                ),
+                SETTLE,
+                "every parked answer tried",
+            )
         except AssertionError:
             pass  # measured below
         exits += stop_all(running)
         time.sleep(VISIBILITY + 2)  # every parked entry's next poll has passed: where they used to starve the index
 
         # ---- 2. good requests, after a restart, with SIGKILLs
-        good = [stack.request("Create", f"G{i:04d}", resource_type=RESOURCE_TYPE,
-                              properties={"Polls": "2", "AfterSeconds": "1", "ServiceTimeout": str(SERVICE_TIMEOUT)},
-                              request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4))) for i in range(GOOD)]
+        good = [
+            stack.request(
+                "Create",
+                f"G{i:04d}",
+                resource_type=RESOURCE_TYPE,
+                properties={"Polls": "2", "AfterSeconds": "1", "ServiceTimeout": str(SERVICE_TIMEOUT)},
+                request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            )
+            for i in range(GOOD)
+        ]
         by_key = {key_of(r["ResponseURL"])[1]: r for r in good}
         published_at = time.time()
         publish_all(stack, [r for r in good for _ in range(2)])
@@ -176,8 +235,14 @@ def test_parked_answers_starve_no_poll_while_the_network_lies(
             kills += 1
             running[slot] = start(slot)
         try:
-            wait_until(lambda: len(first_answer_times(s3, provider.bucket, f"{stack.name}/")) >= GOOD
-                       and queue_counts(sqs, provider.queue_url) == (0, 0), SETTLE, "every good request answered")
+            wait_until(
+                lambda: (
+                    len(first_answer_times(s3, provider.bucket, f"{stack.name}/")) >= GOOD
+                    and queue_counts(sqs, provider.queue_url) == (0, 0)
+                ),
+                SETTLE,
+                "every good request answered",
+            )
         except AssertionError:
             pass  # measured below
         exits += stop_all(running)
@@ -188,10 +253,16 @@ def test_parked_answers_starve_no_poll_while_the_network_lies(
     bodies = bodies_by_key(s3, provider.bucket, f"{stack.name}/")
     unanswered = sorted(r["RequestId"] for k, r in by_key.items() if k not in bodies)
     conflicting = sorted(by_key[k]["RequestId"] for k, bs in bodies.items() if k in by_key and len(set(bs)) > 1)
-    not_success = sorted(by_key[k]["RequestId"] for k, bs in bodies.items()
-                         if k in by_key and json.loads(bs[-1]).get("Status") != "SUCCESS")
-    late = sorted(by_key[k]["RequestId"] for k, t in first_answer_times(s3, provider.bucket, f"{stack.name}/").items()
-                  if k in by_key and t > published_at + SERVICE_TIMEOUT)
+    not_success = sorted(
+        by_key[k]["RequestId"]
+        for k, bs in bodies.items()
+        if k in by_key and json.loads(bs[-1]).get("Status") != "SUCCESS"
+    )
+    late = sorted(
+        by_key[k]["RequestId"]
+        for k, t in first_answer_times(s3, provider.bucket, f"{stack.name}/").items()
+        if k in by_key and t > published_at + SERVICE_TIMEOUT
+    )
     parked_tries = [len(forbidden.requests_for(f"parked/{r['RequestId']}")) for r in parked]
     left_in_index = len(in_poll_index(dynalite, table) & parked_keys)
     creates = Counter(line.split(" ", 1)[0] for line in recorded_calls(calls_file) if line.endswith(" Create"))
@@ -216,9 +287,11 @@ def test_parked_answers_starve_no_poll_while_the_network_lies(
     for service, proxy in proxies.items():
         figures.set(f"faults_{service}", dict(sorted((f, n) for f, n in proxy.faults().items() if f != "pass")))
     figures.set("seconds", round(time.monotonic() - began, 1))
-    print(f"\nparked answers: {len(parked)} parked ({PARKED_PER_SHARD}+ per shard, query limit {CONCURRENCY}), "
-          f"{GOOD} good x2, {kills} kills: unanswered {len(unanswered)}, conflicting {len(conflicting)}, "
-          f"late {len(late)}, parked left in the index {left_in_index}")
+    print(
+        f"\nparked answers: {len(parked)} parked ({PARKED_PER_SHARD}+ per shard, query limit {CONCURRENCY}), "
+        f"{GOOD} good x2, {kills} kills: unanswered {len(unanswered)}, conflicting {len(conflicting)}, "
+        f"late {len(late)}, parked left in the index {left_in_index}"
+    )
 
     problems = []
     if unanswered:

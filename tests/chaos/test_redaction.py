@@ -25,6 +25,7 @@ secret access key. None may appear. The test also checks that the risky lines we
 written (so a silent daemon cannot pass) and that the secrets really went where they belong
 (the NoEcho Data in the response CloudFormation reads).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ UNREACHABLE_EXPIRES = scale(3, 6)  # seconds the unreachable ResponseURL stays v
 
 def presigner(endpoint: str, signature_version: str) -> Any:
     return boto3.client(
-        "s3", endpoint_url=endpoint, region_name=REGION,
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
         aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         config=Config(signature_version=signature_version, s3={"addressing_style": "path"}),
@@ -73,8 +76,9 @@ def signatures_in(url: str) -> list[str]:
     return found
 
 
-def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path,
-                                    figures: Figures) -> None:
+def test_no_secret_reaches_the_logs(
+    emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path, figures: Figures
+) -> None:
     began = time.monotonic()
     figures.set("secrets_found", "not measured")  # replaced below once the output is read
     secret_key = f"wJalr/{secrets.token_hex(12)}+{secrets.token_hex(8)}"  # shaped like an AWS secret key
@@ -84,9 +88,18 @@ def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stac
     with ConnectionCounter() as counter:
         log_path = tmp_path / "daemon.log"
         daemon = SubprocessDaemon.for_provider(
-            emulator, provider, tmp_path, log_path,
-            extra_args=["--handler", "Custom::Secret=tests.support.noecho_handler", "--log-level", "debug",
-                        "--allow-response-url", counter.url("/")],
+            emulator,
+            provider,
+            tmp_path,
+            log_path,
+            extra_args=[
+                "--handler",
+                "Custom::Secret=tests.support.noecho_handler",
+                "--log-level",
+                "debug",
+                "--allow-response-url",
+                counter.url("/"),
+            ],
             env={"AWS_SECRET_ACCESS_KEY": secret_key, "CFN_TEST_NOECHO_SECRET": noecho_seed},
         )
         urls: list[str] = []
@@ -98,8 +111,14 @@ def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stac
             create["ResponseURL"] = presign(sigv4, provider.bucket, f"{stack.name}/Db/create-{create['RequestId']}")
             stack.publish(create)
             created = stack.response(create, 30)
-            update = stack.request("Update", "Db", resource_type="Custom::Secret", physical_id="secret-Db",
-                                   properties={"Size": "2"}, old_properties={"Size": "1"})
+            update = stack.request(
+                "Update",
+                "Db",
+                resource_type="Custom::Secret",
+                physical_id="secret-Db",
+                properties={"Size": "2"},
+                old_properties={"Size": "1"},
+            )
             update["ResponseURL"] = presign(sigv2, provider.bucket, f"{stack.name}/Db/update-{update['RequestId']}")
             stack.publish(update)
             updated = stack.response(update, 30)
@@ -113,32 +132,45 @@ def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stac
             broken["ResponseURL"] = presign(sigv4, provider.bucket, f"{stack.name}/Broken/{broken['RequestId']}")
             stack.publish(broken)
             failed = stack.response(broken, 30)
-            broken2 = stack.request("Create", "Broken2", resource_type="Custom::Secret",
-                                    properties={"Fail": "quote-url"})
+            broken2 = stack.request(
+                "Create", "Broken2", resource_type="Custom::Secret", properties={"Fail": "quote-url"}
+            )
             broken2["ResponseURL"] = presign(sigv2, provider.bucket, f"{stack.name}/Broken2/{broken2['RequestId']}")
             stack.publish(broken2)
             failed2 = stack.response(broken2, 30)
 
             # -- a library log call with a broken format string, its arguments secret
-            careless = stack.request("Create", "Careless", resource_type="Custom::Secret",
-                                     properties={"LogBadFormat": "yes"})
+            careless = stack.request(
+                "Create", "Careless", resource_type="Custom::Secret", properties={"LogBadFormat": "yes"}
+            )
             stack.publish(careless)
             careless_answer = stack.response(careless, 30)
 
             # -- an allowed ResponseURL that cannot be reached: retries quote aiohttp's errors
             unreachable = stack.request("Create", "Unreachable", resource_type="Custom::Secret")
-            unreachable["ResponseURL"] = presign(presigner(counter.url("").rstrip("/"), "s3v4"), "bucket",
-                                                 f"unreachable/{unreachable['RequestId']}", UNREACHABLE_EXPIRES)
+            unreachable["ResponseURL"] = presign(
+                presigner(counter.url("").rstrip("/"), "s3v4"),
+                "bucket",
+                f"unreachable/{unreachable['RequestId']}",
+                UNREACHABLE_EXPIRES,
+            )
             stack.publish(unreachable)
 
             # -- a ResponseURL outside the allowlist: a security event that names the URL
             outside = stack.request("Create", "Outside", resource_type="Custom::Secret")
-            outside["ResponseURL"] = (f"https://evil.example/{stack.name}/k?X-Amz-Signature={secrets.token_hex(32)}"
-                                      f"&Signature={quote(secrets.token_urlsafe(20))}")
+            outside["ResponseURL"] = (
+                f"https://evil.example/{stack.name}/k?X-Amz-Signature={secrets.token_hex(32)}"
+                f"&Signature={quote(secrets.token_urlsafe(20))}"
+            )
             stack.publish(outside)
 
-            wait_until(lambda: any(e.get("event") == "request" and e.get("logical_id") == "Unreachable"
-                                   for e in daemon.events()), 30 + UNREACHABLE_EXPIRES, "the unreachable request")
+            wait_until(
+                lambda: any(
+                    e.get("event") == "request" and e.get("logical_id") == "Unreachable" for e in daemon.events()
+                ),
+                30 + UNREACHABLE_EXPIRES,
+                "the unreachable request",
+            )
             wait_until(lambda: any(e.get("event") == "security" for e in daemon.events()), 30, "the security event")
             urls = [r["ResponseURL"] for r in (create, update, delete, broken, broken2, careless, unreachable, outside)]
         finally:
@@ -192,8 +224,11 @@ def test_no_secret_reaches_the_logs(emulator: Emulator, provider: Provider, stac
     figures.set("secrets_searched", len(secrets_by_name))
     figures.set("lines_redacted", sum("<redacted>" in line for line in lines))
     figures.set("secrets_found", len(found))
-    figures.set("lines_with_a_secret", sum(any(f in line for forms in secrets_by_name.values() for f in forms)
-                                           for line in lines))
+    figures.set(
+        "lines_with_a_secret",
+        sum(any(f in line for forms in secrets_by_name.values() for f in forms) for line in lines),
+    )
     figures.set("seconds", round(time.monotonic() - began, 1))
     assert not found, "secrets in the daemon's output:\n" + "\n".join(
-        f"- {name}: {shown}" for name, shown in found.items())
+        f"- {name}: {shown}" for name, shown in found.items()
+    )

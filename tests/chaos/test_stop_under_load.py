@@ -14,6 +14,7 @@ back to the queue). A third case is the receiving end alone: SIGTERM during an o
 with a grace period shorter than it; what that poll brings must be handed back, not stranded.
 Real moto SNS -> SQS, real presigned S3 URLs, real signals.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,16 +62,21 @@ def peek_visible(sqs: Any, queue_url: str) -> list[str]:
     seen: dict[str, str] = {}
     receipts: list[str] = []
     while True:
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
-                                  WaitTimeSeconds=0).get("Messages", [])
+        got = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60, WaitTimeSeconds=0
+        ).get("Messages", [])
         if not got:
             break
         for m in got:
             receipts.append(m["ReceiptHandle"])
             seen[m["MessageId"]] = json.loads(json.loads(m["Body"])["Message"])["RequestId"]
     for i in range(0, len(receipts), 10):
-        sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
-            {"Id": str(n), "ReceiptHandle": r, "VisibilityTimeout": 0} for n, r in enumerate(receipts[i:i + 10])])
+        sqs.change_message_visibility_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(n), "ReceiptHandle": r, "VisibilityTimeout": 0} for n, r in enumerate(receipts[i : i + 10])
+            ],
+        )
     return list(seen.values())
 
 
@@ -90,7 +96,8 @@ def log_events(daemon: SubprocessDaemon, event: str, **match: Any) -> list[dict[
 # ------------------------------------------------------------------------- the suite
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_sigterm_mid_burst_answers_or_hands_back_everything(
-        variant: str, spawn, stack: Stack, provider: Provider, calls_file: Path, figures) -> None:
+    variant: str, spawn, stack: Stack, provider: Provider, calls_file: Path, figures
+) -> None:
     began = time.monotonic()
     grace = VARIANTS[variant]
     rng = random.Random(f"{SEED}-{variant}")
@@ -102,9 +109,13 @@ def test_sigterm_mid_burst_answers_or_hands_back_everything(
     prefix = f"{stack.name}/"
 
     requests = [
-        stack.request("Create", f"R{i:04d}", resource_type=RESOURCE_TYPE,
-                      properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}"},
-                      request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+        stack.request(
+            "Create",
+            f"R{i:04d}",
+            resource_type=RESOURCE_TYPE,
+            properties={"SleepSeconds": f"{rng.uniform(0.05, 0.5):.3f}"},
+            request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        )
         for i in range(REQUESTS)
     ]
     rid_of_key = {key_of(r["ResponseURL"])[1]: r["RequestId"] for r in requests}
@@ -181,11 +192,14 @@ def test_sigterm_mid_burst_answers_or_hands_back_everything(
     fig("seconds", round(time.monotonic() - began, 1))
 
     tail = first.log_path.read_text()[-2500:]
-    assert exit_code == 0, f"exit code {exit_code} ({stop_seconds:.1f} s after SIGTERM, grace {grace} s); log tail:\n{tail}"
+    assert exit_code == 0, (
+        f"exit code {exit_code} ({stop_seconds:.1f} s after SIGTERM, grace {grace} s); log tail:\n{tail}"
+    )
     assert stop_seconds <= grace + EXIT_MARGIN
     assert not lost_at_stop, (
         f"{len(lost_at_stop)} request(s) neither answered nor visible on the queue {visible_again_seconds:.1f} s after "
-        f"the daemon exited: left hidden until the {VISIBILITY} s visibility timeout lapses: {sorted(lost_at_stop)[:10]}")
+        f"the daemon exited: left hidden until the {VISIBILITY} s visibility timeout lapses: {sorted(lost_at_stop)[:10]}"
+    )
     assert not lost, f"{len(lost)} request(s) never answered: {lost[:10]}"
     assert not conflicting, f"{len(conflicting)} request(s) answered with two different bodies: {conflicting[:10]}"
     assert not unexplained, f"handler completed more than once: {list(unexplained.items())[:10]}"
@@ -195,7 +209,8 @@ def test_sigterm_mid_burst_answers_or_hands_back_everything(
 
 
 def test_sigterm_during_long_poll_hands_back_what_the_poll_brings(
-        spawn, stack: Stack, provider: Provider, figures) -> None:
+    spawn, stack: Stack, provider: Provider, figures
+) -> None:
     """The same promise at the receiving end: a grace period shorter than the long poll that is
     open when SIGTERM comes. Cancelling the poll on the client does not close it at SQS (nor at
     moto): messages arriving before it ends are handed to the abandoned request and stay hidden
@@ -232,4 +247,5 @@ def test_sigterm_during_long_poll_hands_back_what_the_poll_brings(
     assert (visible, hidden) == (count, 0), (
         f"{hidden} of {count} message(s) published during the open long poll are hidden "
         f"{VISIBLE_AGAIN_WITHIN} s after the daemon exited (for the {VISIBILITY} s visibility timeout): the poll "
-        f"was abandoned after the {grace} s grace period instead of being let finish and handed back")
+        f"was abandoned after the {grace} s grace period instead of being let finish and handed back"
+    )

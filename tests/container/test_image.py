@@ -22,6 +22,7 @@ without the kernel features it needs). A failure to build or run our own image f
 
 CFN_CONTAINER_TEST_MIRROR overrides the Debian mirror debootstrap uses.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,9 @@ class Podman:
     timings: dict[str, float] = field(default_factory=dict)
 
     def __call__(self, *args: str, timeout: float = 120, **kwargs: Any) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *self.global_args, *args], capture_output=True, text=True,
-                              timeout=timeout, **kwargs)
+        return subprocess.run(
+            ["podman", *self.global_args, *args], capture_output=True, text=True, timeout=timeout, **kwargs
+        )
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return self("run", *self.run_args, *args, timeout=timeout)
@@ -90,11 +92,23 @@ def _make_base_image(podman: Podman, workdir: Path) -> None:
     started = time.monotonic()
     try:
         result = subprocess.run(
-            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,python3-pip", "bookworm",
-             str(rootfs), MIRROR], capture_output=True, text=True, timeout=600)
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv,python3-pip",
+                "bookworm",
+                str(rootfs),
+                MIRROR,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if result.returncode != 0:
-            pytest.fail(f"debootstrap of the base image from {MIRROR} failed (exit {result.returncode}):\n"
-                        f"{_tail(result.stdout + result.stderr)}")
+            pytest.fail(
+                f"debootstrap of the base image from {MIRROR} failed (exit {result.returncode}):\n"
+                f"{_tail(result.stdout + result.stderr)}"
+            )
         for leftovers in ("var/cache/apt/archives", "var/lib/apt/lists"):  # the .debs and indexes: 100 MB
             for path in (rootfs / leftovers).glob("*"):
                 if path.is_file():
@@ -119,8 +133,10 @@ def _runtime_options() -> list[tuple[str, list[str], list[str]]]:
     ulimits = ["--ulimit", f"nofile={soft_nofile}:{soft_nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
     options = [("podman's defaults", [], []), ("the host's ulimits", [], ulimits)]
     if shutil.which("runc"):  # crun refuses a hybrid cgroup v1/v2 layout; runc takes it
-        options += [("runc", ["--runtime", "runc"], []),
-                    ("runc with the host's ulimits", ["--runtime", "runc"], ulimits)]
+        options += [
+            ("runc", ["--runtime", "runc"], []),
+            ("runc with the host's ulimits", ["--runtime", "runc"], ulimits),
+        ]
     return options
 
 
@@ -134,8 +150,10 @@ def _can_run_containers(podman: Podman) -> None:
             podman.global_args, podman.run_args = global_args, run_args
             return
         failures.append(f"with {description}: {_last_line(result)}")
-    pytest.skip("podman cannot run any container on this machine (tried on the plain Debian base image) "
-                "-- " + "; ".join(failures))
+    pytest.skip(
+        "podman cannot run any container on this machine (tried on the plain Debian base image) "
+        "-- " + "; ".join(failures)
+    )
 
 
 def _can_build(podman: Podman, workdir: Path) -> None:
@@ -145,7 +163,9 @@ def _can_build(podman: Podman, workdir: Path) -> None:
     (context / "Containerfile").write_text(f"FROM {BASE_IMAGE}\nRUN true\n")
     result = podman("build", "--isolation", "chroot", "--network", "host", "-q", str(context), timeout=300)
     if result.returncode != 0:
-        pytest.skip(f"podman cannot build even a one-line Containerfile here (--isolation chroot): {_last_line(result)}")
+        pytest.skip(
+            f"podman cannot build even a one-line Containerfile here (--isolation chroot): {_last_line(result)}"
+        )
 
 
 def _context(workdir: Path, podman: Podman) -> Path:
@@ -165,8 +185,23 @@ def _build(podman: Podman, context: Path, tag: str, *extra: str) -> None:
     old = podman.image_id(tag)
     mounts = ["--volume", f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro"] if HOST_CA_BUNDLE.is_file() else []
     started = time.monotonic()
-    result = podman("build", "--isolation", "chroot", "--network", "host", "--format", "docker",
-                    "--build-arg", f"BASE={BASE_IMAGE}", *mounts, *extra, "--tag", tag, str(context), timeout=600)
+    result = podman(
+        "build",
+        "--isolation",
+        "chroot",
+        "--network",
+        "host",
+        "--format",
+        "docker",
+        "--build-arg",
+        f"BASE={BASE_IMAGE}",
+        *mounts,
+        *extra,
+        "--tag",
+        tag,
+        str(context),
+        timeout=600,
+    )
     podman.timings[f"build {tag}"] = time.monotonic() - started
     if result.returncode != 0:
         pytest.fail(f"podman build of the Dockerfile ({tag}) failed:\n{_tail(result.stdout + result.stderr, 40)}")
@@ -210,10 +245,19 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
     assert config["StopSignal"] == "SIGTERM"
     assert "CFN_PROVIDER_STATE=sqlite:///var/lib/cfn-provider/state.db" in config["Env"]
     health = json.loads(podman("image", "inspect", "--format", "{{json .HealthCheck}}", IMAGE).stdout)
-    assert health and health["Test"] == ["CMD", "cfn-provider", "check"], \
+    assert health and health["Test"] == ["CMD", "cfn-provider", "check"], (
         f"no HEALTHCHECK in the image (built with --format docker?): {health}"
+    )
 
-    probe = podman.run("--rm", "--network", "none", "--entrypoint", "python", IMAGE, "-c", """if True:
+    probe = podman.run(
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "python",
+        IMAGE,
+        "-c",
+        """if True:
         import importlib.util, json, os, shutil, stat
         st = os.stat("/var/lib/cfn-provider")
         print(json.dumps({
@@ -223,7 +267,8 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
             "extras": [m for m in ("moto", "pytest", "hypothesis") if importlib.util.find_spec(m)],
             "runtime": [m for m in ("aiobotocore", "cryptography", "structlog", "cfn_provider", "cfn_provider.handlers.echo")
                         if importlib.util.find_spec(m)],
-        }))""")
+        }))""",
+    )
     assert probe.returncode == 0, probe.stderr
     facts = json.loads(probe.stdout)
     assert facts["uid"] == 10001
@@ -257,7 +302,12 @@ def _events(podman: Podman, name: str) -> list[dict[str, Any]]:
 
 def _processes(podman: Podman, name: str) -> dict[int, tuple[str, str]]:
     """pid -> (command line, state letter) of every process in the container, from /proc."""
-    probe = podman("exec", name, "python", "-c", """if True:
+    probe = podman(
+        "exec",
+        name,
+        "python",
+        "-c",
+        """if True:
         import json, os
         out = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -267,13 +317,15 @@ def _processes(podman: Podman, name: str) -> dict[int, tuple[str, str]]:
             except OSError:
                 continue
             out[pid] = [cmd or stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]]
-        print(json.dumps(out))""")
+        print(json.dumps(out))""",
+    )
     assert probe.returncode == 0, probe.stderr
     return {int(pid): (cmd, state) for pid, (cmd, state) in json.loads(probe.stdout).items()}
 
 
 def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
-        podman: Podman, emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path) -> None:
+    podman: Podman, emulator: Emulator, provider: Provider, stack: Stack, tmp_path: Path
+) -> None:
     name = f"cfn-provider-test-{uuid.uuid4().hex[:8]}"
     # Custom::Command with a command that forgets a background child: the daemon kills it when the
     # command exits, and tini (PID 1) reaps it; under a bare Python PID 1 it would stay a zombie.
@@ -281,19 +333,44 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
     commands.mkdir(mode=0o755)
     commands.chmod(0o755)
     (commands / "commands.toml").write_text(
-        "[commands.forgetful]\nshell = true\ncreate = 'sleep 300 & printf \"\\\"forgot\\\"\"'\n")
+        '[commands.forgetful]\nshell = true\ncreate = \'sleep 300 & printf "\\"forgot\\""\'\n'
+    )
     (commands / "commands.toml").chmod(0o644)
-    env = {**emulator.env(), "CFN_PROVIDER_QUEUE_URL": provider.queue_url,
-           "CFN_PROVIDER_TOPIC_ARN": provider.topic_arn, "CFN_PROVIDER_WAIT_SECONDS": "1",
-           "CFN_PROVIDER_HANDLER": "Custom::Echo Custom::Command",  # only what is named is served
-           "CFN_PROVIDER_COMMAND_CONFIG": "/etc/cfn-provider/commands.toml"}
+    env = {
+        **emulator.env(),
+        "CFN_PROVIDER_QUEUE_URL": provider.queue_url,
+        "CFN_PROVIDER_TOPIC_ARN": provider.topic_arn,
+        "CFN_PROVIDER_WAIT_SECONDS": "1",
+        "CFN_PROVIDER_HANDLER": "Custom::Echo Custom::Command",  # only what is named is served
+        "CFN_PROVIDER_COMMAND_CONFIG": "/etc/cfn-provider/commands.toml",
+    }
     env_args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
     # as docs/operating.md runs it: nothing writable but the state volume, no capabilities
-    locked_down = ["--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-                   "--volume", f"{name}-state:/var/lib/cfn-provider"]
-    started = podman.run("--detach", "--name", name, "--network", "host", *env_args, *locked_down,
-                         "--volume", f"{commands}:/etc/cfn-provider:ro", IMAGE,
-                         "run", "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/")
+    locked_down = [
+        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--volume",
+        f"{name}-state:/var/lib/cfn-provider",
+    ]
+    started = podman.run(
+        "--detach",
+        "--name",
+        name,
+        "--network",
+        "host",
+        *env_args,
+        *locked_down,
+        "--volume",
+        f"{commands}:/etc/cfn-provider:ro",
+        IMAGE,
+        "run",
+        "--no-verify-signatures",
+        "--allow-response-url",
+        emulator.endpoint + "/",
+    )
     try:
         assert started.returncode == 0, started.stderr
 
@@ -349,9 +426,11 @@ def test_run_serves_the_hosts_queue_passes_check_and_stops_on_sigterm(
         kinds = [e.get("event") for e in events]
         assert {"started", "stopping", "stopped"} <= set(kinds), kinds
         answered = [e for e in events if e.get("event") == "request"]
-        assert [(e["outcome"], e["status"], e["resource_type"]) for e in answered] == \
-            [("answered", "SUCCESS", "Custom::Echo"), ("answered", "SUCCESS", "Custom::Command"),
-             ("answered", "FAILED", "Custom::RandomSecret")]
+        assert [(e["outcome"], e["status"], e["resource_type"]) for e in answered] == [
+            ("answered", "SUCCESS", "Custom::Echo"),
+            ("answered", "SUCCESS", "Custom::Command"),
+            ("answered", "FAILED", "Custom::RandomSecret"),
+        ]
     finally:
         podman("rm", "--force", "--time", "0", name)
         podman("volume", "rm", "--force", f"{name}-state")

@@ -10,6 +10,7 @@ bash; pinned and hashed installs; the log group, its metric filters and alarms t
 required topic), and that the unit the user data writes is systemd/cfn-provider.service with its
 RandomSecret-key drop-in.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -37,14 +38,33 @@ TEMPLATES = sorted(p for pattern in ("*.yaml", "*.yml", "*.json", "*.template") 
 SQS_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
 DLQ_ACTIONS = SQS_ACTIONS - {"sqs:GetQueueAttributes"}  # the watcher never reads the DLQ's attributes
 # What the instance's set-up and agents use (cfn-provider-instance), never the daemon itself
-INSTANCE_ACTIONS = {"s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "logs:CreateLogStream",
-                    "logs:PutLogEvents", "logs:DescribeLogStreams", "autoscaling:SetInstanceHealth"}
-SESSION_MANAGER_ACTIONS = {"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
-                           "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                           "ssmmessages:OpenDataChannel"}
+INSTANCE_ACTIONS = {
+    "s3:GetObject",
+    "s3:ListBucket",
+    "secretsmanager:GetSecretValue",
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "logs:DescribeLogStreams",
+    "autoscaling:SetInstanceHealth",
+}
+SESSION_MANAGER_ACTIONS = {
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+}
 DYNAMODB_ACTIONS = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}
-PSEUDO = {"AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
-          "AWS::StackId", "AWS::StackName", "AWS::URLSuffix"}
+PSEUDO = {
+    "AWS::AccountId",
+    "AWS::NotificationARNs",
+    "AWS::NoValue",
+    "AWS::Partition",
+    "AWS::Region",
+    "AWS::StackId",
+    "AWS::StackName",
+    "AWS::URLSuffix",
+}
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -152,12 +172,25 @@ def test_deploy_has_the_two_templates() -> None:
 def test_cfn_lint_finds_nothing(template: Path) -> None:
     """Errors, warnings and informational findings, in a few partitions' regions. cfn-lint ships
     its resource schemas, so this runs offline."""
-    cmd = [*cfn_lint_command(), "--format", "parseable", "--include-checks", "I",
-           "--regions", "us-east-1", "eu-west-1", "ap-southeast-2", "cn-north-1", "us-gov-west-1",
-           "--", str(template)]
+    cmd = [
+        *cfn_lint_command(),
+        "--format",
+        "parseable",
+        "--include-checks",
+        "I",
+        "--regions",
+        "us-east-1",
+        "eu-west-1",
+        "ap-southeast-2",
+        "cn-north-1",
+        "us-gov-west-1",
+        "--",
+        str(template),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0 and not result.stdout.strip(), (
-        f"cfn-lint exit {result.returncode}:\n{result.stdout}{result.stderr}")
+        f"cfn-lint exit {result.returncode}:\n{result.stdout}{result.stderr}"
+    )
 
 
 @pytest.mark.slow
@@ -165,8 +198,9 @@ def test_cfn_lint_is_not_vacuous(tmp_path: Path) -> None:
     """The same invocation does report a broken template (so exit 0 above means something)."""
     broken = tmp_path / "broken.yaml"
     broken.write_text(CONSUMER.read_text().replace("!GetAtt Thing.Colour", "!GetAtt Nowhere.Colour"))
-    result = subprocess.run([*cfn_lint_command(), "--format", "parseable", "--", str(broken)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*cfn_lint_command(), "--format", "parseable", "--", str(broken)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode != 0 and "Nowhere" in result.stdout, result.stdout + result.stderr
 
 
@@ -184,14 +218,19 @@ def test_queue_is_encrypted_with_redrive_and_the_daemons_visibility_timeout(prov
         assert DEFAULT_TTL > props["MessageRetentionPeriod"], "idempotency records must outlive any message"
     props = queues["Queue"]["Properties"]
     assert props["VisibilityTimeout"] == Settings(queue_url="x").visibility_timeout == 60
-    assert props["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
-                                      "maxReceiveCount": {"Ref": "MaxReceiveCount"}}
+    assert props["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
+        "maxReceiveCount": {"Ref": "MaxReceiveCount"},
+    }
     assert provider["Parameters"]["MaxReceiveCount"]["Default"] == MAX_RECEIVE_COUNT == 10  # the receive budget
 
 
 def test_queue_policy_lets_only_the_topic_send(provider: dict[str, Any]) -> None:
-    policies = [p["Properties"] for p in resources(provider, "AWS::SQS::QueuePolicy").values()
-                if {"Ref": "Queue"} in p["Properties"]["Queues"]]
+    policies = [
+        p["Properties"]
+        for p in resources(provider, "AWS::SQS::QueuePolicy").values()
+        if {"Ref": "Queue"} in p["Properties"]["Queues"]
+    ]
     assert len(policies) == 1
     allows = [s for s in statements(policies[0]["PolicyDocument"]) if s["Effect"] == "Allow"]
     assert len(allows) == 1, allows
@@ -221,10 +260,15 @@ def test_state_table_is_what_fleet_mode_expects(provider: dict[str, Any]) -> Non
     _, table = only(provider, "AWS::DynamoDB::Table")
     props = table["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
-    assert props["KeySchema"] == [{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert (
+        props["KeySchema"]
+        == [{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}]
+        == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    )
     assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     # the same sparse index of waiting polls as `bootstrap` makes (daemon/ops/bootstrap.py)
     from cfn_provider.ops.bootstrap import _POLL_ATTRIBUTES, _POLL_INDEX_SPEC
+
     assert props["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}, *_POLL_ATTRIBUTES]
     assert props["GlobalSecondaryIndexes"] == [_POLL_INDEX_SPEC]
 
@@ -264,7 +308,9 @@ def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider
     # The instance's own needs, each on exactly its resource
     instance = _grants(role, "cfn-provider-instance")
     assert set(instance) == INSTANCE_ACTIONS
-    assert instance["s3:GetObject"] == [{"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}/${WheelhousePrefix}*"}]
+    assert instance["s3:GetObject"] == [
+        {"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}/${WheelhousePrefix}*"}
+    ]
     assert instance["s3:ListBucket"] == [{"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}"}]
     assert instance["secretsmanager:GetSecretValue"] == [{"Ref": "RandomSecretKey"}]
     for action in ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"):
@@ -273,12 +319,17 @@ def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider
     assert asg_arn["Fn::Sub"].endswith(":autoScalingGroup:*:autoScalingGroupName/${AWS::StackName}-AutoScalingGroup-*")
 
     # Handlers' permissions come only from HandlerPolicyArns (empty by default), not by editing the role
-    assert props["ManagedPolicyArns"] == {"Fn::If": ["HasHandlerPolicies", {"Ref": "HandlerPolicyArns"},
-                                                     {"Ref": "AWS::NoValue"}]}
-    assert provider["Parameters"]["HandlerPolicyArns"] == {**provider["Parameters"]["HandlerPolicyArns"],
-                                                          "Type": "CommaDelimitedList", "Default": ""}
+    assert props["ManagedPolicyArns"] == {
+        "Fn::If": ["HasHandlerPolicies", {"Ref": "HandlerPolicyArns"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert provider["Parameters"]["HandlerPolicyArns"] == {
+        **provider["Parameters"]["HandlerPolicyArns"],
+        "Type": "CommaDelimitedList",
+        "Default": "",
+    }
     assert provider["Conditions"]["HasHandlerPolicies"] == {
-        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "HandlerPolicyArns"}]}, ""]}]}
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "HandlerPolicyArns"}]}, ""]}]
+    }
     assert not resources(provider, "AWS::IAM::ManagedPolicy")
     _, profile = only(provider, "AWS::IAM::InstanceProfile")
     assert profile["Properties"]["Roles"] == [{"Ref": role_name}]
@@ -326,9 +377,12 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     sqs = {iam("sqs:", op) for op in _calls(REPO / "daemon" / "transports" / "queue.py")}
     dynamodb = {iam("dynamodb:", op) for op in dynamodb_store_calls()}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage"} <= sqs and "dynamodb:GetItem" in dynamodb, (sqs, dynamodb)
-    assert sqs <= SQS_ACTIONS, f"daemon/transports/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
+    assert sqs <= SQS_ACTIONS, (
+        f"daemon/transports/queue.py calls {sorted(sqs - SQS_ACTIONS)}: grant them in deploy/provider.yaml"
+    )
     assert dynamodb <= DYNAMODB_ACTIONS, (
-        f"daemon/stores/dynamodb*.py call {sorted(dynamodb - DYNAMODB_ACTIONS)}: grant them in deploy/provider.yaml")
+        f"daemon/stores/dynamodb*.py call {sorted(dynamodb - DYNAMODB_ACTIONS)}: grant them in deploy/provider.yaml"
+    )
     # and nothing more: a grant the code never uses is a power a compromised daemon should not have
     assert sqs == SQS_ACTIONS, f"granted but never called: {sorted(SQS_ACTIONS - sqs)}"
     assert dynamodb == DYNAMODB_ACTIONS, f"granted but never called: {sorted(DYNAMODB_ACTIONS - dynamodb)}"
@@ -346,8 +400,11 @@ def test_template_role_and_bootstrap_policy_grant_the_same_daemon_actions(provid
     """`bootstrap` prints a policy for the daemon's role; it must be the template's, action for action."""
     from cfn_provider.ops.policies import daemon_policy
 
-    printed = daemon_policy(queue_arn="arn:aws:sqs:eu-west-1:1:q", dlq_arn="arn:aws:sqs:eu-west-1:1:q-dlq",
-                            table_arn="arn:aws:dynamodb:eu-west-1:1:table/t")
+    printed = daemon_policy(
+        queue_arn="arn:aws:sqs:eu-west-1:1:q",
+        dlq_arn="arn:aws:sqs:eu-west-1:1:q-dlq",
+        table_arn="arn:aws:dynamodb:eu-west-1:1:table/t",
+    )
     actions = {a for s in printed["Statement"] for a in as_list(s["Action"])}
     _, role = only(provider, "AWS::IAM::Role")
     assert actions == set(_grants(role, "cfn-provider"))
@@ -358,15 +415,22 @@ def test_the_daemons_role_cannot_scan_or_query_the_table(provider: dict[str, Any
     daemon/stores/dynamodb_admin.py, which nothing the daemon runs imports, and the role lacks it.
     The daemon may Query only the sparse index of waiting polls, which holds no bodies."""
     _, role = only(provider, "AWS::IAM::Role")
-    grants = [(a.lower(), s.get("Resource")) for policy in role["Properties"]["Policies"]
-              for s in statements(policy["PolicyDocument"]) for a in as_list(s["Action"])]
+    grants = [
+        (a.lower(), s.get("Resource"))
+        for policy in role["Properties"]["Policies"]
+        for s in statements(policy["PolicyDocument"])
+        for a in as_list(s["Action"])
+    ]
     actions = {a for a, _ in grants}
     assert not actions & {"dynamodb:scan", "dynamodb:partiqlselect", "dynamodb:batchgetitem"}
     queries = [resource for a, resource in grants if a == "dynamodb:query"]
     assert queries == [{"Fn::Sub": "${StateTable.Arn}/index/polls"}], queries
     assert "scan" in _calls(REPO / "daemon" / "stores" / "dynamodb_admin.py")  # the Scan is there, not in the store
-    importers = {str(p.relative_to(REPO)) for p in (REPO / "daemon").rglob("*.py")
-                 if re.search(r"import\b.*\bdynamodb_admin\b|\bdynamodb_admin\s+import\b", p.read_text())}
+    importers = {
+        str(p.relative_to(REPO))
+        for p in (REPO / "daemon").rglob("*.py")
+        if re.search(r"import\b.*\bdynamodb_admin\b|\bdynamodb_admin\s+import\b", p.read_text())
+    }
     assert importers == {"daemon/ops/requests.py"}, f"only the operator commands may use dynamodb_admin: {importers}"
 
 
@@ -390,11 +454,17 @@ def test_topic_policy_lets_only_this_account_publish_and_only_the_queue_subscrib
     denies = {s["Sid"]: s for s in stmts if s["Effect"] == "Deny"}
     for s in denies.values():
         assert s["Principal"] == "*"
-    foreign = [s for s in denies.values() if as_list(s["Action"]) == ["sns:Publish"]
-               and s.get("Condition") == {"StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}]
+    foreign = [
+        s
+        for s in denies.values()
+        if as_list(s["Action"]) == ["sns:Publish"]
+        and s.get("Condition") == {"StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}
+    ]
     assert len(foreign) == 1, "publishers of other accounts are denied"
     subscribe = [s for s in denies.values() if as_list(s["Action"]) == ["sns:Subscribe"]]
-    assert [s["Condition"] for s in subscribe] == [{"StringNotEquals": {"sns:Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]}}}]
+    assert [s["Condition"] for s in subscribe] == [
+        {"StringNotEquals": {"sns:Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]}}}
+    ]
     tls = [s for s in denies.values() if s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}]
     assert len(tls) == 1 and "sns:Publish" in as_list(tls[0]["Action"])
     # the subscription the template makes is the one the policy allows
@@ -408,7 +478,9 @@ def test_launch_template_requires_imdsv2_and_uses_the_profile(provider: dict[str
     data = lt["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     assert data["MetadataOptions"].get("HttpPutResponseHopLimit", 1) == 1
-    assert data["IamInstanceProfile"] == {"Arn": {"Fn::GetAtt": [only(provider, "AWS::IAM::InstanceProfile")[0], "Arn"]}}
+    assert data["IamInstanceProfile"] == {
+        "Arn": {"Fn::GetAtt": [only(provider, "AWS::IAM::InstanceProfile")[0], "Arn"]}
+    }
     assert data["ImageId"] == {"Ref": "ImageId"}
     assert provider["Parameters"]["ImageId"]["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
     assert "al2023" in provider["Parameters"]["ImageId"]["Default"]
@@ -423,8 +495,10 @@ def test_auto_scaling_group_spans_the_subnets_at_the_desired_capacity(provider: 
     assert provider["Parameters"]["VpcSubnetIds"]["Type"] == "List<AWS::EC2::Subnet::Id>"
     assert props["DesiredCapacity"] == {"Ref": "DesiredCapacity"}
     assert provider["Parameters"]["DesiredCapacity"]["Default"] == 2
-    assert props["LaunchTemplate"] == {"LaunchTemplateId": {"Ref": "LaunchTemplate"},
-                                       "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]}}
+    assert props["LaunchTemplate"] == {
+        "LaunchTemplateId": {"Ref": "LaunchTemplate"},
+        "Version": {"Fn::GetAtt": ["LaunchTemplate", "LatestVersionNumber"]},
+    }
 
 
 def test_user_data_is_valid_bash_naming_only_template_values(provider: dict[str, Any]) -> None:
@@ -465,11 +539,13 @@ def test_user_data_installs_pinned_hashed_packages_and_enables_the_unit(provider
     unit = section(directives(docs["/etc/systemd/system/cfn-provider.service"]), "Service")
     assert unit["ExecStart"].split()[0] == "/opt/cfn-provider/bin/cfn-provider"
     last = [line for line in script.rstrip().splitlines()[-5:]]
-    assert last == ["systemctl enable --now cfn-provider",
-                    "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check --config /etc/cfn-provider/config.toml",
-                    "systemctl enable --now cfn-provider-health.timer",
-                    "trap - ERR EXIT",
-                    'signal 0 "cfn-provider serves its queue"'], last
+    assert last == [
+        "systemctl enable --now cfn-provider",
+        "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check --config /etc/cfn-provider/config.toml",
+        "systemctl enable --now cfn-provider-health.timer",
+        "trap - ERR EXIT",
+        'signal 0 "cfn-provider serves its queue"',
+    ], last
 
 
 def test_package_spec_is_required_and_pinned(provider: dict[str, Any]) -> None:
@@ -478,8 +554,16 @@ def test_package_spec_is_required_and_pinned(provider: dict[str, Any]) -> None:
     pattern = re.compile(spec["AllowedPattern"])
     for good in ("cfn-sns-provider==0.2.0", "cfn-sns-provider==0.2.0 my_handlers==2.3.post1"):
         assert pattern.match(good), good
-    for bad in ("cfn-sns-provider", "cfn-sns-provider>=0.2", "cfn-sns-provider==0.2.0  x==1", "x==1; rm -rf /",
-                "cfn-sns-provider @ https://example.com/x.whl", "x==1\nrm", "x==$(id)", ""):
+    for bad in (
+        "cfn-sns-provider",
+        "cfn-sns-provider>=0.2",
+        "cfn-sns-provider==0.2.0  x==1",
+        "x==1; rm -rf /",
+        "cfn-sns-provider @ https://example.com/x.whl",
+        "x==1\nrm",
+        "x==$(id)",
+        "",
+    ):
         assert not pattern.match(bad), bad
     for name in ("WheelhouseBucket", "AlarmTopicArn"):
         assert "Default" not in provider["Parameters"][name], name
@@ -497,24 +581,42 @@ def test_user_data_environment_and_config_point_the_daemon_at_this_stack(provide
     from cfn_provider.pipeline.router import parse_handler_option
 
     docs = heredocs(user_data(provider))
-    env = dict(line.split("=", 1) for line in docs["/etc/cfn-provider/cfn-provider.env"].splitlines()
-               if line and not line.startswith("#"))
-    assert env == {"CFN_PROVIDER_CONFIG": "/etc/cfn-provider/config.toml", "CFN_PROVIDER_HANDLER": "${HandlerSpec}",
-                   "AWS_REGION": "${AWS::Region}", "AWS_DEFAULT_REGION": "${AWS::Region}"}
+    env = dict(
+        line.split("=", 1)
+        for line in docs["/etc/cfn-provider/cfn-provider.env"].splitlines()
+        if line and not line.startswith("#")
+    )
+    assert env == {
+        "CFN_PROVIDER_CONFIG": "/etc/cfn-provider/config.toml",
+        "CFN_PROVIDER_HANDLER": "${HandlerSpec}",
+        "AWS_REGION": "${AWS::Region}",
+        "AWS_DEFAULT_REGION": "${AWS::Region}",
+    }
     known = {p.envvar for p in run.params if getattr(p, "envvar", None)}
     assert {k for k in env if k.startswith("CFN_PROVIDER_")} <= known
     default = provider["Parameters"]["HandlerSpec"]["Default"]
     assert [parse_handler_option(v) for v in default.split()] == [("Custom::Echo", None)]
 
     # the config file, rendered as CloudFormation would, is one `run` (and `check --config`) reads
-    config = render(docs["/etc/cfn-provider/config.toml"], {
-        "Queue": "https://sqs.eu-west-1.amazonaws.com/123456789012/q", "AWS::Region": "eu-west-1",
-        "Topic": "arn:aws:sns:eu-west-1:123456789012:t", "StateTable": "tbl", "AWS::StackName": "s"})
+    config = render(
+        docs["/etc/cfn-provider/config.toml"],
+        {
+            "Queue": "https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+            "AWS::Region": "eu-west-1",
+            "Topic": "arn:aws:sns:eu-west-1:123456789012:t",
+            "StateTable": "tbl",
+            "AWS::StackName": "s",
+        },
+    )
     path = Path(tempfile.mkdtemp()) / "config.toml"
     path.write_text(config)
     values = load_config_file(path)
-    assert values == {"queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q", "region": "eu-west-1",
-                      "topic_arn": ["arn:aws:sns:eu-west-1:123456789012:t"], "state": "dynamodb://tbl"}
+    assert values == {
+        "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+        "region": "eu-west-1",
+        "topic_arn": ["arn:aws:sns:eu-west-1:123456789012:t"],
+        "state": "dynamodb://tbl",
+    }
     assert set(values) <= {p.name for p in run.params}
     assert "verify_signatures" not in values and "allow_response_url" not in values
     unit = section(directives(docs["/etc/systemd/system/cfn-provider.service"]), "Service")
@@ -531,18 +633,39 @@ def test_user_data_unit_is_systemd_cfn_provider_service(provider: dict[str, Any]
     for name in ("Unit", "Service", "Install"):
         assert section(inline, name), name
     service, expected = section(inline, "Service"), section(repo, "Service")
-    key_lines = ["Type", "NotifyAccess", "WatchdogSec", "ExecStart", "EnvironmentFile", "StateDirectory",
-                 "StateDirectoryMode", "DynamicUser", "KillMode", "TimeoutStopSec", "NoNewPrivileges",
-                 "CapabilityBoundingSet", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
-                 "RestrictAddressFamilies", "MemoryDenyWriteExecute", "PrivateUsers"]
+    key_lines = [
+        "Type",
+        "NotifyAccess",
+        "WatchdogSec",
+        "ExecStart",
+        "EnvironmentFile",
+        "StateDirectory",
+        "StateDirectoryMode",
+        "DynamicUser",
+        "KillMode",
+        "TimeoutStopSec",
+        "NoNewPrivileges",
+        "CapabilityBoundingSet",
+        "ProtectSystem",
+        "ProtectHome",
+        "PrivateTmp",
+        "PrivateDevices",
+        "RestrictAddressFamilies",
+        "MemoryDenyWriteExecute",
+        "PrivateUsers",
+    ]
     for key in key_lines:
-        assert service.get(key) == expected[key], f"{key}: {service.get(key)!r} in deploy/provider.yaml, {expected[key]!r} in {UNIT.name}"
+        assert service.get(key) == expected[key], (
+            f"{key}: {service.get(key)!r} in deploy/provider.yaml, {expected[key]!r} in {UNIT.name}"
+        )
     assert service["Type"] == "notify" and int(service["WatchdogSec"]) > 0
     assert inline == repo, "deploy/provider.yaml's unit differs from systemd/cfn-provider.service"
     drop_in = docs["/etc/systemd/system/cfn-provider.service.d/random-secret-key.conf"]
     assert directives(drop_in) == directives(DROP_IN.read_text())
-    assert section(directives(drop_in), "Service")["LoadCredential"] == \
-        "random-secret-key:/etc/cfn-provider/random-secret-key"
+    assert (
+        section(directives(drop_in), "Service")["LoadCredential"]
+        == "random-secret-key:/etc/cfn-provider/random-secret-key"
+    )
 
 
 def test_random_secret_key_comes_from_one_secret(provider: dict[str, Any]) -> None:
@@ -551,8 +674,8 @@ def test_random_secret_key_comes_from_one_secret(provider: dict[str, Any]) -> No
     generated = secret["Properties"]["GenerateSecretString"]
     assert generated["PasswordLength"] >= 32 and "SecretStringTemplate" not in generated
     script = user_data(provider)
-    fetch = script[script.index("aws secretsmanager get-secret-value"):]
-    fetch = fetch[:fetch.index(")")]
+    fetch = script[script.index("aws secretsmanager get-secret-value") :]
+    fetch = fetch[: fetch.index(")")]
     assert "--secret-id '${RandomSecretKey}'" in fetch and "> /etc/cfn-provider/random-secret-key" in fetch
     assert "(umask 077 && aws secretsmanager" in script  # never readable by others, not even for a moment
 
@@ -589,8 +712,9 @@ def _signal_run(provider: dict[str, Any], body: str, tmp_path: Path, **stub_rc: 
     parts = sections(rendered(provider, **{"AWS::StackName": "prov", "AWS::Region": "eu-west-1"}))
     body = body.replace("/opt/cfn-provider/bin/cfn-provider", str(bin_dir / "cfn-provider"))
     script = parts[""] + parts["signal"] + body
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
-                            env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=30, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    )
     signals = record.read_text().splitlines() if record.exists() else []
     return result.returncode, signals
 
@@ -612,7 +736,9 @@ def test_an_exit_without_an_error_still_signals_failure(provider: dict[str, Any]
     assert rc != 0 and [s.split("|")[:2] for s in signals] == [["--exit-code", str(rc)]]
 
 
-def test_success_is_signalled_only_after_the_unit_started_and_check_passed(provider: dict[str, Any], tmp_path: Path) -> None:
+def test_success_is_signalled_only_after_the_unit_started_and_check_passed(
+    provider: dict[str, Any], tmp_path: Path
+) -> None:
     start = sections(rendered(provider))["start"]
     rc, signals = _signal_run(provider, start, tmp_path / "ok")
     assert rc == 0 and [s.split("|")[:2] for s in signals] == [["--exit-code", "0"]]
@@ -648,11 +774,17 @@ def test_logs_are_shipped_to_a_log_group_with_retention(provider: dict[str, Any]
     journal = section(directives(docs["/etc/systemd/system/cfn-provider-journal.service"]), "Service")
     assert "--unit=cfn-provider.service" in journal["ExecStart"] and "--output=cat" in journal["ExecStart"]
     log_file = journal["StandardOutput"].removeprefix("append:")
-    agent = json.loads(render(docs["/opt/aws/amazon-cloudwatch-agent/etc/cfn-provider.json"],
-                              {"AWS::Region": "eu-west-1", name: "the-group"}))
+    agent = json.loads(
+        render(
+            docs["/opt/aws/amazon-cloudwatch-agent/etc/cfn-provider.json"],
+            {"AWS::Region": "eu-west-1", name: "the-group"},
+        )
+    )
     collected = agent["logs"]["logs_collected"]["files"]["collect_list"]
     assert {(c["file_path"], c["log_group_name"]) for c in collected} == {
-        (log_file, "the-group"), ("/var/log/cloud-init-output.log", "the-group")}
+        (log_file, "the-group"),
+        ("/var/log/cloud-init-output.log", "the-group"),
+    }
     assert "amazon-cloudwatch-agent-ctl -a fetch-config" in user_data(provider)
     assert log_file in docs["/etc/logrotate.d/cfn-provider"] and "copytruncate" in docs["/etc/logrotate.d/cfn-provider"]
 
@@ -665,7 +797,10 @@ def test_journal_unit_is_valid_for_systemd(provider: dict[str, Any], tmp_path: P
         path = tmp_path / Path(target).name
         path.write_text(docs[target])
     (tmp_path / "cfn-provider-health.service").write_text(
-        docs["/etc/systemd/system/cfn-provider-health.service"].replace("/usr/local/sbin/cfn-provider-health", "/bin/true"))
+        docs["/etc/systemd/system/cfn-provider-health.service"].replace(
+            "/usr/local/sbin/cfn-provider-health", "/bin/true"
+        )
+    )
     for unit in ("cfn-provider-journal.service", "cfn-provider-health.service", "cfn-provider-health.timer"):
         result = subprocess.run([analyze, "verify", str(tmp_path / unit)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and unit not in result.stderr, result.stdout + result.stderr
@@ -680,7 +815,9 @@ def test_metric_filters_count_the_events_the_runbook_acts_on(provider: dict[str,
         props = f["Properties"]
         assert props["LogGroupName"] == {"Ref": "LogGroup"}
         [metric] = props["MetricTransformations"]
-        assert metric["MetricValue"] == "1" and metric["MetricNamespace"] == {"Fn::Sub": "cfn-provider/${AWS::StackName}"}
+        assert metric["MetricValue"] == "1" and metric["MetricNamespace"] == {
+            "Fn::Sub": "cfn-provider/${AWS::StackName}"
+        }
         event = re.fullmatch(r'\{ \$\.event = "([a-z.]+)" \}', props["FilterPattern"])
         assert event, props["FilterPattern"]
         patterns[event[1]] = metric["MetricName"]
@@ -688,12 +825,18 @@ def test_metric_filters_count_the_events_the_runbook_acts_on(provider: dict[str,
     code = "\n".join(p.read_text() for p in (REPO / "daemon").rglob("*.py"))
     for event in patterns:  # each is an event the daemon logs
         assert f'"{event}"' in code, event
-    alarms = {a["Properties"].get("MetricName"): (n, a) for n, a in resources(provider, "AWS::CloudWatch::Alarm").items()}
+    alarms = {
+        a["Properties"].get("MetricName"): (n, a) for n, a in resources(provider, "AWS::CloudWatch::Alarm").items()
+    }
     for metric in patterns.values():
         name, alarm = alarms[metric]
         props = alarm["Properties"]
         assert props["Namespace"] == {"Fn::Sub": "cfn-provider/${AWS::StackName}"}
-        assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == ("Sum", "GreaterThanThreshold", 0)
+        assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == (
+            "Sum",
+            "GreaterThanThreshold",
+            0,
+        )
         assert props["TreatMissingData"] == "notBreaching"
 
 
@@ -729,8 +872,10 @@ def test_dead_letter_alarm_counts_what_the_watcher_receives(provider: dict[str, 
     visible count alone never sees it: the alarm sums the DLQ's received messages (plus visible)."""
     alarm = resources(provider, "AWS::CloudWatch::Alarm")["DeadLetterQueueAlarm"]["Properties"]
     expression, inputs = _math(alarm)
-    assert inputs == {"received": ("NumberOfMessagesReceived", "DeadLetterQueue", "Sum"),
-                      "visible": ("ApproximateNumberOfMessagesVisible", "DeadLetterQueue", "Maximum")}
+    assert inputs == {
+        "received": ("NumberOfMessagesReceived", "DeadLetterQueue", "Sum"),
+        "visible": ("ApproximateNumberOfMessagesVisible", "DeadLetterQueue", "Maximum"),
+    }
     assert expression == "FILL(received, 0) + FILL(visible, 0)"
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
 
@@ -738,8 +883,10 @@ def test_dead_letter_alarm_counts_what_the_watcher_receives(provider: dict[str, 
 def test_liveness_alarm_fires_when_nobody_polls(provider: dict[str, Any]) -> None:
     alarm = resources(provider, "AWS::CloudWatch::Alarm")["NoConsumerAlarm"]["Properties"]
     expression, inputs = _math(alarm)
-    assert inputs == {"empty": ("NumberOfEmptyReceives", "Queue", "Sum"),
-                      "received": ("NumberOfMessagesReceived", "Queue", "Sum")}
+    assert inputs == {
+        "empty": ("NumberOfEmptyReceives", "Queue", "Sum"),
+        "received": ("NumberOfMessagesReceived", "Queue", "Sum"),
+    }
     assert expression == "FILL(empty, 0) + FILL(received, 0)"
     periods = {m["MetricStat"]["Period"] for m in alarm["Metrics"] if "MetricStat" in m}
     assert periods == {300} and alarm["EvaluationPeriods"] == 1
@@ -771,7 +918,8 @@ RESERVED = ("ServiceToken", "ServiceTimeout", "Name", "FailWith")  # handlers/ec
 
 
 def test_consumer_uses_custom_echo_through_the_providers_service_token(
-        consumer: dict[str, Any], provider: dict[str, Any]) -> None:
+    consumer: dict[str, Any], provider: dict[str, Any]
+) -> None:
     from cfn_provider.handlers import echo
 
     assert set(RESERVED) == set(echo._RESERVED)

@@ -1,5 +1,6 @@
 """Fixtures for the ROS / MNS tests: a local MNS server, a ROS response endpoint, request builders,
 in-process daemons on transport mns, and the daemon's real JSON log lines."""
+
 from __future__ import annotations
 
 import io
@@ -38,17 +39,32 @@ def mns_env(mns: MnsServer, monkeypatch: pytest.MonkeyPatch) -> MnsServer:
     return mns
 
 
-def ros_request(kind: str, url: str, *, logical: str = "Thing", rtype: str = "Custom::Test",
-                props: dict[str, Any] | None = None, old_props: dict[str, Any] | None = None,
-                physical_id: str | None = None, intranet: str | None = None, stack_id: str | None = None,
-                request_id: str | None = None) -> dict[str, Any]:
+def ros_request(
+    kind: str,
+    url: str,
+    *,
+    logical: str = "Thing",
+    rtype: str = "Custom::Test",
+    props: dict[str, Any] | None = None,
+    old_props: dict[str, Any] | None = None,
+    physical_id: str | None = None,
+    intranet: str | None = None,
+    stack_id: str | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
     """A request as ROS sends it (its documented fields; StackId a plain id)."""
     req: dict[str, Any] = {
-        "RequestType": kind, "RequestId": request_id or str(uuid.uuid4()).upper(),
-        "ResponseURL": url, "IntranetResponseURL": intranet or url,
-        "ResourceType": rtype, "LogicalResourceId": logical,
-        "StackId": stack_id or str(uuid.uuid4()), "StackName": "ros-stack",
-        "ResourceOwnerId": "1234567890123456", "CallerId": "1234567890123456", "RegionId": "cn-hangzhou",
+        "RequestType": kind,
+        "RequestId": request_id or str(uuid.uuid4()).upper(),
+        "ResponseURL": url,
+        "IntranetResponseURL": intranet or url,
+        "ResourceType": rtype,
+        "LogicalResourceId": logical,
+        "StackId": stack_id or str(uuid.uuid4()),
+        "StackName": "ros-stack",
+        "ResourceOwnerId": "1234567890123456",
+        "CallerId": "1234567890123456",
+        "RegionId": "cn-hangzhou",
         "ResourceProperties": props or {},
     }
     if physical_id is not None:
@@ -60,9 +76,18 @@ def ros_request(kind: str, url: str, *, logical: str = "Thing", rtype: str = "Cu
 
 def mns_settings(mns: MnsServer, tmp_path: Path, s3: StubS3, **overrides: Any) -> Settings:
     base = Settings(
-        queue_url="", transport="mns", mns_endpoint=mns.endpoint, mns_queue=QUEUE, handlers=ROS_HANDLERS,
-        state=f"sqlite://{tmp_path}/state.db", allow_response_urls=(s3.base_url,), wait_seconds=1,
-        visibility_timeout=30, max_backoff=0.5, alibaba_cloud=False, mns_allow_http=True,
+        queue_url="",
+        transport="mns",
+        mns_endpoint=mns.endpoint,
+        mns_queue=QUEUE,
+        handlers=ROS_HANDLERS,
+        state=f"sqlite://{tmp_path}/state.db",
+        allow_response_urls=(s3.base_url,),
+        wait_seconds=1,
+        visibility_timeout=30,
+        max_backoff=0.5,
+        alibaba_cloud=False,
+        mns_allow_http=True,
     )
     return replace(base, **overrides)
 

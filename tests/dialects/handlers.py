@@ -1,4 +1,5 @@
 """A handler for the ROS tests: records the time the daemon gives it (context.remaining())."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -1,5 +1,6 @@
 """The transport's dialect (nothing in a request changes it), its stored form, and the ROS rules for
 requests and responses (pure: no network)."""
+
 from __future__ import annotations
 
 import json
@@ -21,17 +22,35 @@ def ros(kind: str = "Create", **kw) -> "object":
     return parse(json.dumps(ros_request(kind, URL, intranet=INTRANET, **kw)), ROS)
 
 
-CFN_REQUEST = {"RequestType": "Update", "ResponseURL": URL, "StackId": ARN, "RequestId": "r-1",
-               "LogicalResourceId": "Db", "ResourceType": "Custom::Test", "PhysicalResourceId": "p" * 300,
-               "ResourceProperties": {"ServiceTimeout": "30", "Timeout": "900"}}
+CFN_REQUEST = {
+    "RequestType": "Update",
+    "ResponseURL": URL,
+    "StackId": ARN,
+    "RequestId": "r-1",
+    "LogicalResourceId": "Db",
+    "ResourceType": "Custom::Test",
+    "PhysicalResourceId": "p" * 300,
+    "ResourceProperties": {"ServiceTimeout": "30", "Timeout": "900"},
+}
 
 
-@pytest.mark.parametrize("extra", [
-    {}, {"StackName": "victim"}, {"RegionId": "cn-hangzhou"}, {"IntranetResponseURL": INTRANET},
-    {"ResourceOwnerId": "1", "CallerId": "1", "RegionId": "cn-hangzhou", "StackName": "victim",
-     "IntranetResponseURL": INTRANET},
-    {"StackId": "8acc3dcd-cf48-4fa1-863e-7c767b61fe42"},  # a plain id, as ROS's
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"StackName": "victim"},
+        {"RegionId": "cn-hangzhou"},
+        {"IntranetResponseURL": INTRANET},
+        {
+            "ResourceOwnerId": "1",
+            "CallerId": "1",
+            "RegionId": "cn-hangzhou",
+            "StackName": "victim",
+            "IntranetResponseURL": INTRANET,
+        },
+        {"StackId": "8acc3dcd-cf48-4fa1-863e-7c767b61fe42"},  # a plain id, as ROS's
+    ],
+)
 def test_on_cloudformations_transport_a_request_is_cloudformations_whatever_it_carries(extra):
     """Issue 21 item 1: a ROS-only field (or a plain StackId) no longer switches the rules."""
     req = parse(json.dumps({**CFN_REQUEST, **extra}), CLOUDFORMATION)
@@ -85,8 +104,14 @@ def test_a_request_stored_before_dialects_were_kept_takes_the_readers():
 
 def test_a_request_can_never_pass_for_a_stored_document():
     """A request that mimics the stored form still has a ResponseURL: it stays a bare request."""
-    fake = {"Dialect": "ros", "Request": ros_request("Create", URL), "ResponseURL": URL, "StackId": ARN,
-            "RequestId": "r", "LogicalResourceId": "L"}
+    fake = {
+        "Dialect": "ros",
+        "Request": ros_request("Create", URL),
+        "ResponseURL": URL,
+        "StackId": ARN,
+        "RequestId": "r",
+        "LogicalResourceId": "L",
+    }
     req = parse(json.dumps(fake), CLOUDFORMATION)
     assert from_stored(stored_form(req), ROS).dialect is CLOUDFORMATION
     assert stored_parts(json.dumps(fake))[1] is None
@@ -104,10 +129,18 @@ def test_ros_request_fields():
     assert req.key == json.dumps([req.stack_id, req.request_id])  # idempotency key unchanged
 
 
-@pytest.mark.parametrize("props, expected", [
-    ({}, 60), ({"Timeout": 300}, 300), ({"Timeout": "900"}, 900), ({"Timeout": 99999}, 43200),
-    ({"Timeout": 0}, 1), ({"Timeout": "soon"}, 60), ({"ServiceTimeout": 30}, 60),
-])
+@pytest.mark.parametrize(
+    "props, expected",
+    [
+        ({}, 60),
+        ({"Timeout": 300}, 300),
+        ({"Timeout": "900"}, 900),
+        ({"Timeout": 99999}, 43200),
+        ({"Timeout": 0}, 1),
+        ({"Timeout": "soon"}, 60),
+        ({"ServiceTimeout": 30}, 60),
+    ],
+)
 def test_ros_timeout(props, expected):
     assert ros(props=props).service_timeout == expected
 
@@ -142,9 +175,16 @@ def test_update_may_not_change_the_id():
     assert body(responses.success(req, "thing-1"))["Status"] == "SUCCESS"
     assert body(responses.success(req, None))["PhysicalResourceId"] == "thing-1"
     # CloudFormation: a new id is a replacement, as before
-    cfn = parse(json.dumps({k: v for k, v in ros_request("Update", URL, stack_id=ARN, physical_id="thing-1").items()
-                            if k not in ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId",
-                                         "RegionId")}), CLOUDFORMATION)
+    cfn = parse(
+        json.dumps(
+            {
+                k: v
+                for k, v in ros_request("Update", URL, stack_id=ARN, physical_id="thing-1").items()
+                if k not in ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId", "RegionId")
+            }
+        ),
+        CLOUDFORMATION,
+    )
     assert cfn.dialect is CLOUDFORMATION
     assert body(responses.success(cfn, "thing-2"))["PhysicalResourceId"] == "thing-2"
 
@@ -158,8 +198,15 @@ def test_ros_ids_and_no_echo():
     doc = body(responses.success(req, {"PhysicalResourceId": "p" * 256}))
     assert doc["Status"] == "FAILED" and "the limit is 255" in doc["Reason"]
     doc = body(responses.success(req, {"PhysicalResourceId": "id-1", "Data": {"Secret": "s"}, "NoEcho": True}))
-    assert doc == {"Status": "SUCCESS", "Reason": "", "PhysicalResourceId": "id-1", "StackId": req.stack_id,
-                   "RequestId": req.request_id, "LogicalResourceId": "Thing", "Data": {"Secret": "s"}}
+    assert doc == {
+        "Status": "SUCCESS",
+        "Reason": "",
+        "PhysicalResourceId": "id-1",
+        "StackId": req.stack_id,
+        "RequestId": req.request_id,
+        "LogicalResourceId": "Thing",
+        "Data": {"Secret": "s"},
+    }
 
 
 def test_ros_body_limit():
@@ -170,21 +217,38 @@ def test_ros_body_limit():
     assert doc["Reason"].endswith("[...]")
 
 
-@pytest.mark.parametrize("mode, inside, expected", [
-    ("public", True, [URL]), ("intranet", False, [INTRANET]),
-    ("auto", True, [INTRANET, URL]), ("auto", False, [URL]),
-])
+@pytest.mark.parametrize(
+    "mode, inside, expected",
+    [
+        ("public", True, [URL]),
+        ("intranet", False, [INTRANET]),
+        ("auto", True, [INTRANET, URL]),
+        ("auto", False, [URL]),
+    ],
+)
 def test_response_url_choice(mode, inside, expected):
     assert ResponseUrlChoice(mode, inside).urls(ros()) == expected
 
 
 def test_response_url_choice_without_intranet_url_and_for_cloudformation():
-    no_intranet = parse(json.dumps({k: v for k, v in ros_request("Create", URL).items() if k != "IntranetResponseURL"}),
-                        ROS)
+    no_intranet = parse(
+        json.dumps({k: v for k, v in ros_request("Create", URL).items() if k != "IntranetResponseURL"}), ROS
+    )
     assert ResponseUrlChoice("intranet", True).urls(no_intranet) == [URL]
-    cfn = parse(json.dumps({"RequestType": "Create", "ResponseURL": URL, "StackId": ARN, "RequestId": "r",
-                            "LogicalResourceId": "L", "ResourceType": "Custom::X",
-                            "IntranetResponseURL": INTRANET}), CLOUDFORMATION)
+    cfn = parse(
+        json.dumps(
+            {
+                "RequestType": "Create",
+                "ResponseURL": URL,
+                "StackId": ARN,
+                "RequestId": "r",
+                "LogicalResourceId": "L",
+                "ResourceType": "Custom::X",
+                "IntranetResponseURL": INTRANET,
+            }
+        ),
+        CLOUDFORMATION,
+    )
     assert ResponseUrlChoice("intranet", True).urls(cfn) == [URL]
 
 

@@ -1,5 +1,6 @@
 """MNS message forms: bare body, base64, topic notifications (JSON, XML) and their topic; each transport
 looks only for its own forms (CloudFormation's unchanged on SQS)."""
+
 from __future__ import annotations
 
 import base64
@@ -21,11 +22,14 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-@pytest.mark.parametrize("body", [
-    REQUEST,  # SIMPLIFIED / bare
-    b64(REQUEST),  # the MNS SDKs' default encoding
-    "\n" + b64(REQUEST) + "\n",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        REQUEST,  # SIMPLIFIED / bare
+        b64(REQUEST),  # the MNS SDKs' default encoding
+        "\n" + b64(REQUEST) + "\n",
+    ],
+)
 def test_bare_and_base64(body):
     env = unwrap(body, "mns-id", SENT, MNS_FORMS)
     assert env.message == REQUEST and env.message_id == "mns-id" and env.timestamp == SENT and env.raw
@@ -48,18 +52,23 @@ def test_base64_notification_and_future_publish_time():
     assert env.message == REQUEST and env.timestamp == SENT  # never later than it was enqueued
 
 
-@pytest.mark.parametrize("body, reason", [
-    ("<xml/>", "body is not JSON"),  # XML, but no notification: as before
-    ("<Notification><Message>" + "x" * 10, "body is not JSON"),  # broken XML
-    ('<?xml version="1.0"?><!DOCTYPE n [<!ENTITY a "aaaa">]><Notification><Message>&a;</Message></Notification>',
-     "body is not JSON"),  # no entity games
-    ("<Notification><TopicName>t</TopicName></Notification>", "no Message"),
-    (b64("hello world"), "body is not JSON"),  # base64 of something else: as before
-    (b64(b64(REQUEST)), "body is not JSON"),  # decoded once only
-    (b64("{not json"), "base64 body: body is not JSON"),
-    ("this is not json {", "body is not JSON"),
-    (json.dumps({"TopicName": "t", "Message": ""}), "no Message"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ("<xml/>", "body is not JSON"),  # XML, but no notification: as before
+        ("<Notification><Message>" + "x" * 10, "body is not JSON"),  # broken XML
+        (
+            '<?xml version="1.0"?><!DOCTYPE n [<!ENTITY a "aaaa">]><Notification><Message>&a;</Message></Notification>',
+            "body is not JSON",
+        ),  # no entity games
+        ("<Notification><TopicName>t</TopicName></Notification>", "no Message"),
+        (b64("hello world"), "body is not JSON"),  # base64 of something else: as before
+        (b64(b64(REQUEST)), "body is not JSON"),  # decoded once only
+        (b64("{not json"), "base64 body: body is not JSON"),
+        ("this is not json {", "body is not JSON"),
+        (json.dumps({"TopicName": "t", "Message": ""}), "no Message"),
+    ],
+)
 def test_rejected_forms(body, reason):
     with pytest.raises(BadMessage, match=reason):
         unwrap(body, "mns-id", SENT, MNS_FORMS)
@@ -70,9 +79,15 @@ def test_a_notification_without_a_topic_names_none_that_could_be_allowed():
     assert env.topic_arn == "acs:mns:::topics/" and not env.raw
 
 
-@pytest.mark.parametrize("body", [
-    notification_json(REQUEST), notification_xml(REQUEST), b64(REQUEST), b64(notification_json(REQUEST)),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        notification_json(REQUEST),
+        notification_xml(REQUEST),
+        b64(REQUEST),
+        b64(notification_json(REQUEST)),
+    ],
+)
 def test_mns_forms_are_not_messages_on_sqs(body):
     """On SNS/SQS an MNS notification or a base64 body is no message at all (the transport decides)."""
     with pytest.raises(BadMessage):
@@ -80,8 +95,15 @@ def test_mns_forms_are_not_messages_on_sqs(body):
 
 
 def test_an_sns_envelope_is_not_a_message_on_mns():
-    envelope = json.dumps({"Type": "Notification", "MessageId": "m", "TopicArn": "arn:aws:sns:us-east-1:1:t",
-                           "Message": REQUEST, "Timestamp": "2026-01-01T00:00:00.000Z"})
+    envelope = json.dumps(
+        {
+            "Type": "Notification",
+            "MessageId": "m",
+            "TopicArn": "arn:aws:sns:us-east-1:1:t",
+            "Message": REQUEST,
+            "Timestamp": "2026-01-01T00:00:00.000Z",
+        }
+    )
     with pytest.raises(BadMessage, match="neither an MNS topic notification nor a request"):
         unwrap(envelope, "mns-id", SENT, MNS_FORMS)
 

@@ -1,5 +1,6 @@
 """End to end on transport mns: `Service(Settings(transport="mns", ...))` against the local MNS server,
 answering ROS-shaped requests to a local response endpoint (StubS3 records the POSTs)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,12 @@ async def answer(s3: StubS3, key: str, method: str = "POST", timeout: float = 20
 
 def send(mns: MnsServer, body: dict[str, Any] | str, form: str = "bare") -> None:
     text = body if isinstance(body, str) else json.dumps(body)
-    wrapped = {"bare": text, "base64": base64.b64encode(text.encode()).decode(), "json": notification_json(text),
-               "xml": notification_xml(text)}[form]
+    wrapped = {
+        "bare": text,
+        "base64": base64.b64encode(text.encode()).decode(),
+        "json": notification_json(text),
+        "xml": notification_xml(text),
+    }[form]
     MnsClient(mns).send_message(QUEUE, wrapped)
 
 
@@ -56,18 +61,26 @@ async def test_create_update_delete(ros_daemon, mns_env: MnsServer, stub_s3: Stu
     created = json.loads(posted.body)
     assert created["Status"] == "SUCCESS" and "NoEcho" not in created
     assert {k: created[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
-        k: create[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
+        k: create[k] for k in ("StackId", "RequestId", "LogicalResourceId")
+    }
     pid = created["PhysicalResourceId"]
     assert pid.startswith("ros-stack-Thing-") and len(pid.encode()) <= 255
 
-    update = ros_request("Update", stub_s3.url("ros/update"), stack_id=create["StackId"], physical_id=pid,
-                         props={"Size": "2"}, old_props={"Size": "1"})
+    update = ros_request(
+        "Update",
+        stub_s3.url("ros/update"),
+        stack_id=create["StackId"],
+        physical_id=pid,
+        props={"Size": "2"},
+        old_props={"Size": "1"},
+    )
     send(mns_env, update, "base64")
     updated = json.loads((await answer(stub_s3, "ros/update")).body)
     assert (updated["Status"], updated["PhysicalResourceId"]) == ("SUCCESS", pid)
 
-    delete = ros_request("Delete", stub_s3.url("ros/delete"), stack_id=create["StackId"], physical_id=pid,
-                         props={"Size": "2"})
+    delete = ros_request(
+        "Delete", stub_s3.url("ros/delete"), stack_id=create["StackId"], physical_id=pid, props={"Size": "2"}
+    )
     send(mns_env, delete, "xml")
     deleted = json.loads((await answer(stub_s3, "ros/delete")).body)
     assert (deleted["Status"], deleted["PhysicalResourceId"]) == ("SUCCESS", pid)
@@ -78,8 +91,12 @@ async def test_create_update_delete(ros_daemon, mns_env: MnsServer, stub_s3: Stu
 
 async def test_update_that_changes_the_id_fails(ros_daemon, mns_env: MnsServer, stub_s3: StubS3):
     await ros_daemon()
-    update = ros_request("Update", stub_s3.url("ros/replace"), physical_id="thing-1",
-                         props={"ReturnJson": json.dumps({"PhysicalResourceId": "thing-2"})})
+    update = ros_request(
+        "Update",
+        stub_s3.url("ros/replace"),
+        physical_id="thing-1",
+        props={"ReturnJson": json.dumps({"PhysicalResourceId": "thing-2"})},
+    )
     send(mns_env, update, "json")
     doc = json.loads((await answer(stub_s3, "ros/replace")).body)
     assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"] == "thing-1"
@@ -114,8 +131,9 @@ def closed_port() -> int:
 async def test_auto_tries_intranet_then_public(ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
     port = closed_port()
     intranet = f"http://127.0.0.1:{port}/ros/intranet?Signature=abc"
-    await ros_daemon(alibaba_cloud=True, ros_response_url="auto",
-                     allow_response_urls=(stub_s3.base_url, f"http://127.0.0.1:{port}/"))
+    await ros_daemon(
+        alibaba_cloud=True, ros_response_url="auto", allow_response_urls=(stub_s3.base_url, f"http://127.0.0.1:{port}/")
+    )
     send(mns_env, ros_request("Create", stub_s3.url("ros/public"), intranet=intranet))
     assert json.loads((await answer(stub_s3, "ros/public")).body)["Status"] == "SUCCESS"
     await settled(mns_env)  # the request line is written before the message is deleted
@@ -126,8 +144,10 @@ async def test_auto_tries_intranet_then_public(ros_daemon, mns_env: MnsServer, s
     assert line["delivered"] is True and line["attempts"] == 2
 
 
-@pytest.mark.parametrize("mode, inside, expect", [("intranet", False, "ros/in"), ("public", True, "ros/out"),
-                                                  ("auto", False, "ros/out"), ("auto", True, "ros/in")])
+@pytest.mark.parametrize(
+    "mode, inside, expect",
+    [("intranet", False, "ros/in"), ("public", True, "ros/out"), ("auto", False, "ros/out"), ("auto", True, "ros/in")],
+)
 async def test_url_modes(ros_daemon, mns_env, stub_s3: StubS3, mode, inside, expect):
     await ros_daemon(alibaba_cloud=inside, ros_response_url=mode)
     send(mns_env, ros_request("Create", stub_s3.url("ros/out"), intranet=stub_s3.url("ros/in")))
@@ -148,12 +168,20 @@ async def test_redelivery_is_answered_once(ros_daemon, mns_env: MnsServer, stub_
     assert [e["outcome"] for e in json_log.events(event="request")] == ["answered", "duplicate"]
 
 
-async def test_a_cloudformation_looking_request_over_mns_is_ros(ros_daemon, mns_env, stub_s3: StubS3,
-                                                               json_log: JsonLog):
+async def test_a_cloudformation_looking_request_over_mns_is_ros(
+    ros_daemon, mns_env, stub_s3: StubS3, json_log: JsonLog
+):
     """The transport decides (issue 21 item 1): an ARN StackId and no ROS field change nothing on MNS."""
     await ros_daemon()
-    req = {"RequestType": "Create", "ResponseURL": stub_s3.url("cfn/over-mns"), "StackId": ARN, "RequestId": "r-1",
-           "LogicalResourceId": "Thing", "ResourceType": "Custom::Test", "ResourceProperties": {}}
+    req = {
+        "RequestType": "Create",
+        "ResponseURL": stub_s3.url("cfn/over-mns"),
+        "StackId": ARN,
+        "RequestId": "r-1",
+        "LogicalResourceId": "Thing",
+        "ResourceType": "Custom::Test",
+        "ResourceProperties": {},
+    }
     send(mns_env, req)
     post = await answer(stub_s3, "cfn/over-mns", "POST")
     assert post.header("Content-Type") == ["application/json"] and post.header("Date")
@@ -165,8 +193,9 @@ async def test_a_cloudformation_looking_request_over_mns_is_ros(ros_daemon, mns_
 ALLOWED_ONLY_BY_DEFAULT = "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=x"
 
 
-async def test_hostile_items_are_logged_with_their_dialect(ros_daemon, mns_env: MnsServer, stub_s3: StubS3,
-                                                         json_log: JsonLog):
+async def test_hostile_items_are_logged_with_their_dialect(
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     """Each item ends in one terminal line (rejected / security / request) naming the dialect."""
     await ros_daemon(alibaba_cloud=True)
     url = stub_s3.url
@@ -177,26 +206,38 @@ async def test_hostile_items_are_logged_with_their_dialect(ros_daemon, mns_env: 
 
     good = ros_request("Create", url("h/good"))
     add("not-json", "this is not json {", "rejected")
-    add("xml-doctype", '<!DOCTYPE x [<!ENTITY a "b">]><Notification><Message>&a;</Message></Notification>',
-        "rejected")
+    add("xml-doctype", '<!DOCTYPE x [<!ENTITY a "b">]><Notification><Message>&a;</Message></Notification>', "rejected")
     add("xml-other", "<Messages><Message>{}</Message></Messages>", "rejected")
     add("base64-garbage", base64.b64encode(b"\xff\xfe\x00").decode(), "rejected")
     add("json-list", json.dumps([good]), "rejected")
     add("notification-without-message", notification_json("").replace('"Message": ""', '"Message": 5'), "rejected")
     add("missing-response-url", json.dumps({k: v for k, v in good.items() if k != "ResponseURL"}), "rejected")
     add("number-stack-id", json.dumps({**good, "StackId": 1.5, "RequestId": "n1"}), "rejected")
-    add("arn-missing-request-id", json.dumps({"StackId": ARN, "ResponseURL": url("h/x"), "LogicalResourceId": "L"}),
-        "rejected")  # an ARN changes nothing: MNS is ROS's
+    add(
+        "arn-missing-request-id",
+        json.dumps({"StackId": ARN, "ResponseURL": url("h/x"), "LogicalResourceId": "L"}),
+        "rejected",
+    )  # an ARN changes nothing: MNS is ROS's
     add("url-metadata", json.dumps(ros_request("Create", "http://100.100.100.200/latest/meta-data/")), "security")
     add("url-not-aliyun", json.dumps(ros_request("Create", "https://evil.example/cb")), "security")
-    add("url-aliyun-lookalike", json.dumps(ros_request("Create", "https://ros.aliyuncs.com.evil.example/cb")),
-        "security")
-    add("intranet-metadata", json.dumps(ros_request("Create", url("h/i"), intranet="http://100.100.100.200/x")),
-        "security")
-    add("cfn-host-for-ros", json.dumps(ros_request("Create", "https://bucket.s3.amazonaws.com/k?X-Amz-Signature=a")),
-        "security")
-    add("resource-type-too-long", json.dumps(ros_request("Create", url("h/rt"), rtype="Custom::" + "x" * 61)),
-        "request")
+    add(
+        "url-aliyun-lookalike",
+        json.dumps(ros_request("Create", "https://ros.aliyuncs.com.evil.example/cb")),
+        "security",
+    )
+    add(
+        "intranet-metadata",
+        json.dumps(ros_request("Create", url("h/i"), intranet="http://100.100.100.200/x")),
+        "security",
+    )
+    add(
+        "cfn-host-for-ros",
+        json.dumps(ros_request("Create", "https://bucket.s3.amazonaws.com/k?X-Amz-Signature=a")),
+        "security",
+    )
+    add(
+        "resource-type-too-long", json.dumps(ros_request("Create", url("h/rt"), rtype="Custom::" + "x" * 61)), "request"
+    )
     add("physical-id-too-long", json.dumps(ros_request("Update", url("h/pid"), physical_id="p" * 300)), "request")
     add("unknown-type", json.dumps(ros_request("Create", url("h/unknown"), rtype="Custom::Nobody")), "request")
     add("good", json.dumps(good), "request")
@@ -229,8 +270,9 @@ async def test_secrets_never_logged(ros_daemon, mns_env: MnsServer, stub_s3: Stu
     assert mns_env.secret not in text and "<redacted>" in text  # ... the secret never
 
 
-async def test_a_request_left_in_the_mns_dead_letter_queue_is_answered_failed_once(ros_daemon, mns_env: MnsServer,
-                                                                                 stub_s3: StubS3):
+async def test_a_request_left_in_the_mns_dead_letter_queue_is_answered_failed_once(
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3
+):
     # MNS's DlqPolicy names the dead-letter queue; the local server does not move messages itself,
     # so the test puts them there, as MNS does once MaxReceiveCount is spent
     mns_env.create_queue("ros-provider-dlq")
@@ -259,23 +301,30 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-async def test_a_topic_allowlist_serves_only_its_topics_notifications(ros_daemon, mns_env: MnsServer,
-                                                                      stub_s3: StubS3, json_log: JsonLog):
+async def test_a_topic_allowlist_serves_only_its_topics_notifications(
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     """Issue 21 item 9: with --mns-topic, a notification (JSON or XML, its Message raw or base64, the
     whole body base64) is served only from a listed topic; another topic of the account, another
     owner, and a bare message (not a notification) are security events: not run, nothing sent."""
     await ros_daemon(mns_topics=(TOPIC,))
     served, refused = {}, {}
-    for name, wrap in {"json": notification_json, "xml": notification_xml,
-                       "json-b64-message": lambda m: notification_json(b64(m)),
-                       "xml-b64-message": lambda m: notification_xml(b64(m)),
-                       "b64-body": lambda m: b64(notification_json(m))}.items():
+    for name, wrap in {
+        "json": notification_json,
+        "xml": notification_xml,
+        "json-b64-message": lambda m: notification_json(b64(m)),
+        "xml-b64-message": lambda m: notification_xml(b64(m)),
+        "b64-body": lambda m: b64(notification_json(m)),
+    }.items():
         served[name] = ros_request("Create", stub_s3.url(f"topic/ok/{name}"))
         send(mns_env, wrap(json.dumps(served[name])))
-    for name, wrap in {"other-topic": lambda m: notification_json(m, topic="other-topic"),
-                       "other-topic-xml": lambda m: notification_xml(m, topic="ros-topic-2"),
-                       "other-owner": lambda m: notification_json(m, owner="999999"),
-                       "bare": lambda m: m, "bare-b64": b64}.items():
+    for name, wrap in {
+        "other-topic": lambda m: notification_json(m, topic="other-topic"),
+        "other-topic-xml": lambda m: notification_xml(m, topic="ros-topic-2"),
+        "other-owner": lambda m: notification_json(m, owner="999999"),
+        "bare": lambda m: m,
+        "bare-b64": b64,
+    }.items():
         refused[name] = ros_request("Create", stub_s3.url(f"topic/no/{name}"))
         send(mns_env, wrap(json.dumps(refused[name])))
     for name in served:
@@ -291,8 +340,9 @@ async def test_a_topic_allowlist_serves_only_its_topics_notifications(ros_daemon
     assert {r["RequestId"] for r in served.values()} <= ran
 
 
-async def test_bare_messages_with_a_topic_allowlist_only_when_allowed(ros_daemon, mns_env: MnsServer,
-                                                                      stub_s3: StubS3, json_log: JsonLog):
+async def test_bare_messages_with_a_topic_allowlist_only_when_allowed(
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     await ros_daemon(mns_topics=(TOPIC,), mns_allow_bare_messages=True)
     bare = ros_request("Create", stub_s3.url("bare/ok"))
     foreign = ros_request("Create", stub_s3.url("bare/foreign"))
@@ -306,7 +356,8 @@ async def test_bare_messages_with_a_topic_allowlist_only_when_allowed(ros_daemon
 
 
 async def test_without_a_topic_allowlist_any_topic_and_bare_messages_are_served_with_a_warning(
-        ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     await ros_daemon()
     for name, body in {"bare": lambda m: m, "other-topic": lambda m: notification_json(m, topic="any")}.items():
         send(mns_env, body(json.dumps(ros_request("Create", stub_s3.url(f"open/{name}")))))
@@ -316,15 +367,25 @@ async def test_without_a_topic_allowlist_any_topic_and_bare_messages_are_served_
     assert trust["topics"] == [] and trust["bare_messages"] is True
 
 
-async def test_an_sns_envelope_on_mns_is_not_a_message(ros_daemon, mns_env: MnsServer, stub_s3: StubS3,
-                                                       json_log: JsonLog):
+async def test_an_sns_envelope_on_mns_is_not_a_message(
+    ros_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     """The transport decides the message forms too: an SNS envelope (whose TopicArn could name an
     allowed topic) is no MNS message."""
     await ros_daemon(mns_topics=(TOPIC,))
     req = ros_request("Create", stub_s3.url("sns/on-mns"))
-    send(mns_env, json.dumps({"Type": "Notification", "MessageId": "m-1",
-                              "TopicArn": "acs:mns::1234567890:topics/ros-topic",
-                              "Message": json.dumps(req), "Timestamp": "2026-01-01T00:00:00.000Z"}))
+    send(
+        mns_env,
+        json.dumps(
+            {
+                "Type": "Notification",
+                "MessageId": "m-1",
+                "TopicArn": "acs:mns::1234567890:topics/ros-topic",
+                "Message": json.dumps(req),
+                "Timestamp": "2026-01-01T00:00:00.000Z",
+            }
+        ),
+    )
     await settled(mns_env)
     [rejected] = json_log.events(event="rejected")
     assert "neither an MNS topic notification nor a request" in rejected["reason"]
@@ -332,16 +393,23 @@ async def test_an_sns_envelope_on_mns_is_not_a_message(ros_daemon, mns_env: MnsS
 
 
 async def test_a_poll_step_on_another_transports_daemon_keeps_the_requests_dialect(
-        ros_daemon, run_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog):
+    ros_daemon, run_daemon, mns_env: MnsServer, stub_s3: StubS3, json_log: JsonLog
+):
     """Issue 21 item 1, stored records: the store keeps each request with the dialect of the
     transport it came in on, so a fleet member on SQS that takes over a long-running ROS request
     (one store for both) answers it as ROS wants (POST), whatever the request looks like (here an
     ARN StackId and no ROS field)."""
     wait = (("Custom::Wait", None),)
     ros = await ros_daemon(handlers=wait, poll_interval=0.5)
-    req = {"RequestType": "Create", "ResponseURL": stub_s3.url("poll/ros"), "StackId": ARN, "RequestId": "r-poll",
-           "LogicalResourceId": "Pause", "ResourceType": "Custom::Wait",
-           "ResourceProperties": {"Seconds": "4", "IntervalSeconds": "3"}}
+    req = {
+        "RequestType": "Create",
+        "ResponseURL": stub_s3.url("poll/ros"),
+        "StackId": ARN,
+        "RequestId": "r-poll",
+        "LogicalResourceId": "Pause",
+        "ResourceType": "Custom::Wait",
+        "ResourceProperties": {"Seconds": "4", "IntervalSeconds": "3"},
+    }
     send(mns_env, req)
     deadline = time.monotonic() + 20
     while not [e for e in json_log.events(event="request") if e.get("outcome") == "polling"]:

@@ -1,5 +1,6 @@
 """Fixtures of the `lambda:` function tests: a thread pool as the daemon's, and a started FunctionHost
 (the loopback listener and the pools, closed at the end: every function process ends with the test)."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor

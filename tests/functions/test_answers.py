@@ -1,5 +1,6 @@
 """cfn_provider.functions.answers and .tls: the loopback listener a function answers to, over HTTPS
 with a CA only the daemon holds the key of, and trusted by the functions' usual HTTP clients."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,21 +34,35 @@ async def put(url: str, body: bytes, cafile: str, method: str = "PUT") -> int:
 
 
 def _put(url: str, body: bytes, cafile: str, method: str) -> int:
-    code = ("import sys, urllib.request, urllib.error\n"
-            "try:\n"
-            f"    print(urllib.request.urlopen(urllib.request.Request({url!r}, data={body!r}, method={method!r})).status)\n"
-            "except urllib.error.HTTPError as exc:\n"
-            "    print(exc.code)\n")
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60,
-                         env={"SSL_CERT_FILE": cafile, "PATH": os.environ.get("PATH", "")})
+    code = (
+        "import sys, urllib.request, urllib.error\n"
+        "try:\n"
+        f"    print(urllib.request.urlopen(urllib.request.Request({url!r}, data={body!r}, method={method!r})).status)\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    print(exc.code)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"SSL_CERT_FILE": cafile, "PATH": os.environ.get("PATH", "")},
+    )
     assert out.returncode == 0, out.stderr
     return int(out.stdout)
 
 
 def test_bodies_read_as_cloudformation_would():
-    answer = parse(json.dumps({"Status": "SUCCESS", "PhysicalResourceId": "p", "Data": {"A": 1}, "NoEcho": True}).encode())
+    answer = parse(
+        json.dumps({"Status": "SUCCESS", "PhysicalResourceId": "p", "Data": {"A": 1}, "NoEcho": True}).encode()
+    )
     assert (answer.status, answer.physical_id, answer.data, answer.no_echo, answer.problem) == (
-        "SUCCESS", "p", {"A": 1}, True, None)
+        "SUCCESS",
+        "p",
+        {"A": 1},
+        True,
+        None,
+    )
     assert parse(b"\xff").problem == "the function's response body is not JSON"
     assert parse(b"[1]").problem == "the function's response body is a JSON list, not an object"
     assert parse(b'{"Status": "FAILED", "NoEcho": "false"}').no_echo is False

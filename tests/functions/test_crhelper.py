@@ -5,6 +5,7 @@ daemon's poll contract (no CloudWatch Events rule), and its Delete does not paus
 Logs. A crhelper without those points, or the old bundled crhelper.py that cannot send, is
 refused at start with the documented message (pin crhelper==2.0.12).
 """
+
 from __future__ import annotations
 
 import logging
@@ -81,7 +82,9 @@ async def test_crhelper_polling_maps_onto_in_progress_and_the_poll_functions(tmp
     """crhelper's first call becomes InProgress (helper.Data and the id under CrHelperData, after
     polling_interval minutes); a poll that returns None is InProgress again, one that returns an
     id is SUCCESS with helper.Data; no CloudWatch Events rule or Lambda permission is touched."""
-    handler = crhelper_function(tmp_path, extra="""
+    handler = crhelper_function(
+        tmp_path,
+        extra="""
         @helper.poll_create
         def poll_create(event, context):
             calls.append(("poll", event.get("CrHelperPoll"), dict(event["CrHelperData"])))
@@ -90,7 +93,8 @@ async def test_crhelper_polling_maps_onto_in_progress_and_the_poll_functions(tmp
             helper.Data["Polled"] = len(calls) - 1
             helper.Data["Seen"] = [c[2] for c in calls if isinstance(c, tuple)]
             return event["CrHelperData"]["PhysicalResourceId"] + "-done"
-    """)
+    """,
+    )
     event = event_for(Name="x")
     pending = await raw_call(handler, event, executor)
     assert isinstance(pending, InProgress)
@@ -101,18 +105,23 @@ async def test_crhelper_polling_maps_onto_in_progress_and_the_poll_functions(tmp
     assert isinstance(again, InProgress) and again.progress == pending.progress and again.physical_id is None
     done = await raw_call(handler, event, executor, progress=again.progress)
     first = {"Out": "x", "Calls": 1, "PhysicalResourceId": "crh-x"}
-    assert done == {"PhysicalResourceId": "crh-x-done",
-                    "Data": {"Out": "x", "Calls": 1, "Polled": 2, "Seen": [first, first]}}
+    assert done == {
+        "PhysicalResourceId": "crh-x-done",
+        "Data": {"Out": "x", "Calls": 1, "Polled": 2, "Seen": [first, first]},
+    }
     delete = await answer(handler, event_for("Delete"), executor)  # no poll_delete: answered at once
     assert delete["Status"] == "SUCCESS"
 
 
 async def test_a_raising_crhelper_poll_is_failed_with_its_message(tmp_path, executor):
-    handler = crhelper_function(tmp_path, extra="""
+    handler = crhelper_function(
+        tmp_path,
+        extra="""
         @helper.poll_create
         def poll_create(event, context):
             raise RuntimeError("the snapshot failed")
-    """)
+    """,
+    )
     event = event_for(Name="y")
     pending = await raw_call(handler, event, executor)
     assert isinstance(pending, InProgress)
@@ -130,7 +139,9 @@ async def test_crhelper_leaves_the_daemons_logging_alone(tmp_path, executor, jso
 
 
 async def test_a_crhelper_timeout_sent_from_its_timer_thread_is_the_answer(tmp_path, executor, host):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import time
         from crhelper import CfnResource
         helper = CfnResource()
@@ -141,7 +152,8 @@ async def test_a_crhelper_timeout_sent_from_its_timer_thread_is_the_answer(tmp_p
 
         def handler(event, context):
             helper(event, context)
-    """)
+    """,
+    )
     handler = load_folder(folder)
     await host.warm([handler])  # crhelper's import (boto3 clients) is not part of the call's time
     body = await answer(handler, event_for(), executor, budget=1.5)
@@ -150,17 +162,23 @@ async def test_a_crhelper_timeout_sent_from_its_timer_thread_is_the_answer(tmp_p
 
 def test_a_crhelper_without_the_known_polling_stops_the_start(tmp_path):
     """A crhelper whose internals moved would set up CloudWatch Events rules: refuse it, by name."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         from crhelper import CfnResource
         helper = CfnResource()
         def handler(event, context):
             helper(event, context)
-    """, files={"crhelper/__init__.py": "from crhelper.resource_helper import CfnResource\n",
-                "crhelper/resource_helper.py": """
+    """,
+        files={
+            "crhelper/__init__.py": "from crhelper.resource_helper import CfnResource\n",
+            "crhelper/resource_helper.py": """
                     class CfnResource:
                         def _send(self, status=None, reason="", send_response=None):
                             pass
-                """})
+                """,
+        },
+    )
     with pytest.raises(HandlerError, match=r"does not have the polling cfn-provider maps .* pin crhelper==2\.0\.12"):
         load_folder(folder)
 
@@ -168,20 +186,26 @@ def test_a_crhelper_without_the_known_polling_stops_the_start(tmp_path):
 def test_an_old_bundled_crhelper_py_that_cannot_send_gets_the_pin_message(tmp_path):
     """The pre-PyPI single-file crhelper.py (AWS's StackSets and PrefixList examples) sends with
     botocore's vendored requests, long removed."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import crhelper, logging
         logger = logging.getLogger()
         def create(event, context):
             return "id", {}
         def handler(event, context):
             crhelper.cfn_handler(event, context, create, create, create, logger, False)
-    """, files={"crhelper.py": """
+    """,
+        files={
+            "crhelper.py": """
         from botocore.vendored import requests
         def send(event, context, responseStatus, responseData, physicalResourceId, logger, reason=None):
             requests.put(event["ResponseURL"], data="{}")
         def cfn_handler(event, context, create, update, delete, logger, init_failed):
             pass
-    """})
+    """
+        },
+    )
     with pytest.raises(HandlerError, match=r"old, pre-PyPI copy of crhelper .* pin crhelper==2\.0\.12"):
         load_folder(folder)
 
@@ -189,14 +213,19 @@ def test_an_old_bundled_crhelper_py_that_cannot_send_gets_the_pin_message(tmp_pa
 async def test_a_queued_first_call_of_a_polling_crhelper_function_runs_create_then_polls(tmp_path, executor):
     """A request queued while the function was busy ({"Queued": n}) runs as a first call when its
     poll comes; crhelper's own polling then takes over, never `create` again."""
-    handler = crhelper_function(tmp_path, extra="""
+    handler = crhelper_function(
+        tmp_path,
+        extra="""
         @helper.poll_create
         def poll_create(event, context):
             return event["CrHelperData"]["PhysicalResourceId"] + "-done"
-    """)
+    """,
+    )
     event = event_for(Name="q")
     pending = await raw_call(handler, event, executor, progress={"Queued": 3})
     assert isinstance(pending, InProgress) and pending.physical_id == "crh-q"
     assert pending.progress == {"CrHelperData": {"Out": "q", "Calls": 1, "PhysicalResourceId": "crh-q"}}
     assert await raw_call(handler, event, executor, progress=pending.progress) == {
-        "PhysicalResourceId": "crh-q-done", "Data": {"Out": "q", "Calls": 1}}
+        "PhysicalResourceId": "crh-q-done",
+        "Data": {"Out": "q", "Calls": 1},
+    }

@@ -6,6 +6,7 @@ would get. (These were tests/sdk/test_lambda_adapter.py's, for the in-process ad
 behaviour now comes through the loopback listener.) The runs through the real queue are in
 tests/integration/test_lambda_functions.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,9 +35,15 @@ def _started(host):
 
 # --- registration ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("target", [f"{FUNCTIONS}.cfnresponse_function.handler",
-                                    f"{FUNCTIONS}.cfnresponse_function:handler",
-                                    f"{FUNCTIONS.replace('.', '/')}/cfnresponse_function.handler"])
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        f"{FUNCTIONS}.cfnresponse_function.handler",
+        f"{FUNCTIONS}.cfnresponse_function:handler",
+        f"{FUNCTIONS.replace('.', '/')}/cfnresponse_function.handler",
+    ],
+)
 def test_lambda_target_forms_load_the_function_from_the_daemons_path(target):
     handler = load(target)
     assert isinstance(handler, LambdaFunction)
@@ -54,12 +61,15 @@ def test_handler_option_and_config_table_accept_lambda_targets(tmp_path):
     assert load_config_file(tmp_path / "c.toml")["handler"] == ["Custom::X=lambda:index.handler"]
 
 
-@pytest.mark.parametrize("target, message", [
-    (f"{FUNCTIONS}.cfnresponse_function.nothing", "has no attribute 'nothing'"),
-    (f"{FUNCTIONS}.no_such_module.handler", "No module named"),
-    (f"{FUNCTIONS}.cfnresponse_function.logger", "not a function"),
-    ("no_such_top_level.handler", "No module named 'no_such_top_level' on the daemon's path"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (f"{FUNCTIONS}.cfnresponse_function.nothing", "has no attribute 'nothing'"),
+        (f"{FUNCTIONS}.no_such_module.handler", "No module named"),
+        (f"{FUNCTIONS}.cfnresponse_function.logger", "not a function"),
+        ("no_such_top_level.handler", "No module named 'no_such_top_level' on the daemon's path"),
+    ],
+)
 def test_a_bad_lambda_target_fails_at_start_up_naming_it(target, message):
     with pytest.raises(HandlerError, match=message) as info:
         load(target)
@@ -86,12 +96,15 @@ def test_a_code_folder_that_does_not_exist_fails_the_start(tmp_path):
 def test_loading_a_function_never_imports_it_or_cfnresponse_into_the_daemon(tmp_path):
     """The daemon only looks for the module; the function and `cfnresponse` exist only in its own
     interpreter (nothing named cfnresponse is importable in the daemon's)."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         open(__file__ + ".imported-by", "a").write("x")
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {})
-    """)
+    """,
+    )
     code = textwrap.dedent(f"""
         import importlib.util, sys
         from cfn_provider.pipeline.router import Router
@@ -101,14 +114,21 @@ def test_loading_a_function_never_imports_it_or_cfnresponse_into_the_daemon(tmp_
         assert "index" not in sys.modules and "cfnresponse" not in sys.modules
         print(importlib.util.find_spec("cfnresponse"))
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "eu-west-1"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "eu-west-1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None"]
     assert (folder / "index.py.imported-by").read_text() == "x"  # once: by the check's own interpreter
 
 
 # --- answers -------------------------------------------------------------------------------
+
 
 async def test_cfnresponse_success_becomes_the_answer_with_the_functions_id_and_data(executor):
     handler = load(f"{FUNCTIONS}.cfnresponse_function.handler")
@@ -139,11 +159,14 @@ async def test_the_function_gets_a_lambda_event_and_context(executor):
 
 
 async def test_each_call_gets_a_response_url_of_its_own(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Url": event["ResponseURL"]})
-    """)
+    """,
+    )
     handler = load_folder(folder)
     urls = [(await answer(handler, event_for(), executor))["Data"]["Url"] for _ in range(2)]
     assert urls[0] != urls[1]
@@ -151,24 +174,30 @@ async def test_each_call_gets_a_response_url_of_its_own(tmp_path, executor):
 
 
 async def test_the_event_is_a_plain_mutable_dict(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             event["ResourceProperties"]["Added"] = "yes"   # Lambda events are plain dicts
             event.setdefault("Extra", []).append(1)
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Type": type(event).__name__})
-    """)
+    """,
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["Data"] == {"Type": "dict"}
 
 
 async def test_no_physical_id_keeps_the_daemons_rule(tmp_path, executor):
     """cfnresponse sends the log stream's name when given no id; the daemon keeps its own rule."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {})
-    """)
+    """,
+    )
     handler = load_folder(folder)
     create = await answer(handler, event_for("Create"), executor)
     assert create["PhysicalResourceId"].startswith("my-stack-Thing-")
@@ -211,12 +240,15 @@ async def test_a_raising_function_is_failed_with_its_message(executor):
 
 
 async def test_raising_after_sending_keeps_what_was_sent(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {"A": "1"}, "sent-id")
             raise RuntimeError("after the answer")
-    """)
+    """,
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["PhysicalResourceId"] == "sent-id"
 
@@ -228,14 +260,17 @@ async def test_sys_exit_in_a_function_is_a_failed_answer(tmp_path, executor):
 
 
 async def test_an_unknown_status_or_a_body_that_is_not_json_is_failed(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import urllib.request, cfnresponse
         def handler(event, context):
             if event["ResourceProperties"].get("Garbage"):
                 urllib.request.urlopen(urllib.request.Request(event["ResponseURL"], data=b"<ok/>", method="PUT"))
             else:
                 cfnresponse.send(event, context, "OK", {})
-    """)
+    """,
+    )
     handler = load_folder(folder)
     body = await answer(handler, event_for(), executor)
     assert body["Status"] == "FAILED" and "SUCCESS or FAILED" in body["Reason"]
@@ -254,7 +289,9 @@ async def test_noecho_and_the_size_guard_apply(executor):
 
 async def test_a_send_from_the_functions_own_timer_thread_is_its_answer(tmp_path, executor):
     """AWS's documented pattern: a threading.Timer sends FAILED just before the time runs out."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import threading, time, cfnresponse
         def timeout(event, context):
             cfnresponse.send(event, context, cfnresponse.FAILED, {}, reason="about to time out")
@@ -267,13 +304,16 @@ async def test_a_send_from_the_functions_own_timer_thread_is_its_answer(tmp_path
             finally:
                 timer.cancel()
                 cfnresponse.send(event, context, cfnresponse.SUCCESS, {})
-    """)
+    """,
+    )
     body = await answer(load_folder(folder), event_for(), executor, budget=1.0)
     assert body["Status"] == "FAILED" and body["Reason"] == "about to time out"
 
 
 async def test_a_put_after_the_call_ended_is_refused_and_logged(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import threading, time, urllib.request, urllib.error, cfnresponse
         late = {}
         def put_later(url):
@@ -284,7 +324,8 @@ async def test_a_put_after_the_call_ended_is_refused_and_logged(tmp_path, execut
                 print("late PUT got", exc.code)
         def handler(event, context):
             threading.Thread(target=put_later, args=(event["ResponseURL"],)).start()
-    """)
+    """,
+    )
     with capture_logs() as logs:
         body = await answer(load_folder(folder), event_for(), executor)
         for _ in range(150):
@@ -297,22 +338,28 @@ async def test_a_put_after_the_call_ended_is_refused_and_logged(tmp_path, execut
 
 
 async def test_a_non_string_reason_is_sent_as_text(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.FAILED, None, reason=ValueError("no such zone"))
-    """)
+    """,
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "FAILED" and body["Reason"] == "no such zone"
 
 
 async def test_a_function_answers_as_soon_as_it_puts_even_if_it_runs_on(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import time, cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {}, "early")
             time.sleep(3)
-    """)
+    """,
+    )
     started = time.monotonic()
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["PhysicalResourceId"] == "early"
@@ -320,11 +367,14 @@ async def test_a_function_answers_as_soon_as_it_puts_even_if_it_runs_on(tmp_path
 
 
 async def test_a_direct_call_without_the_daemons_context_still_runs(tmp_path):
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Ms": context.get_remaining_time_in_millis()})
-    """)
+    """,
+    )
     result = await load_folder(folder).create(event_for())
     assert 800_000 < result["Data"]["Ms"] <= 900_000
     with pytest.raises(FunctionFailed, match="returned without sending"):

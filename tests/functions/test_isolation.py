@@ -4,6 +4,7 @@ Its own module namespace (its folder first on its path), its own environment var
 logging (captured into the daemon's log, never changing the daemon's), its limits (the deadline
 kills a hung call, a memory limit, a crash fails only that request) and its own concurrency.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,44 +41,64 @@ def _started(host):
 
 # --- module namespaces -----------------------------------------------------------------------
 
+
 async def test_two_index_handler_functions_side_by_side(tmp_path, executor):
     for which in ("a", "b"):
-        write_function(tmp_path / which, f"""
+        write_function(
+            tmp_path / which,
+            f"""
             import cfnresponse, helpers
             def handler(event, context):
                 cfnresponse.send(event, context, cfnresponse.SUCCESS, {{"Which": helpers.WHICH}}, "{which}-1")
-        """, files={"helpers.py": f"WHICH = {which!r}\n"})
+        """,
+            files={"helpers.py": f"WHICH = {which!r}\n"},
+        )
     first = load_folder(tmp_path / "a", "index.handler", "Custom::A")
     second = load_folder(tmp_path / "b", "index.handler", "Custom::B")
-    bodies = await asyncio.gather(answer(first, event_for(rtype="Custom::A"), executor),
-                                  answer(second, event_for(rtype="Custom::B"), executor))
+    bodies = await asyncio.gather(
+        answer(first, event_for(rtype="Custom::A"), executor), answer(second, event_for(rtype="Custom::B"), executor)
+    )
     assert [(b["PhysicalResourceId"], b["Data"]["Which"]) for b in bodies] == [("a-1", "a"), ("b-1", "b")]
 
 
 async def test_a_function_module_named_resource_works(tmp_path, executor):
     """AWS's S3Objects example is `resource.handler`: the standard `resource` module must not hide it."""
-    folder = write_function(tmp_path / "fn", SEND + """
+    folder = write_function(
+        tmp_path / "fn",
+        SEND
+        + """
 def handler(event, context):
     put(event, "SUCCESS", {"Module": __name__}, "objects-1")
-""", module="resource")
-    body = await answer(load_folder(folder, "resource.handler", "Custom::Thing", "memory_mb=256"), event_for(), executor)
+""",
+        module="resource",
+    )
+    body = await answer(
+        load_folder(folder, "resource.handler", "Custom::Thing", "memory_mb=256"), event_for(), executor
+    )
     assert body["Status"] == "SUCCESS" and body["Data"] == {"Module": "resource"}
 
 
 def test_a_module_that_shadows_a_standard_module_already_loaded_is_refused_by_name(tmp_path):
-    folder = write_function(tmp_path / "fn", "import json\ndef handler(event, context):\n    pass\n",
-                            files={"json.py": "X = 1\n", "logging/__init__.py": ""})
+    folder = write_function(
+        tmp_path / "fn",
+        "import json\ndef handler(event, context):\n    pass\n",
+        files={"json.py": "X = 1\n", "logging/__init__.py": ""},
+    )
     with pytest.raises(HandlerError, match=r"json\.py, logging\.py in .* shadow the standard modules json, logging"):
         load_folder(folder)
 
 
 async def test_a_renamed_copy_of_cfnresponse_answers_through_its_own_put(tmp_path, executor):
     """AWS's macro examples ship cfnresponse as custom_response.py; whatever PUTs is the answer."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import custom_response
         def handler(event, context):
             custom_response.send(event, context, custom_response.SUCCESS, {"Macro": "ok"}, "macro-1")
-    """, files={"custom_response.py": """
+    """,
+        files={
+            "custom_response.py": """
         import json, urllib.request
         SUCCESS, FAILED = "SUCCESS", "FAILED"
         def send(event, context, responseStatus, responseData, physicalResourceId=None):
@@ -88,18 +109,24 @@ async def test_a_renamed_copy_of_cfnresponse_answers_through_its_own_put(tmp_pat
             req = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
                                          headers={"content-type": "", "content-length": str(len(body))})
             print("Status code:", urllib.request.urlopen(req).reason)
-    """})
+    """
+        },
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["PhysicalResourceId"] == "macro-1" and body["Data"] == {"Macro": "ok"}
 
 
 async def test_a_packaged_cfnresponse_is_used_as_it_is(tmp_path, executor):
     """AWS's ACM quick start ships a cfnresponse whose send takes the reason 6th: it is not replaced."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.FAILED, {}, None, "certificate validation failed")
-    """, files={"cfnresponse.py": """
+    """,
+        files={
+            "cfnresponse.py": """
         import json, urllib.request
         SUCCESS, FAILED = "SUCCESS", "FAILED"
         def send(event, context, responseStatus, responseData, physicalResourceId, reason=None):
@@ -107,7 +134,9 @@ async def test_a_packaged_cfnresponse_is_used_as_it_is(tmp_path, executor):
                                or context.log_stream_name, "StackId": event["StackId"], "RequestId": event["RequestId"],
                                "LogicalResourceId": event["LogicalResourceId"], "Data": responseData}).encode()
             urllib.request.urlopen(urllib.request.Request(event["ResponseURL"], data=body, method="PUT"))
-    """})
+    """
+        },
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "FAILED" and body["Reason"] == "certificate validation failed"
     assert "NoEcho" not in body
@@ -115,23 +144,30 @@ async def test_a_packaged_cfnresponse_is_used_as_it_is(tmp_path, executor):
 
 async def test_a_function_answering_with_requests_is_heard(tmp_path, executor):
     pytest.importorskip("requests")
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import json, requests
         def handler(event, context):
             body = {"Status": "SUCCESS", "PhysicalResourceId": "rq-1", "StackId": event["StackId"],
                     "RequestId": event["RequestId"], "LogicalResourceId": event["LogicalResourceId"]}
             requests.put(event["ResponseURL"], data=json.dumps(body), headers={"content-type": ""}, timeout=10)
-    """)
+    """,
+    )
     body = await answer(load_folder(folder), event_for(), executor)
     assert body["Status"] == "SUCCESS" and body["PhysicalResourceId"] == "rq-1"
 
 
 # --- environment ------------------------------------------------------------------------------
 
+
 async def test_a_function_reads_its_own_environment_and_lambdas(tmp_path, executor, monkeypatch):
     monkeypatch.setenv("CFN_PROVIDER_QUEUE_URL", "https://sqs.example/daemon-only")
     monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "daemon-secret-value")
-    folder = write_function(tmp_path / "fn", SEND + """
+    folder = write_function(
+        tmp_path / "fn",
+        SEND
+        + """
 import os
 def handler(event, context):
     keys = ("TABLE_NAME", "AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "AWS_REGION",
@@ -139,9 +175,17 @@ def handler(event, context):
             "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "AWS_LAMBDA_LOG_STREAM_NAME")
     put(event, "SUCCESS", {k: os.environ.get(k) for k in keys} | {"Stream": context.log_stream_name,
                                                                     "Cwd": os.getcwd()})
-""")
-    handler = load_folder(folder, "index.handler", "Custom::Thing", "env.TABLE_NAME=things", "memory_mb=256",
-                          "name=thing", "log_group=/cfn-provider/thing")
+""",
+    )
+    handler = load_folder(
+        folder,
+        "index.handler",
+        "Custom::Thing",
+        "env.TABLE_NAME=things",
+        "memory_mb=256",
+        "name=thing",
+        "log_group=/cfn-provider/thing",
+    )
     data = (await answer(handler, event_for(), executor))["Data"]
     assert data["TABLE_NAME"] == "things" and data["AWS_LAMBDA_FUNCTION_NAME"] == "thing"
     assert data["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] == "256" and data["AWS_REGION"] == "eu-west-1"
@@ -153,8 +197,12 @@ def handler(event, context):
 
 # --- logging ---------------------------------------------------------------------------------
 
+
 async def test_a_functions_logging_is_its_own_and_captured_line_by_line(tmp_path, executor):
-    folder = write_function(tmp_path / "fn", SEND + """
+    folder = write_function(
+        tmp_path / "fn",
+        SEND
+        + """
 import logging, os, sys
 logging.getLogger().setLevel(logging.DEBUG)   # the Lambda idiom: the function's root logger
 logging.getLogger("botocore").setLevel(logging.CRITICAL)
@@ -165,7 +213,8 @@ def handler(event, context):
     sys.stderr.write("to stderr\\n")
     os.write(1, b"straight to fd 1\\n")
     put(event, "SUCCESS")
-""")
+""",
+    )
     root = logging.getLogger()
     before = (root.level, list(root.handlers), logging.getLogger("botocore").level)
     doc = event_for()
@@ -191,14 +240,18 @@ def handler(event, context):
 
 async def test_noecho_data_a_function_prints_never_reaches_the_log(tmp_path, executor):
     """AWS's cfnresponse prints the body (with its Data) before it PUTs it."""
-    folder = write_function(tmp_path / "fn", SEND.replace('"Data": data or {}', '"Data": data or {}, "NoEcho": True') + """
+    folder = write_function(
+        tmp_path / "fn",
+        SEND.replace('"Data": data or {}', '"Data": data or {}, "NoEcho": True')
+        + """
 import json
 def handler(event, context):
     secret = "pw-" + event["RequestId"]
     print("Response body:", json.dumps({"Data": {"Password": secret}}))
     put(event, "SUCCESS", {"Password": secret}, "secret-1")
     print("after:", secret)
-""")
+""",
+    )
     doc = event_for()
     with capture_logs() as logs:
         body = await answer(load_folder(folder), doc, executor)
@@ -214,7 +267,9 @@ def handler(event, context):
 
 # --- limits ----------------------------------------------------------------------------------
 
-CRASHES = SEND + """
+CRASHES = (
+    SEND
+    + """
 import os, signal, time
 def handler(event, context):
     how = event["ResourceProperties"].get("Crash")
@@ -229,13 +284,17 @@ def handler(event, context):
             time.sleep(0.05)
     put(event, "SUCCESS", {"Pid": os.getpid()}, "fine")
 """
+)
 
 
-@pytest.mark.parametrize("crash, reason", [
-    ("exit", "its process exited with status 7"),
-    ("segfault", "its process was ended by SIGSEGV"),
-    ("memory", "ran out of memory (memory_mb = 128): MemoryError"),
-])
+@pytest.mark.parametrize(
+    "crash, reason",
+    [
+        ("exit", "its process exited with status 7"),
+        ("segfault", "its process was ended by SIGSEGV"),
+        ("memory", "ran out of memory (memory_mb = 128): MemoryError"),
+    ],
+)
 async def test_a_crash_fails_only_that_request_and_the_process_is_replaced(tmp_path, executor, crash, reason):
     handler = load_folder(write_function(tmp_path / "fn", CRASHES), "index.handler", "Custom::Thing", "memory_mb=128")
     before = (await answer(handler, event_for(), executor))["Data"]["Pid"]
@@ -258,17 +317,25 @@ async def test_the_deadline_kills_a_hung_call_and_a_fresh_process_serves_the_nex
 
 
 async def test_calls_of_one_function_never_overlap_beyond_its_concurrency(tmp_path, executor):
-    source = SEND + """
+    source = (
+        SEND
+        + """
 import os, time
 def handler(event, context):
     time.sleep(0.3)
     put(event, "SUCCESS", {"Pid": os.getpid(), "Start": time.time()}, event["RequestId"])
 """
+    )
     for concurrency in (1, 2):
-        handler = load_folder(write_function(tmp_path / f"c{concurrency}", source), "index.handler",
-                              f"Custom::C{concurrency}", f"concurrency={concurrency}")
-        bodies = await asyncio.gather(*(answer(handler, event_for(rtype=f"Custom::C{concurrency}"), executor)
-                                        for _ in range(2)))
+        handler = load_folder(
+            write_function(tmp_path / f"c{concurrency}", source),
+            "index.handler",
+            f"Custom::C{concurrency}",
+            f"concurrency={concurrency}",
+        )
+        bodies = await asyncio.gather(
+            *(answer(handler, event_for(rtype=f"Custom::C{concurrency}"), executor) for _ in range(2))
+        )
         assert all(b["Status"] == "SUCCESS" for b in bodies)
         pids = {b["Data"]["Pid"] for b in bodies}
         gap = abs(bodies[0]["Data"]["Start"] - bodies[1]["Data"]["Start"])
@@ -312,8 +379,13 @@ def test_the_functions_processes_end_when_the_daemon_is_killed(tmp_path):
             await asyncio.sleep(60)
         asyncio.run(main())
     """)
-    daemon = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         worker = int(daemon.stdout.readline())
         os.kill(worker, 0)
@@ -336,11 +408,14 @@ def test_functions_work_under_memory_deny_write_execute(tmp_path):
     """The systemd unit's MemoryDenyWriteExecute=yes: the daemon (its TLS listener, uvloop) and the
     function's process (inheriting it) serve a call with no writable-and-executable memory. The
     kernel's PR_SET_MDWE is the same rule, kept across fork and exec."""
-    folder = write_function(tmp_path / "fn", """
+    folder = write_function(
+        tmp_path / "fn",
+        """
         import cfnresponse
         def handler(event, context):
             cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Under": "mdwe"}, "mdwe-1")
-    """)
+    """,
+    )
     code = textwrap.dedent(f"""
         import ctypes, json, sys
         libc = ctypes.CDLL(None, use_errno=True)
@@ -358,8 +433,14 @@ def test_functions_work_under_memory_deny_write_execute(tmp_path):
         body = loops.run(main, "auto")
         print(json.dumps([body["Status"], body["Data"], libc.prctl(66, 0, 0, 0, 0)]))
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO), "AWS_REGION": "eu-west-1"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "AWS_REGION": "eu-west-1"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.splitlines()[-1]) == ["SUCCESS", {"Under": "mdwe"}, 1]
 
@@ -370,5 +451,6 @@ async def test_a_function_that_no_longer_starts_fails_its_request_saying_so(tmp_
     (folder / "index.py").write_text("raise RuntimeError('the new release is broken')\n")  # after the check
     body = await answer(handler, event_for(), executor)
     assert body["Status"] == "FAILED"
-    assert body["Reason"] == ("the Lambda function Custom-Thing could not be started: "
-                              "RuntimeError: the new release is broken")
+    assert body["Reason"] == (
+        "the Lambda function Custom-Thing could not be started: RuntimeError: the new release is broken"
+    )

@@ -1,4 +1,5 @@
 """cfn_provider.functions.output: a function's lines in the daemon's log, NoEcho values taken out."""
+
 from __future__ import annotations
 
 from structlog.testing import capture_logs
@@ -20,8 +21,14 @@ def test_lines_between_calls_go_out_at_once_and_lines_in_a_call_wait_for_its_ans
         out.printed("after the answer", "stdout")
         out.end()
     assert [e["message"] for e in logs] == ["at import", "working", "after the answer"]
-    assert logs[1] == {"event": "function.log", "log_level": "warning", "function": "fn", "message": "working",
-                       "function_logger": "fn.sub", **IDS}
+    assert logs[1] == {
+        "event": "function.log",
+        "log_level": "warning",
+        "function": "fn",
+        "message": "working",
+        "function_logger": "fn.sub",
+        **IDS,
+    }
     assert "request_id" not in logs[0]
 
 
@@ -33,8 +40,10 @@ def test_noecho_values_are_taken_out_of_the_calls_lines_before_and_after_the_ans
         out.answered({"Password": "hunter2-é", "Port": 5432, "Short": "abc"})
         out.printed("password is hunter2-é", "stdout")
         out.end()
-    assert [e["message"] for e in logs] == ['Response body: {"Data": {"Password": "<redacted>", "Port": <redacted>}}',
-                                            "password is <redacted>"]
+    assert [e["message"] for e in logs] == [
+        'Response body: {"Data": {"Password": "<redacted>", "Port": <redacted>}}',
+        "password is <redacted>",
+    ]
     assert "abc" in secret_values({"A": "abc1"})[0] and secret_values({"A": "abc"}) == []
     assert "hunter2-\\u00e9" in secret_values({"P": "hunter2-é"})
 

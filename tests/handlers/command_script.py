@@ -10,6 +10,7 @@ then behaves as the request's ResourceProperties say:
   Spam: "N"        print N bytes on stdout
 otherwise print {"PhysicalResourceId": "cmd-<Name>", "Data": {...}}.
 """
+
 import json
 import os
 import signal
@@ -53,7 +54,11 @@ if "Print" in props:
 if props.get("Spam"):
     sys.stdout.write("x" * int(props["Spam"]))
     sys.exit(0)
-print(json.dumps({
-    "PhysicalResourceId": f"cmd-{props.get('Name', 'x')}",
-    "Data": {"Action": action, "Name": props.get("Name"), "Replacement": os.environ.get("CFN_REPLACEMENT", "")},
-}))
+print(
+    json.dumps(
+        {
+            "PhysicalResourceId": f"cmd-{props.get('Name', 'x')}",
+            "Data": {"Action": action, "Name": props.get("Name"), "Replacement": os.environ.get("CFN_REPLACEMENT", "")},
+        }
+    )
+)

@@ -1,4 +1,5 @@
 """cfn_provider.handlers.command (Custom::Command): operator-configured commands, run through the real queue."""
+
 from __future__ import annotations
 
 import asyncio
@@ -42,7 +43,9 @@ def records(tmp_path: Path) -> Path:
 @pytest.fixture
 def configured(tmp_path: Path, records: Path, monkeypatch) -> Path:
     """A config with `dns` (all three actions), `noupdate` (create only) and a per-type entry."""
-    path = write_config(tmp_path, f"""
+    path = write_config(
+        tmp_path,
+        f"""
 [commands.dns]
 create = {argv("create")}
 update = {argv("update")}
@@ -69,7 +72,8 @@ env = {{ RECORD_DIR = "{records}", PY = "{PY}", SCRIPT = "{SCRIPT}" }}
 create = {argv("create", "typed")}
 delete = {argv("delete", "typed")}
 env = {{ RECORD_DIR = "{records}" }}
-""")
+""",
+    )
     monkeypatch.setenv(CONFIG_ENV, str(path))
     return path
 
@@ -95,10 +99,17 @@ async def answer(stack, req: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- lifecycle
 
+
 async def test_create_update_replace_delete(run_daemon, stack, configured, records):
     await run_daemon(handlers=NAMED)
-    props = {"Command": "dns", "Name": "www", "Zone": "example.com", "RecordName": "www.example.com",
-             "Tags": [{"Key": "a", "Value": "b"}], "Ttl": "300"}
+    props = {
+        "Command": "dns",
+        "Name": "www",
+        "Zone": "example.com",
+        "RecordName": "www.example.com",
+        "Tags": [{"Key": "a", "Value": "b"}],
+        "Ttl": "300",
+    }
     create = stack.request("Create", "Record", "Custom::Command", props)
     resp = await answer(stack, create)
     assert resp["Status"] == "SUCCESS", resp
@@ -124,8 +135,9 @@ async def test_create_update_replace_delete(run_daemon, stack, configured, recor
     assert "AWS_ACCESS_KEY_ID" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["PATH"] == os.environ["PATH"] and env["RECORD_DIR"] == str(records)
 
-    update = stack.request("Update", "Record", "Custom::Command", {**props, "Ttl": "60"},
-                           old_properties=props, physical_id="cmd-www")
+    update = stack.request(
+        "Update", "Record", "Custom::Command", {**props, "Ttl": "60"}, old_properties=props, physical_id="cmd-www"
+    )
     resp = await answer(stack, update)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "cmd-www"
     assert resp["Data"]["Action"] == "update"
@@ -148,12 +160,30 @@ async def test_create_update_replace_delete(run_daemon, stack, configured, recor
 
 async def test_changing_command_or_having_no_update_replaces(run_daemon, stack, configured, records):
     await run_daemon(handlers=NAMED)
-    other = stack.request("Update", "R", "Custom::Command", {"Command": "noupdate", "Name": "n"},
-                          old_properties={"Command": "dns", "Name": "n"}, physical_id="cmd-n")
-    no_update = stack.request("Update", "S", "Custom::Command", {"Command": "noupdate", "Name": "m2"},
-                              old_properties={"Command": "noupdate", "Name": "m"}, physical_id="cmd-m")
-    unchanged = stack.request("Update", "T", "Custom::Command", {"Command": "noupdate", "Name": "k", "ServiceTimeout": "99"},
-                              old_properties={"Command": "noupdate", "Name": "k"}, physical_id="cmd-k")
+    other = stack.request(
+        "Update",
+        "R",
+        "Custom::Command",
+        {"Command": "noupdate", "Name": "n"},
+        old_properties={"Command": "dns", "Name": "n"},
+        physical_id="cmd-n",
+    )
+    no_update = stack.request(
+        "Update",
+        "S",
+        "Custom::Command",
+        {"Command": "noupdate", "Name": "m2"},
+        old_properties={"Command": "noupdate", "Name": "m"},
+        physical_id="cmd-m",
+    )
+    unchanged = stack.request(
+        "Update",
+        "T",
+        "Custom::Command",
+        {"Command": "noupdate", "Name": "k", "ServiceTimeout": "99"},
+        old_properties={"Command": "noupdate", "Name": "k"},
+        physical_id="cmd-k",
+    )
     no_delete = stack.request("Delete", "U", "Custom::Command", {"Command": "noupdate"}, physical_id="cmd-u")
     for req in (other, no_update, unchanged, no_delete):
         stack.publish(req)
@@ -165,7 +195,9 @@ async def test_changing_command_or_having_no_update_replaces(run_daemon, stack, 
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "cmd-k" and "Data" not in resp
     resp = await response_of(stack, no_delete)
     assert resp["Status"] == "SUCCESS"
-    assert not list(records.glob(f"{unchanged['RequestId']}.*")) and not list(records.glob(f"{no_delete['RequestId']}.*"))
+    assert not list(records.glob(f"{unchanged['RequestId']}.*")) and not list(
+        records.glob(f"{no_delete['RequestId']}.*")
+    )
 
 
 async def test_a_type_with_its_own_entry_runs_it(run_daemon, stack, configured, records):
@@ -191,6 +223,7 @@ async def test_arguments_are_never_shell_expanded_unless_configured(run_daemon, 
 
 # ---------------------------------------------------------------------------------- failures
 
+
 async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured, records):
     await run_daemon(handlers=NAMED)
     reqs = {
@@ -214,8 +247,10 @@ async def test_failures_are_answered_with_a_reason(run_daemon, stack, configured
     assert "progress line 6" in reason and "progress line 5" not in reason  # the last 10 lines
 
     assert got["unknown"]["Status"] == "FAILED"
-    assert got["unknown"]["Reason"] == ("the Command property names no command configured on this provider; "
-                                        "configured: dns, literal, noupdate, viashell")  # never the value
+    assert got["unknown"]["Reason"] == (
+        "the Command property names no command configured on this provider; "
+        "configured: dns, literal, noupdate, viashell"
+    )  # never the value
     assert got["missing"]["Reason"].startswith("Custom::Command needs a Command property")
     assert "is not JSON" in got["notjson"]["Reason"]
     assert "printed a JSON list" in got["array"]["Reason"]
@@ -242,13 +277,16 @@ async def test_timeout_kills_the_whole_process_group(run_daemon, stack, configur
 
 
 async def test_a_short_service_timeout_shortens_the_commands(run_daemon, stack, records, tmp_path, monkeypatch):
-    slow = write_config(tmp_path, f"""
+    slow = write_config(
+        tmp_path,
+        f"""
 [commands.slow]
 create = {argv("create")}
 timeout = 600
 kill-grace = 0.5
 env = {{ RECORD_DIR = "{records}" }}
-""")
+""",
+    )
     monkeypatch.setenv(CONFIG_ENV, str(slow))
     await run_daemon(handlers=NAMED)
     req = stack.request("Create", "Late", "Custom::Command", {"Command": "slow", "Sleep": "60", "ServiceTimeout": "8"})
@@ -278,8 +316,13 @@ async def test_what_the_command_leaves_running_is_killed_when_it_exits(run_daemo
 
 async def test_the_command_never_sees_a_response_url_ros_intranet_included(records):
     entry = command.Entry("rec", {"create": [PY, SCRIPT, "create"]}, env={"RECORD_DIR": str(records)})
-    event = {"RequestType": "Create", "RequestId": "ros-1", "ResourceProperties": {"Name": "x"},
-             "ResponseURL": "https://ros.example/answer?sig=public", "IntranetResponseURL": "http://intranet/answer?sig=x"}
+    event = {
+        "RequestType": "Create",
+        "RequestId": "ros-1",
+        "ResourceProperties": {"Name": "x"},
+        "ResponseURL": "https://ros.example/answer?sig=public",
+        "IntranetResponseURL": "http://intranet/answer?sig=x",
+    }
     outcome = await command.run(entry, "create", event, timeout=30)
     assert outcome.returncode == 0
     seen = json.loads((records / "ros-1.create.json").read_text())
@@ -319,15 +362,31 @@ async def test_without_configuration_every_request_fails_saying_so(run_daemon, s
 
 # ---------------------------------------------------------------------------------- units
 
-@pytest.mark.parametrize("key, name", [("RecordName", "RECORD_NAME"), ("TTL", "TTL"), ("dns.zone-id", "DNS_ZONE_ID"),
-                                        ("HTTPSPort", "HTTPS_PORT"), ("a1B", "A1_B"), ("***", "_")])
+
+@pytest.mark.parametrize(
+    "key, name",
+    [
+        ("RecordName", "RECORD_NAME"),
+        ("TTL", "TTL"),
+        ("dns.zone-id", "DNS_ZONE_ID"),
+        ("HTTPSPort", "HTTPS_PORT"),
+        ("a1B", "A1_B"),
+        ("***", "_"),
+    ],
+)
 def test_env_names(key, name):
     assert env_name(key) == name
 
 
 def test_request_env_flattens_nested_values_and_drops_the_response_url():
-    env = request_env({"RequestType": "Create", "ResponseURL": "https://secret", "StackId": "arn:aws:cf:r:a:stack/s/g",
-                       "ResourceProperties": {"On": True, "Off": None, "List": ["a", {"B": 1}], "Nul": "a\0b"}})
+    env = request_env(
+        {
+            "RequestType": "Create",
+            "ResponseURL": "https://secret",
+            "StackId": "arn:aws:cf:r:a:stack/s/g",
+            "ResourceProperties": {"On": True, "Off": None, "List": ["a", {"B": 1}], "Nul": "a\0b"},
+        }
+    )
     assert not any("secret" in v for v in env.values())
     assert env["CFN_STACK_NAME"] == "s"
     assert env["CFN_RESOURCE_PROPERTIES_ON"] == "true" and env["CFN_RESOURCE_PROPERTIES_OFF"] == ""
@@ -335,17 +394,20 @@ def test_request_env_flattens_nested_values_and_drops_the_response_url():
     assert env["CFN_RESOURCE_PROPERTIES_NUL"] == "ab"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[commands.a]\ndelete = ['x']\n", "has no create command"),
-    ("[commands.a]\ncreate = []\n", "create must be a non-empty list"),
-    ("[commands.a]\ncreate = ['x']\nshell = true\n", "must be one non-empty string when shell = true"),
-    ("[commands.a]\ncreate = ['x']\ntimeout = 0\n", "timeout must be"),
-    ("[commands.a]\ncreate = ['x']\nrun-as = 'root'\n", "unknown key(s) run-as"),
-    ("[commands.a]\ncreate = ['x']\nenv = { A = 1 }\n", "env must be a table"),
-    ("[other]\n", "unknown table(s) other"),
-    ("[commands]\na = 1\n", "[commands] must hold tables"),
-    ("not toml = = \n", "is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[commands.a]\ndelete = ['x']\n", "has no create command"),
+        ("[commands.a]\ncreate = []\n", "create must be a non-empty list"),
+        ("[commands.a]\ncreate = ['x']\nshell = true\n", "must be one non-empty string when shell = true"),
+        ("[commands.a]\ncreate = ['x']\ntimeout = 0\n", "timeout must be"),
+        ("[commands.a]\ncreate = ['x']\nrun-as = 'root'\n", "unknown key(s) run-as"),
+        ("[commands.a]\ncreate = ['x']\nenv = { A = 1 }\n", "env must be a table"),
+        ("[other]\n", "unknown table(s) other"),
+        ("[commands]\na = 1\n", "[commands] must hold tables"),
+        ("not toml = = \n", "is not valid TOML"),
+    ],
+)
 def test_config_mistakes_are_named(tmp_path, text, message):
     with pytest.raises(ConfigError) as err:
         load_config(str(write_config(tmp_path, text)))

@@ -1,4 +1,5 @@
 """cfn_provider.handlers.echo: ResourceProperties come back as Data; Name is the id; FailWith fails."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """cfn_provider.handlers.elastic_ip_pool (Custom::ElasticIpPool) through the real queue, EC2 on the moto server."""
+
 from __future__ import annotations
 
 import json
@@ -106,7 +107,10 @@ async def test_addresses_released_elsewhere_are_tolerated(run_daemon, stack, ec2
     assert resp["Status"] == "SUCCESS"
     after = pool_addresses(ec2, pool)
     assert sorted(after) == [0, 1, 2]
-    assert after[0]["AllocationId"] == members[0]["AllocationId"] and after[2]["AllocationId"] == members[2]["AllocationId"]
+    assert (
+        after[0]["AllocationId"] == members[0]["AllocationId"]
+        and after[2]["AllocationId"] == members[2]["AllocationId"]
+    )
     assert after[1]["AllocationId"] != members[1]["AllocationId"]  # the gap was filled
     assert_data_matches(resp["Data"], after)
 
@@ -144,7 +148,9 @@ async def test_failure_modes(run_daemon, stack, ec2):
         "big": stack.request("Create", "A", T, {"Size": "21"}),
         "nan": stack.request("Create", "B", T, {"Size": "three"}),
         "missing": stack.request("Create", "C", T, {}),
-        "reserved": stack.request("Create", "D", T, {"Size": "1", "Tags": [{"Key": "cfn-provider:pool", "Value": "x"}]}),
+        "reserved": stack.request(
+            "Create", "D", T, {"Size": "1", "Tags": [{"Key": "cfn-provider:pool", "Value": "x"}]}
+        ),
         "badtag": stack.request("Create", "E", T, {"Size": "1", "Tags": [{"Key": "k"}]}),
     }
     for req in reqs.values():
@@ -175,8 +181,12 @@ async def test_a_failed_create_releases_what_it_allocated(stack, ec2, monkeypatc
     req = stack.request("Create", "Flaky", T, {"Size": "4"})
     with pytest.raises(eip.PoolError, match="AddressLimitExceeded"):
         await handler.create(parse(json.dumps(req)).wire, None)
-    tagged = ec2.describe_addresses(Filters=[{"Name": f"tag:{eip.LOGICAL_TAG}", "Values": ["Flaky"]},
-                                             {"Name": f"tag:{eip.STACK_TAG}", "Values": [stack.stack_id]}])
+    tagged = ec2.describe_addresses(
+        Filters=[
+            {"Name": f"tag:{eip.LOGICAL_TAG}", "Values": ["Flaky"]},
+            {"Name": f"tag:{eip.STACK_TAG}", "Values": [stack.stack_id]},
+        ]
+    )
     assert tagged["Addresses"] == []
 
 
@@ -194,8 +204,14 @@ async def test_another_stacks_pool_id_reaches_none_of_its_addresses(run_daemon, 
     pool = made["PhysicalResourceId"]
     before = {i: (a["PublicIp"], a["TagMap"]) for i, a in pool_addresses(ec2, pool).items()}
 
-    shrink = attacker.request("Update", "Egress", T, {"Size": "0", "Tags": [{"Key": "owner", "Value": "me"}]},
-                              old_properties={"Size": "2"}, physical_id=pool)
+    shrink = attacker.request(
+        "Update",
+        "Egress",
+        T,
+        {"Size": "0", "Tags": [{"Key": "owner", "Value": "me"}]},
+        old_properties={"Size": "2"},
+        physical_id=pool,
+    )
     resp = await answer(attacker, shrink)
     assert made["Data"]["Address0"] not in json.dumps(resp)  # nothing of the victim's comes back
     resp = await answer(attacker, attacker.request("Delete", "Egress", T, {"Size": "2"}, physical_id=pool))

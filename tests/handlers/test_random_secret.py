@@ -1,4 +1,5 @@
 """cfn_provider.handlers.random_secret (Custom::RandomSecret) through the real queue, SSM on the moto server."""
+
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ async def answer(stack, req):
 
 # ---------------------------------------------------------------------------------- with a server key
 
+
 async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daemon, stack, key_file):
     await run_daemon(handlers=NAMED)
     props = {"Length": "24", "Rotation": "1"}
@@ -84,8 +86,9 @@ async def test_derived_secret_is_stable_in_place_and_new_on_replacement(run_daem
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] != pid
     assert resp["Data"]["Secret"] != secret and len(resp["Data"]["Secret"]) == 24
 
-    longer = stack.request("Update", "Pw", T, {**props, "Length": "40", "Alphabet": "xy"}, old_properties=props,
-                           physical_id=pid)
+    longer = stack.request(
+        "Update", "Pw", T, {**props, "Length": "40", "Alphabet": "xy"}, old_properties=props, physical_id=pid
+    )
     resp = await answer(stack, longer)
     assert resp["PhysicalResourceId"] != pid and len(resp["Data"]["Secret"]) == 40
     assert set(resp["Data"]["Secret"]) <= {"x", "y"}
@@ -126,6 +129,7 @@ async def test_derived_secret_also_kept_in_ssm_and_healed_on_update(run_daemon, 
 
 # ---------------------------------------------------------------------------------- SSM only
 
+
 async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm, name):
     await run_daemon(handlers=NAMED)
     props = {"ParameterName": name, "Length": "16"}
@@ -152,8 +156,12 @@ async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm
     assert resp["Status"] == "SUCCESS" and stored(ssm, name + "-v2") == new_secret
 
     # The new one's Update reads the secret back; its Delete removes the parameter, twice is fine.
-    resp = await answer(stack, stack.request("Update", "Pw", T, {**rotated, "ServiceTimeout": "60"},
-                                             old_properties=rotated, physical_id=new_pid))
+    resp = await answer(
+        stack,
+        stack.request(
+            "Update", "Pw", T, {**rotated, "ServiceTimeout": "60"}, old_properties=rotated, physical_id=new_pid
+        ),
+    )
     assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == new_secret
     for _ in range(2):
         resp = await answer(stack, stack.request("Delete", "Pw", T, rotated, physical_id=new_pid))
@@ -161,6 +169,7 @@ async def test_without_a_key_ssm_keeps_the_secret(run_daemon, stack, no_key, ssm
 
 
 # ---------------------------------------------------------------------------------- failures
+
 
 async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
     ssm.put_parameter(Name=name, Value="someone else's", Type="SecureString", Description="hand made")
@@ -171,12 +180,25 @@ async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
         "zero": stack.request("Create", "C", T, {"Length": "0", "ParameterName": name + "c"}),
         "typo": stack.request("Create", "D", T, {"Lenght": "8", "ParameterName": name + "d"}),
         "one_char": stack.request("Create", "E", T, {"Alphabet": "aaaa", "ParameterName": name + "e"}),
-        "gone": stack.request("Update", "F", T, {"ParameterName": name + "f", "ServiceTimeout": "9"},
-                              old_properties={"ParameterName": name + "f"}, physical_id=f"{stack.name}-F-0123456789abcdef"),
-        "drop": stack.request("Update", "G", T, {}, old_properties={"ParameterName": name + "g"},
-                              physical_id=f"{stack.name}-G-0123456789abcdef"),
-        "foreign_id": stack.request("Update", "H", T, {"ServiceTimeout": "9"}, old_properties={},
-                                    physical_id="made-elsewhere"),
+        "gone": stack.request(
+            "Update",
+            "F",
+            T,
+            {"ParameterName": name + "f", "ServiceTimeout": "9"},
+            old_properties={"ParameterName": name + "f"},
+            physical_id=f"{stack.name}-F-0123456789abcdef",
+        ),
+        "drop": stack.request(
+            "Update",
+            "G",
+            T,
+            {},
+            old_properties={"ParameterName": name + "g"},
+            physical_id=f"{stack.name}-G-0123456789abcdef",
+        ),
+        "foreign_id": stack.request(
+            "Update", "H", T, {"ServiceTimeout": "9"}, old_properties={}, physical_id="made-elsewhere"
+        ),
     }
     for req in reqs.values():
         stack.publish(req)
@@ -196,6 +218,7 @@ async def test_failure_modes(run_daemon, stack, no_key, ssm, name):
 
 
 # ---------------------------------------------------------------------------------- units
+
 
 def test_derivation_is_deterministic_and_keyed():
     key = b"0123456789abcdef0123456789abcdef"
@@ -238,6 +261,7 @@ def test_random_generation_uses_the_alphabet():
 
 # ---------------------------------------------------------------------------------- hostile templates
 
+
 async def test_a_rollback_never_hands_out_another_resources_parameter(run_daemon, provider, no_key, ssm):
     """The attack of issue 12: create with your own ParameterName, update to the victim's (the
     claim fails, so the update fails), and CloudFormation's rollback Update arrives with the
@@ -263,8 +287,12 @@ async def test_a_rollback_never_hands_out_another_resources_parameter(run_daemon
     assert resp["Data"]["Secret"] == own_secret != victim_secret
     assert stored(ssm, own_name) == own_secret
     assert stored(ssm, victim_name) == victim_secret
-    assert victim_id in ssm.describe_parameters(
-        ParameterFilters=[{"Key": "Name", "Values": [victim_name]}])["Parameters"][0]["Description"]
+    assert (
+        victim_id
+        in ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Values": [victim_name]}])["Parameters"][0][
+            "Description"
+        ]
+    )
 
     # Naming the victim's PhysicalResourceId (a stack can bring any id from another ServiceToken)
     # reaches nothing either: not its secret on Update, not its parameter on Delete.
@@ -281,16 +309,43 @@ async def test_another_stacks_key_derived_id_derives_nothing(run_daemon, provide
     made = await answer(victim, victim.request("Create", "Pw", T, {"Length": "20"}))
     victim_secret, victim_id = made["Data"]["Secret"], made["PhysicalResourceId"]
     for stack, logical in ((attacker, "Pw"), (victim, "Other")):  # another stack, or another resource of it
-        resp = await answer(stack, stack.request("Update", logical, T, {"Length": "20", "ServiceTimeout": "9"},
-                                                 old_properties={"Length": "20"}, physical_id=victim_id))
+        resp = await answer(
+            stack,
+            stack.request(
+                "Update",
+                logical,
+                T,
+                {"Length": "20", "ServiceTimeout": "9"},
+                old_properties={"Length": "20"},
+                physical_id=victim_id,
+            ),
+        )
         assert resp["Status"] == "FAILED" and victim_secret not in json.dumps(resp), resp
     # the same name in another account or region: the binding, not the name, decides
     twin = Stack(provider, name="prod")
-    resp = await answer(twin, twin.request("Update", "Pw", T, {"Length": "20", "ServiceTimeout": "9"},
-                                           old_properties={"Length": "20"}, physical_id=victim_id))
+    resp = await answer(
+        twin,
+        twin.request(
+            "Update",
+            "Pw",
+            T,
+            {"Length": "20", "ServiceTimeout": "9"},
+            old_properties={"Length": "20"},
+            physical_id=victim_id,
+        ),
+    )
     assert resp["Status"] == "FAILED" and victim_secret not in json.dumps(resp)
     assert "not made for this stack" in resp["Reason"]
     # while the resource itself still gets its secret back
-    resp = await answer(victim, victim.request("Update", "Pw", T, {"Length": "20", "ServiceTimeout": "9"},
-                                               old_properties={"Length": "20"}, physical_id=victim_id))
+    resp = await answer(
+        victim,
+        victim.request(
+            "Update",
+            "Pw",
+            T,
+            {"Length": "20", "ServiceTimeout": "9"},
+            old_properties={"Length": "20"},
+            physical_id=victim_id,
+        ),
+    )
     assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == victim_secret

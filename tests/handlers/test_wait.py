@@ -4,6 +4,7 @@ The URL is a small real HTTP server on 127.0.0.1 that answers 503 until the test
 answer 200 (and counts its GETs); the waits run through the real daemon path (SNS -> SQS ->
 daemon -> S3) with Custom::Wait named as a built-in.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,18 +63,21 @@ def health() -> Iterator[Health]:
 
 
 # ---------------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("props, rule", [
-    ({}, "exactly one of Url, Until and Seconds"),
-    ({"Seconds": "5", "Until": "2030-01-01T00:00:00Z"}, "exactly one"),
-    ({"Seconds": "secret-ish-value"}, "Seconds must be a number"),
-    ({"Seconds": "-1"}, "Seconds must be between"),
-    ({"Seconds": "nan"}, "Seconds must be between"),
-    ({"Seconds": "5", "IntervalSeconds": "0"}, "IntervalSeconds must be between 1 and 300"),
-    ({"Until": "secret-ish-value"}, "Until must be an ISO 8601 time"),
-    ({"Until": "2030-01-01T00:00:00"}, "Until must name its time zone"),
-    ({"Url": "http://127.0.0.1:1/secret-ish-value"}, "Url is not under a prefix"),
-    ({"Seconds": "5", "secret-ish-value": "x"}, "unknown properties"),
-])
+@pytest.mark.parametrize(
+    "props, rule",
+    [
+        ({}, "exactly one of Url, Until and Seconds"),
+        ({"Seconds": "5", "Until": "2030-01-01T00:00:00Z"}, "exactly one"),
+        ({"Seconds": "secret-ish-value"}, "Seconds must be a number"),
+        ({"Seconds": "-1"}, "Seconds must be between"),
+        ({"Seconds": "nan"}, "Seconds must be between"),
+        ({"Seconds": "5", "IntervalSeconds": "0"}, "IntervalSeconds must be between 1 and 300"),
+        ({"Until": "secret-ish-value"}, "Until must be an ISO 8601 time"),
+        ({"Until": "2030-01-01T00:00:00"}, "Until must name its time zone"),
+        ({"Url": "http://127.0.0.1:1/secret-ish-value"}, "Url is not under a prefix"),
+        ({"Seconds": "5", "secret-ish-value": "x"}, "unknown properties"),
+    ],
+)
 def test_bad_properties_are_refused_naming_the_rule_never_the_value(props, rule):
     with pytest.raises(wait.WaitError) as caught:
         wait.plan(props, NOW, env={wait.URLS_ENV: "http://127.0.0.1:9/ok/"})
@@ -87,16 +91,19 @@ def test_no_url_is_allowed_unless_the_operator_allows_it():
         wait.plan({"Url": "https://example.com/"}, NOW, env={})
 
 
-@pytest.mark.parametrize("url, allowed", [
-    ("https://app.example.com/healthz", True),
-    ("https://APP.example.com/healthz/deep", True),
-    ("https://app.example.com.evil.test/healthz", False),  # a host that merely starts the same
-    ("https://app.example.com:8443/healthz", False),
-    ("http://app.example.com/healthz", False),
-    ("https://app.example.com/other", False),
-    ("https://user:pw@app.example.com/healthz", False),
-    ("file:///etc/passwd", False),
-])
+@pytest.mark.parametrize(
+    "url, allowed",
+    [
+        ("https://app.example.com/healthz", True),
+        ("https://APP.example.com/healthz/deep", True),
+        ("https://app.example.com.evil.test/healthz", False),  # a host that merely starts the same
+        ("https://app.example.com:8443/healthz", False),
+        ("http://app.example.com/healthz", False),
+        ("https://app.example.com/other", False),
+        ("https://user:pw@app.example.com/healthz", False),
+        ("file:///etc/passwd", False),
+    ],
+)
 def test_the_allowlist_compares_scheme_host_port_and_path(url, allowed):
     assert wait.url_allowed(url, ["https://app.example.com/healthz"]) is allowed
 
@@ -104,27 +111,48 @@ def test_the_allowlist_compares_scheme_host_port_and_path(url, allowed):
 PREFIX = "https://app.example.com/healthz"
 
 
-@pytest.mark.parametrize("url", [
-    f"{PREFIX}/../admin", f"{PREFIX}/%2e%2e/admin", f"{PREFIX}/%2E%2E/admin",  # issue 21 item 3
-    "https://app.example.com/healthzz-internal",  # issue 21 item 3: a prefix is whole segments
-    f"{PREFIX}/./x", f"{PREFIX}/..", f"{PREFIX}/%2e", f"{PREFIX}/.%2e/admin",
-    f"{PREFIX}/%252e%252e/admin",  # double-encoded: .. to a proxy that decodes once more
-    f"{PREFIX}/..;/admin", f"{PREFIX}/%2e%2e;x=1/admin",  # ;parameters some servers strip
-    f"{PREFIX}/a%2Fb", f"{PREFIX}%2F..%2Fadmin", f"{PREFIX}/a%252fb",  # encoded slashes
-    f"{PREFIX}/..\\admin", f"{PREFIX}/%5C..%5Cadmin",  # backslashes, raw or encoded
-    f"{PREFIX} /../admin", f"{PREFIX}/\r\nHost: evil",  # whitespace and control characters
-    "https://app.example.com:443@evil.example/healthz",  # userinfo
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"{PREFIX}/../admin",
+        f"{PREFIX}/%2e%2e/admin",
+        f"{PREFIX}/%2E%2E/admin",  # issue 21 item 3
+        "https://app.example.com/healthzz-internal",  # issue 21 item 3: a prefix is whole segments
+        f"{PREFIX}/./x",
+        f"{PREFIX}/..",
+        f"{PREFIX}/%2e",
+        f"{PREFIX}/.%2e/admin",
+        f"{PREFIX}/%252e%252e/admin",  # double-encoded: .. to a proxy that decodes once more
+        f"{PREFIX}/..;/admin",
+        f"{PREFIX}/%2e%2e;x=1/admin",  # ;parameters some servers strip
+        f"{PREFIX}/a%2Fb",
+        f"{PREFIX}%2F..%2Fadmin",
+        f"{PREFIX}/a%252fb",  # encoded slashes
+        f"{PREFIX}/..\\admin",
+        f"{PREFIX}/%5C..%5Cadmin",  # backslashes, raw or encoded
+        f"{PREFIX} /../admin",
+        f"{PREFIX}/\r\nHost: evil",  # whitespace and control characters
+        "https://app.example.com:443@evil.example/healthz",  # userinfo
+    ],
+)
 def test_a_url_that_could_leave_the_prefix_is_refused(url):
     assert wait.url_allowed(url, [PREFIX]) is False
     with pytest.raises(wait.WaitError, match="Url is not under a prefix"):
         wait.plan({"Url": url}, NOW, env={wait.URLS_ENV: PREFIX})
 
 
-@pytest.mark.parametrize("url", [
-    PREFIX, f"{PREFIX}/", f"{PREFIX}/deep/er", f"{PREFIX}?next=../admin",  # a query is not the path
-    f"{PREFIX}/..hidden", f"{PREFIX}/a%20b", "https://app.example.com:443/healthz",  # the scheme's own port
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        PREFIX,
+        f"{PREFIX}/",
+        f"{PREFIX}/deep/er",
+        f"{PREFIX}?next=../admin",  # a query is not the path
+        f"{PREFIX}/..hidden",
+        f"{PREFIX}/a%20b",
+        "https://app.example.com:443/healthz",  # the scheme's own port
+    ],
+)
 def test_a_url_under_the_prefix_is_allowed(url):
     assert wait.url_allowed(url, [PREFIX]) is True
 
@@ -136,12 +164,17 @@ def test_seconds_and_until_plan_a_time():
 
 
 # ---------------------------------------------------------------------------------- through the daemon
-async def test_wait_for_a_url_is_done_when_it_answers_2xx(run_daemon, stack: Stack, health: Health,
-                                                          monkeypatch) -> None:
+async def test_wait_for_a_url_is_done_when_it_answers_2xx(
+    run_daemon, stack: Stack, health: Health, monkeypatch
+) -> None:
     monkeypatch.setenv(wait.URLS_ENV, f"{health.base}/healthz")
     await run_daemon(handlers=HANDLERS, poll_interval=0.5)
-    request = stack.request("Create", "AppIsUp", resource_type="Custom::Wait",
-                            properties={"Url": f"{health.base}/healthz", "IntervalSeconds": "1"})
+    request = stack.request(
+        "Create",
+        "AppIsUp",
+        resource_type="Custom::Wait",
+        properties={"Url": f"{health.base}/healthz", "IntervalSeconds": "1"},
+    )
     stack.publish(request)
     deadline = time.monotonic() + 20
     while health.gets < 3:
@@ -153,29 +186,39 @@ async def test_wait_for_a_url_is_done_when_it_answers_2xx(run_daemon, stack: Sta
     assert answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"].startswith(f"{stack.name}-AppIsUp-")
 
 
-async def test_a_redirect_is_not_followed_out_of_the_allowlist(run_daemon, stack: Stack, health: Health,
-                                                               monkeypatch) -> None:
+async def test_a_redirect_is_not_followed_out_of_the_allowlist(
+    run_daemon, stack: Stack, health: Health, monkeypatch
+) -> None:
     health.ready()
     monkeypatch.setenv(wait.URLS_ENV, f"{health.base}/moved")
     await run_daemon(handlers=HANDLERS, poll_interval=0.5)
-    request = stack.request("Create", "Moved", resource_type="Custom::Wait",
-                            properties={"Url": f"{health.base}/moved", "IntervalSeconds": "1", "ServiceTimeout": "5"})
+    request = stack.request(
+        "Create",
+        "Moved",
+        resource_type="Custom::Wait",
+        properties={"Url": f"{health.base}/moved", "IntervalSeconds": "1", "ServiceTimeout": "5"},
+    )
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
     assert answer["Status"] == "FAILED" and "timed out" in answer["Reason"]
 
 
-async def test_a_url_that_leaves_the_prefix_is_never_fetched(run_daemon, stack: Stack, health: Health,
-                                                               monkeypatch) -> None:
+async def test_a_url_that_leaves_the_prefix_is_never_fetched(
+    run_daemon, stack: Stack, health: Health, monkeypatch
+) -> None:
     """Issue 21 item 3, through the daemon: each URL fails its Create naming the rule, and the
     server sees no request at all (before: /admin was fetched, the check passed on the raw text and
     the client normalised the URL afterwards). An allowed URL arrives exactly as written."""
     health.ready()
     monkeypatch.setenv(wait.URLS_ENV, f"{health.base}/healthz")
     await run_daemon(handlers=HANDLERS, poll_interval=0.5)
-    escapes = [f"{health.base}/healthz/../admin", f"{health.base}/healthz/%2e%2e/admin",
-               f"{health.base}/healthzz-internal", f"{health.base}/healthz/..;/admin",
-               f"{health.base}/healthz%2F..%2Fadmin"]
+    escapes = [
+        f"{health.base}/healthz/../admin",
+        f"{health.base}/healthz/%2e%2e/admin",
+        f"{health.base}/healthzz-internal",
+        f"{health.base}/healthz/..;/admin",
+        f"{health.base}/healthz%2F..%2Fadmin",
+    ]
     requests = []
     for i, url in enumerate(escapes):
         requests.append(stack.request("Create", f"Escape{i}", resource_type="Custom::Wait", properties={"Url": url}))
@@ -185,8 +228,9 @@ async def test_a_url_that_leaves_the_prefix_is_never_fetched(run_daemon, stack: 
         assert answer["Status"] == "FAILED" and "Url is not under a prefix" in answer["Reason"], answer
         assert "admin" not in answer["Reason"] and "healthzz" not in answer["Reason"]
     assert health.paths == []
-    exact = stack.request("Create", "Exact", resource_type="Custom::Wait",
-                          properties={"Url": f"{health.base}/healthz/%7Eme/a%20b"})
+    exact = stack.request(
+        "Create", "Exact", resource_type="Custom::Wait", properties={"Url": f"{health.base}/healthz/%7Eme/a%20b"}
+    )
     stack.publish(exact)
     assert (await response_of(stack, exact, timeout=20))["Status"] == "SUCCESS"
     assert health.paths == ["/healthz/%7Eme/a%20b"]  # as written: not re-quoted (~), not normalised
@@ -199,8 +243,13 @@ async def test_wait_seconds_through_the_daemon(run_daemon, stack: Stack) -> None
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
     assert answer["Status"] == "SUCCESS" and time.monotonic() - started >= 2
-    delete = stack.request("Delete", "Pause", resource_type="Custom::Wait", properties={"Seconds": "2"},
-                           physical_id=answer["PhysicalResourceId"])
+    delete = stack.request(
+        "Delete",
+        "Pause",
+        resource_type="Custom::Wait",
+        properties={"Seconds": "2"},
+        physical_id=answer["PhysicalResourceId"],
+    )
     stack.publish(delete)
     assert (await response_of(stack, delete))["Status"] == "SUCCESS"
 

@@ -3,6 +3,7 @@
 Each test checks what was PUT (or that nothing was), what stayed on the queue, what was
 logged, and that the daemon went on to serve the next good message.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,14 @@ from structlog.testing import capture_logs
 
 from cfn_provider.local.emulator import Provider, Stack
 from tests.support import handlers
-from tests.support.aws import (assert_still_serving, response_of, s3_keys, send_raw, wait_for_event,
-                               wait_until_queue_empty)
+from tests.support.aws import (
+    assert_still_serving,
+    response_of,
+    s3_keys,
+    send_raw,
+    wait_for_event,
+    wait_until_queue_empty,
+)
 from tests.support.daemons import InProcessDaemon, settings_for
 from tests.support.listener import ConnectionCounter
 
@@ -26,13 +33,16 @@ MALFORMED = [
     pytest.param(json.dumps([1, 2, 3]), id="json-array"),
     pytest.param(json.dumps({"hello": "world"}), id="wrong-shape"),
     pytest.param(json.dumps({"Type": "Notification", "Message": "{}", "TopicArn": "x"}), id="envelope-missing-fields"),
-    pytest.param(json.dumps({"RequestType": "Create", "ResourceType": "Custom::Test"}), id="request-without-url-or-ids"),
+    pytest.param(
+        json.dumps({"RequestType": "Create", "ResourceType": "Custom::Test"}), id="request-without-url-or-ids"
+    ),
 ]
 
 
 @pytest.mark.parametrize("body", MALFORMED)
-async def test_malformed_message_without_dlq_is_logged_once_and_deleted(run_daemon, stack: Stack,
-                                                                         provider: Provider, body: str) -> None:
+async def test_malformed_message_without_dlq_is_logged_once_and_deleted(
+    run_daemon, stack: Stack, provider: Provider, body: str
+) -> None:
     await run_daemon()
     with capture_logs() as logs:
         message_id = send_raw(provider, body)
@@ -71,9 +81,15 @@ async def test_malformed_message_with_dlq_goes_to_the_dlq_logged_once(emulator, 
 async def test_subscription_confirmation_is_never_confirmed(run_daemon, stack: Stack, provider: Provider) -> None:
     await run_daemon()
     with ConnectionCounter() as counter:
-        envelope = {"Type": "SubscriptionConfirmation", "MessageId": "m", "TopicArn": provider.topic_arn,
-                    "Message": "confirm me", "Timestamp": "2026-01-01T00:00:00.000Z", "Token": "t",
-                    "SubscribeURL": counter.url("/?Action=ConfirmSubscription")}
+        envelope = {
+            "Type": "SubscriptionConfirmation",
+            "MessageId": "m",
+            "TopicArn": provider.topic_arn,
+            "Message": "confirm me",
+            "Timestamp": "2026-01-01T00:00:00.000Z",
+            "Token": "t",
+            "SubscribeURL": counter.url("/?Action=ConfirmSubscription"),
+        }
         with capture_logs() as logs:
             message_id = send_raw(provider, json.dumps(envelope))
             entry = await wait_for_event(logs, "rejected", message_id=message_id)
@@ -98,8 +114,13 @@ async def test_unknown_topic_arn_is_a_security_event_and_not_run(run_daemon, sta
 async def test_unsigned_envelope_is_rejected_when_verifying(run_daemon, stack: Stack, provider: Provider) -> None:
     await run_daemon(verify_signatures=True)
     req = stack.request("Create", "Unsigned", resource_type="Custom::Test")
-    envelope = {"Type": "Notification", "MessageId": "m-1", "TopicArn": provider.topic_arn,
-                "Message": json.dumps(req), "Timestamp": "2026-01-01T00:00:00.000Z"}
+    envelope = {
+        "Type": "Notification",
+        "MessageId": "m-1",
+        "TopicArn": provider.topic_arn,
+        "Message": json.dumps(req),
+        "Timestamp": "2026-01-01T00:00:00.000Z",
+    }
     with capture_logs() as logs:
         send_raw(provider, json.dumps(envelope))
         entry = await wait_for_event(logs, "security")
@@ -108,8 +129,9 @@ async def test_unsigned_envelope_is_rejected_when_verifying(run_daemon, stack: S
     assert handlers.started == []
 
 
-async def test_raw_delivery_is_rejected_as_unverifiable_when_verifying(run_daemon, stack: Stack,
-                                                                       provider: Provider) -> None:
+async def test_raw_delivery_is_rejected_as_unverifiable_when_verifying(
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     await run_daemon(verify_signatures=True)
     req = stack.request("Create", "Raw", resource_type="Custom::Test")
     with capture_logs() as logs:
@@ -145,14 +167,20 @@ async def test_request_type_destroy_gets_failed(run_daemon, stack: Stack) -> Non
 
 
 # -- row 4: ResponseURL outside the allowlist --------------------------------------------------------
-@pytest.mark.parametrize("make_url", [
-    pytest.param(lambda c: "http://169.254.169.254/latest/meta-data/iam/security-credentials/", id="metadata"),
-    pytest.param(lambda c: c.url("/bucket/key?X-Amz-Signature=abc"), id="localhost-listener"),
-    pytest.param(lambda c: f"https://s3.amazonaws.com.evil.example:{c.port}/k", id="lookalike-s3"),
-    pytest.param(lambda c: "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/k", id="http-s3"),
-])
-async def test_response_url_outside_allowlist_is_not_called(run_daemon, stack: Stack, provider: Provider,
-                                                            make_url: Any) -> None:
+@pytest.mark.parametrize(
+    "make_url",
+    [
+        pytest.param(lambda c: "http://169.254.169.254/latest/meta-data/iam/security-credentials/", id="metadata"),
+        pytest.param(lambda c: c.url("/bucket/key?X-Amz-Signature=abc"), id="localhost-listener"),
+        pytest.param(lambda c: f"https://s3.amazonaws.com.evil.example:{c.port}/k", id="lookalike-s3"),
+        pytest.param(
+            lambda c: "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/k", id="http-s3"
+        ),
+    ],
+)
+async def test_response_url_outside_allowlist_is_not_called(
+    run_daemon, stack: Stack, provider: Provider, make_url: Any
+) -> None:
     await run_daemon()
     with ConnectionCounter() as counter:
         req = stack.request("Create", "Proxy", resource_type="Custom::Test")
@@ -180,15 +208,21 @@ async def test_unknown_resource_type_gets_failed(run_daemon, stack: Stack) -> No
 
 
 # -- last row: a ResourceType the operator did not name (built-in or entry point) ---------------------
-@pytest.mark.parametrize("resource_type", ["Custom::RandomSecret", "Custom::Command", "Custom::ElasticIpPool",
-                                           "Custom::Wait"])
-async def test_an_installed_handler_the_operator_did_not_name_is_not_served(run_daemon, stack: Stack, provider,
-                                                                             resource_type: str) -> None:
+@pytest.mark.parametrize(
+    "resource_type", ["Custom::RandomSecret", "Custom::Command", "Custom::ElasticIpPool", "Custom::Wait"]
+)
+async def test_an_installed_handler_the_operator_did_not_name_is_not_served(
+    run_daemon, stack: Stack, provider, resource_type: str
+) -> None:
     ssm = provider.emulator.client("ssm")
     name = f"/unnamed/{stack.name}"
     await run_daemon()  # the test handlers and Custom::Echo are named; the other built-ins are not
-    req = stack.request("Create", "Uninvited", resource_type=resource_type,
-                        properties={"ParameterName": name, "Length": "16", "Size": "1", "Command": "x"})
+    req = stack.request(
+        "Create",
+        "Uninvited",
+        resource_type=resource_type,
+        properties={"ParameterName": name, "Length": "16", "Size": "1", "Command": "x"},
+    )
     stack.publish(req)
     resp = await response_of(stack, req)
     assert resp["Status"] == "FAILED"
@@ -214,8 +248,9 @@ async def test_handler_exception_gets_failed_with_its_message(run_daemon, stack:
 async def test_handler_past_its_deadline_gets_failed_in_time(run_daemon, stack: Stack, resource_type: str) -> None:
     await run_daemon()
     # ServiceTimeout 4 s: the handler gets about 3 s (1 s kept back to answer), then FAILED is sent
-    req = stack.request("Create", "Slow", resource_type=resource_type,
-                        properties={"ServiceTimeout": "4", "SleepSeconds": "30"})
+    req = stack.request(
+        "Create", "Slow", resource_type=resource_type, properties={"ServiceTimeout": "4", "SleepSeconds": "30"}
+    )
     stack.publish(req)
     resp = await response_of(stack, req, timeout=15)
     assert resp is not None, "no answer before the deadline"
@@ -232,8 +267,13 @@ async def test_rollback_delete_of_failed_create_succeeds_without_the_handler(run
     failed = await response_of(stack, create)
     assert failed["Status"] == "FAILED"
     handlers.started.clear()
-    delete = stack.request("Delete", "Doomed", resource_type="Custom::Test",
-                           physical_id=failed["PhysicalResourceId"], properties={"Raise": "would fail"})
+    delete = stack.request(
+        "Delete",
+        "Doomed",
+        resource_type="Custom::Test",
+        physical_id=failed["PhysicalResourceId"],
+        properties={"Raise": "would fail"},
+    )
     stack.publish(delete)
     resp = await response_of(stack, delete)
     assert resp["Status"] == "SUCCESS"
@@ -250,11 +290,16 @@ async def test_delete_with_no_id_succeeds_without_the_handler(run_daemon, stack:
 
 
 # -- row 8: response over 4096 bytes --------------------------------------------------------------------
-async def test_oversized_data_gets_failed_explaining_within_4096_bytes(run_daemon, stack: Stack,
-                                                                        provider: Provider) -> None:
+async def test_oversized_data_gets_failed_explaining_within_4096_bytes(
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     await run_daemon()
-    req = stack.request("Create", "Big", resource_type="Custom::Test",
-                        properties={"ReturnJson": json.dumps({"PhysicalResourceId": "big-1"}), "DataSize": "5000"})
+    req = stack.request(
+        "Create",
+        "Big",
+        resource_type="Custom::Test",
+        properties={"ReturnJson": json.dumps({"PhysicalResourceId": "big-1"}), "DataSize": "5000"},
+    )
     del req["ResourceProperties"]["ReturnJson"]
     stack.publish(req)
     resp = await response_of(stack, req)
@@ -269,15 +314,20 @@ async def test_long_reason_is_trimmed_to_fit(run_daemon, stack: Stack, provider:
     req = stack.request("Create", "Wordy", resource_type="Custom::Test", properties={"Raise": "é" * 6000})
     stack.publish(req)
     resp = await response_of(stack, req)
-    assert resp["Status"] == "FAILED" and resp["Reason"].startswith("RuntimeError: éé") and resp["Reason"].endswith("[...]")
+    assert (
+        resp["Status"] == "FAILED"
+        and resp["Reason"].startswith("RuntimeError: éé")
+        and resp["Reason"].endswith("[...]")
+    )
     body = provider.emulator.client("s3").get_object(Bucket=provider.bucket, Key=s3_keys(provider)[0])["Body"].read()
     assert len(body) <= 4096
 
 
 # -- row 9: expired ResponseURL (403) ------------------------------------------------------------------
 @pytest.mark.parametrize("how", ["403-from-s3", "expired-before-sending"])
-async def test_expired_response_url_is_logged_loudly_and_deleted(run_daemon, stack: Stack, provider: Provider,
-                                                                  stub_s3, how: str) -> None:
+async def test_expired_response_url_is_logged_loudly_and_deleted(
+    run_daemon, stack: Stack, provider: Provider, stub_s3, how: str
+) -> None:
     await run_daemon(allow_response_urls=(provider.emulator.endpoint + "/", stub_s3.base_url))
     req = stack.request("Create", "TooLate", resource_type="Custom::Test")
     if how == "403-from-s3":

@@ -1,5 +1,6 @@
 """Concurrency: never work on more than `concurrency` messages, never receive more than there are
 free slots; sync handlers really run in parallel."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,13 +20,16 @@ def sample_in_flight(sqs: Any, queue_url: str, stop: threading.Event, samples: l
 
 
 async def test_never_works_on_more_messages_than_concurrency(run_daemon, stack: Stack, provider: Provider) -> None:
-    requests = [stack.request("Create", f"R{i}", resource_type="Custom::Test", properties={"SleepSeconds": "2"})
-                for i in range(6)]
+    requests = [
+        stack.request("Create", f"R{i}", resource_type="Custom::Test", properties={"SleepSeconds": "2"})
+        for i in range(6)
+    ]
     for request in requests:
         stack.publish(request)
     stop, samples = threading.Event(), []
-    sampler = asyncio.create_task(asyncio.to_thread(sample_in_flight, provider.emulator.client("sqs"),
-                                                    provider.queue_url, stop, samples))
+    sampler = asyncio.create_task(
+        asyncio.to_thread(sample_in_flight, provider.emulator.client("sqs"), provider.queue_url, stop, samples)
+    )
     try:
         daemon = await run_daemon(concurrency=2)
         answers = await asyncio.gather(*(response_of(stack, r, timeout=40) for r in requests))
@@ -46,8 +50,10 @@ async def test_never_works_on_more_messages_than_concurrency(run_daemon, stack: 
 
 
 async def test_sync_handlers_run_concurrently(run_daemon, stack: Stack) -> None:
-    requests = [stack.request("Create", f"S{i}", resource_type="Custom::Test", properties={"SleepSeconds": "2"})
-                for i in range(4)]
+    requests = [
+        stack.request("Create", f"S{i}", resource_type="Custom::Test", properties={"SleepSeconds": "2"})
+        for i in range(4)
+    ]
     for request in requests:
         stack.publish(request)
     started = time.monotonic()

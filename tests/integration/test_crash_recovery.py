@@ -9,6 +9,7 @@ Real daemon subprocesses, real moto SNS -> SQS, real presigned S3 URLs. The "S3 
 down" is tests.support.stub_s3.StubS3, a real HTTP server on 127.0.0.1 that answers 503
 until told to serve PUTs again, and then keeps what was PUT for the test to read.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,18 @@ def daemon_args() -> tuple[str, ...]:
 
 
 def test_crash_after_response_stored_is_resent_without_rerunning_handler(
-        spawn, stack: Stack, provider: Provider, stub_s3: StubS3, calls_file: Path) -> None:
+    spawn, stack: Stack, provider: Provider, stub_s3: StubS3, calls_file: Path
+) -> None:
     stub_s3.fail_with(503)  # S3 is down: every PUT gets 503 SlowDown until pass_through()
     first = spawn("first", "--allow-response-url", stub_s3.base_url)
-    request = stack.request("Create", "Crashy", resource_type="Custom::Test", properties={
-        "ReturnJson": json.dumps({"PhysicalResourceId": "crashy-1", "Data": {"Token": "t-123"}}),
-    })
+    request = stack.request(
+        "Create",
+        "Crashy",
+        resource_type="Custom::Test",
+        properties={
+            "ReturnJson": json.dumps({"PhysicalResourceId": "crashy-1", "Data": {"Token": "t-123"}}),
+        },
+    )
     key = f"responses/{request['RequestId']}"
     request["ResponseURL"] = stub_s3.url(key, expires_in=7200, sigv2=True)  # like the real ones: SigV2, 2 h
 
@@ -76,15 +83,20 @@ def test_crash_after_response_stored_is_resent_without_rerunning_handler(
 
 
 def test_crash_during_handler_reruns_it_once_lease_lapses(
-        spawn, stack: Stack, provider: Provider, calls_file: Path) -> None:
+    spawn, stack: Stack, provider: Provider, calls_file: Path
+) -> None:
     s3 = provider.emulator.client("s3")
     s3.put_bucket_versioning(Bucket=provider.bucket, VersioningConfiguration={"Status": "Enabled"})
     sqs = provider.emulator.client("sqs")
     first = spawn("first")
     first_owner = wait_for_event(first, event="started")["owner"]
 
-    request = stack.request("Create", "Slow", resource_type="Custom::Test",
-                            properties={"SleepSeconds": "6", "ReturnJson": json.dumps({"PhysicalResourceId": "slow-1"})})
+    request = stack.request(
+        "Create",
+        "Slow",
+        resource_type="Custom::Test",
+        properties={"SleepSeconds": "6", "ReturnJson": json.dumps({"PhysicalResourceId": "slow-1"})},
+    )
     stack.publish(request)
     wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, 1), 30, "the first daemon to take the message")
     time.sleep(2)  # the claim is written right after receipt; the handler is now sleeping

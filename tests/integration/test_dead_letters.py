@@ -3,6 +3,7 @@ with a real RedrivePolicy: a request whose receives ran out gets exactly one FAI
 presigned URL, however many daemons watch; a message that fails admission (unsigned, forged,
 foreign topic, foreign ResponseURL, raw) or is not a request is never answered and stays there;
 an answered one gets nothing more."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,10 +40,16 @@ async def start(dl_provider: Provider, tmp_path: Path, certs: CertServer, stub_s
     """Start verifying daemons (signatures on, the provider's topic only, ResponseURLs only at
     stub_s3) sharing one state file, watching the dead-letter queue twice a second."""
     async with in_process_daemons() as start_daemon:
+
         async def go(**overrides: Any):
-            base = dict(verify_signatures=True, trust_signing_cert_urls=(certs.base_url,),
-                        allow_response_urls=(stub_s3.base_url,), dead_letter_interval=0.5)
+            base = dict(
+                verify_signatures=True,
+                trust_signing_cert_urls=(certs.base_url,),
+                allow_response_urls=(stub_s3.base_url,),
+                dead_letter_interval=0.5,
+            )
             return await start_daemon(settings_for(dl_provider, tmp_path, **{**base, **overrides}))
+
         yield go
 
 
@@ -75,11 +82,14 @@ async def until(predicate, timeout: float, what: str) -> None:
 
 
 async def test_dead_lettered_requests_get_exactly_one_failed_with_two_watchers(
-        start, dl_provider: Provider, stack: Stack, stub_s3: StubS3, signer: Signer) -> None:
+    start, dl_provider: Provider, stack: Stack, stub_s3: StubS3, signer: Signer
+) -> None:
     stack = Stack(dl_provider)
-    requests = [request_at(stack, stub_s3, "Create", "Made"),
-                request_at(stack, stub_s3, "Update", "Changed", physical_id="thing-7", old_properties={}),
-                request_at(stack, stub_s3, "Delete", "Gone", physical_id="thing-8")]
+    requests = [
+        request_at(stack, stub_s3, "Create", "Made"),
+        request_at(stack, stub_s3, "Update", "Changed", physical_id="thing-7", old_properties={}),
+        request_at(stack, stub_s3, "Delete", "Gone", physical_id="thing-8"),
+    ]
     # each twice (SNS delivers at least once): copies of one request reach both watchers at once
     exhaust(dl_provider, [signer.body(r) for r in requests for _ in range(2)])
     with capture_logs() as logs:
@@ -100,15 +110,19 @@ async def test_dead_lettered_requests_get_exactly_one_failed_with_two_watchers(
     assert made["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)  # its rollback Delete reaches delete
     assert (changed["PhysicalResourceId"], gone["PhysicalResourceId"]) == ("thing-7", "thing-8")
     assert handlers.started == []  # answered from the dead-letter queue, never run
-    outcomes = sorted(e["outcome"] for e in logs if e["event"] == "request" and e.get("outcome") != "in-progress-elsewhere")
+    outcomes = sorted(
+        e["outcome"] for e in logs if e["event"] == "request" and e.get("outcome") != "in-progress-elsewhere"
+    )
     assert outcomes == ["answered"] * 3 + ["duplicate"] * 3  # the second copy of each: the store says answered
     answered = [e for e in logs if e["event"] == "deadletter.answered"]
-    assert len(answered) == 3 and all(e["log_level"] == "error" and e["dead_letter_queue"] == dlq_name
-                                      for e in answered)
+    assert len(answered) == 3 and all(
+        e["log_level"] == "error" and e["dead_letter_queue"] == dlq_name for e in answered
+    )
 
 
 async def test_messages_that_fail_admission_are_never_answered_and_stay(
-        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer) -> None:
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer
+) -> None:
     stack = Stack(dl_provider)
     with StubS3() as outsider:  # a ResponseURL host outside the allowlist
         good = request_at(stack, stub_s3, "Create", "Good")
@@ -146,8 +160,9 @@ async def test_messages_that_fail_admission_are_never_answered_and_stay(
     assert handlers.started == []
 
 
-async def test_an_already_answered_request_gets_nothing_more(start, dl_provider: Provider, stub_s3: StubS3,
-                                                             signer: Signer) -> None:
+async def test_an_already_answered_request_gets_nothing_more(
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer
+) -> None:
     stack = Stack(dl_provider)
     req = request_at(stack, stub_s3, "Create", "Done")
     await start()
@@ -175,7 +190,8 @@ async def test_watching_can_be_turned_off(start, dl_provider: Provider, stub_s3:
 
 
 async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answered(
-        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path
+) -> None:
     # a member claimed the request and was SIGKILLed (its lease runs 3 s more); the message then ran out of receives
     from cfn_provider.pipeline.request import idempotency_key
     from cfn_provider.stores.sqlite import SQLiteStore
@@ -184,8 +200,9 @@ async def test_a_request_another_worker_holds_waits_for_its_lease_then_is_answer
     req = request_at(stack, stub_s3, "Create", "Orphaned")
     store = SQLiteStore(tmp_path / "state.db")
     try:
-        claim = await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "dead-member", "digest", 3,
-                                  token="dead-member-attempt")
+        claim = await store.claim(
+            idempotency_key(req["StackId"], req["RequestId"]), "dead-member", "digest", 3, token="dead-member-attempt"
+        )
         assert claim.acquired
         held_until = time.monotonic() + 3
         exhaust(dl_provider, [signer.body(req)])
@@ -208,14 +225,22 @@ async def held_by_a_live_claim(tmp_path: Path, req: dict[str, Any], seconds: flo
 
     store = SQLiteStore(tmp_path / "state.db")
     try:
-        assert (await store.claim(idempotency_key(req["StackId"], req["RequestId"]), "busy-member", "digest",
-                                  seconds, token="busy-member-attempt")).acquired
+        assert (
+            await store.claim(
+                idempotency_key(req["StackId"], req["RequestId"]),
+                "busy-member",
+                "digest",
+                seconds,
+                token="busy-member-attempt",
+            )
+        ).acquired
     finally:
         await store.close()
 
 
 async def test_a_held_request_does_not_stall_the_pass(
-        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path) -> None:
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, tmp_path: Path
+) -> None:
     """A request another member holds for an hour is put off to a later pass (hidden meanwhile):
     the pass ends and answers the others, it never waits in the daemon for that lease."""
     stack = Stack(dl_provider)
@@ -232,7 +257,8 @@ async def test_a_held_request_does_not_stall_the_pass(
 
 
 async def test_a_slow_message_does_not_stall_the_pass(
-        start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch) -> None:
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch
+) -> None:
     """A pass waits a bounded time for any one message (here a PUT its endpoint holds for 20 s):
     the others are answered and the pass ends; the slow one is finished in the background."""
     from cfn_provider.dead_letters import watcher

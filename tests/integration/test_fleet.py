@@ -16,6 +16,7 @@ A copy that meets its request held by another attempt (CLAIMED, or RESPONSE_READ
 owner's lease lives and it is still delivering) waits for it in process, so every request is
 PUT exactly once.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,7 @@ def fleet_provider(emulator: Emulator) -> tuple[Provider, str]:
     make_dynamodb_writes_atomic()
     name = f"fleet-{uuid.uuid4().hex[:10]}"
     table = f"{name}-state"
-    outcome = Bootstrap(boto3.Session(region_name=REGION), name=name, dynamodb_table=table,
-                        visibility_timeout=10).run()
+    outcome = Bootstrap(boto3.Session(region_name=REGION), name=name, dynamodb_table=table, visibility_timeout=10).run()
     s3 = emulator.client("s3")
     s3.create_bucket(Bucket=name)
     s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
@@ -64,15 +64,22 @@ def calls_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def spawn(emulator: Emulator, fleet_provider: tuple[Provider, str], tmp_path: Path,
-          calls_file: Path) -> Iterator[Callable[..., SubprocessDaemon]]:
+def spawn(
+    emulator: Emulator, fleet_provider: tuple[Provider, str], tmp_path: Path, calls_file: Path
+) -> Iterator[Callable[..., SubprocessDaemon]]:
     """Start fleet members on the one queue and table; every one is killed at teardown."""
     provider, table = fleet_provider
     started: list[SubprocessDaemon] = []
 
     def start(name: str, *extra_args: str) -> SubprocessDaemon:
-        daemon = fleet_member(emulator, provider, table, tmp_path / f"{name}.log", extra_args=list(extra_args),
-                              env={"CFN_TEST_CALLS_FILE": str(calls_file)})
+        daemon = fleet_member(
+            emulator,
+            provider,
+            table,
+            tmp_path / f"{name}.log",
+            extra_args=list(extra_args),
+            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
+        )
         started.append(daemon)
         return daemon.start()
 
@@ -103,14 +110,23 @@ def stop_gracefully(daemons: list[SubprocessDaemon]) -> list[int]:
 
 # ---------------------------------------------------------------------------------- tests
 def test_fleet_answers_every_request_once_although_each_is_published_twice(
-        spawn, fleet_provider, emulator: Emulator, calls_file: Path) -> None:
+    spawn, fleet_provider, emulator: Emulator, calls_file: Path
+) -> None:
     provider, _ = fleet_provider
     stack = Stack(provider)
     daemons = [spawn(f"member{i}", "--concurrency", "16", "--visibility-timeout", "10") for i in range(FLEET)]
-    requests = [stack.request("Create", f"R{i}", resource_type="Custom::Test", properties={
-        "SleepSeconds": str((i % 4) * 0.1),  # 0 to 0.3 s: some copies meet a claim in progress
-        "ReturnJson": json.dumps({"PhysicalResourceId": f"phys-{i}", "Data": {"I": i}}),
-    }) for i in range(REQUESTS)]
+    requests = [
+        stack.request(
+            "Create",
+            f"R{i}",
+            resource_type="Custom::Test",
+            properties={
+                "SleepSeconds": str((i % 4) * 0.1),  # 0 to 0.3 s: some copies meet a claim in progress
+                "ReturnJson": json.dumps({"PhysicalResourceId": f"phys-{i}", "Data": {"I": i}}),
+            },
+        )
+        for i in range(REQUESTS)
+    ]
     started = time.monotonic()
     for request in requests:
         body = json.dumps(request)
@@ -126,16 +142,18 @@ def test_fleet_answers_every_request_once_although_each_is_published_twice(
 
     # each handler ran once per request
     calls = Counter(recorded_calls(calls_file))
-    assert calls == Counter({f"{r['RequestId']} Create": 1 for r in requests}), \
-        {k: v for k, v in calls.items() if v != 1}
+    assert calls == Counter({f"{r['RequestId']} Create": 1 for r in requests}), {
+        k: v for k, v in calls.items() if v != 1
+    }
     # each request answered, with its own answer; every PUT of one request carried the same bytes
     versions = versions_by_key(s3, provider.bucket)
     assert set(versions) == {key_of(r["ResponseURL"])[1] for r in requests}
     for key, count in versions.items():
         if count > 1:
             listing = s3.list_object_versions(Bucket=provider.bucket, Prefix=key)["Versions"]
-            bodies = {s3.get_object(Bucket=provider.bucket, Key=key, VersionId=v["VersionId"])["Body"].read()
-                      for v in listing}
+            bodies = {
+                s3.get_object(Bucket=provider.bucket, Key=key, VersionId=v["VersionId"])["Body"].read() for v in listing
+            }
             assert len(bodies) == 1, f"{key}: different answers were PUT: {bodies}"
     for i in (0, REQUESTS // 2, REQUESTS - 1):
         answer = stack.response(requests[i], timeout=5)
@@ -153,8 +171,10 @@ def test_fleet_answers_every_request_once_although_each_is_published_twice(
     answered_by = Counter(e["daemon"] for e in events if e["outcome"] == "answered")
     assert len(answered_by) >= 2, f"one daemon did all the work, the test shows no sharing: {answered_by}"
     assert queue_counts(sqs, provider.dlq_url) == (0, 0)
-    print(f"\n{REQUESTS} requests x2 on {FLEET} daemons: answered in {answered_after:.1f} s; "
-          f"outcomes {dict(outcomes)}; answered per daemon {dict(sorted(answered_by.items()))}")
+    print(
+        f"\n{REQUESTS} requests x2 on {FLEET} daemons: answered in {answered_after:.1f} s; "
+        f"outcomes {dict(outcomes)}; answered per daemon {dict(sorted(answered_by.items()))}"
+    )
 
     # Exactly one PUT per request: a copy waits while the first copy's owner is still delivering
     assert {k: n for k, n in versions.items() if n != 1} == {}
@@ -162,14 +182,19 @@ def test_fleet_answers_every_request_once_although_each_is_published_twice(
 
 
 def test_lease_of_a_killed_member_is_taken_over_by_a_survivor(
-        spawn, fleet_provider, emulator: Emulator, calls_file: Path) -> None:
+    spawn, fleet_provider, emulator: Emulator, calls_file: Path
+) -> None:
     provider, table = fleet_provider
     stack = Stack(provider)
     daemons = [spawn(f"member{i}", "--visibility-timeout", "5") for i in range(FLEET)]
     owners = {wait_for_event(d, event="started")["owner"]: d for d in daemons}
 
-    request = stack.request("Create", "Slow", resource_type="Custom::Test", properties={
-        "SleepSeconds": "6", "ReturnJson": json.dumps({"PhysicalResourceId": "slow-1"})})
+    request = stack.request(
+        "Create",
+        "Slow",
+        resource_type="Custom::Test",
+        properties={"SleepSeconds": "6", "ReturnJson": json.dumps({"PhysicalResourceId": "slow-1"})},
+    )
     stack.publish(request)
 
     # Who holds it? The store says so: a consistent read of the claim.
@@ -190,14 +215,18 @@ def test_lease_of_a_killed_member_is_taken_over_by_a_survivor(
     answer = stack.response(request, timeout=45)
     assert answer is not None, "no answer after the kill"
     assert answer["Status"] == "SUCCESS" and answer["PhysicalResourceId"] == "slow-1"
+
     # the request's log line is written after the PUT and the SENT mark: wait for it, not only for S3
     def takeovers() -> list[dict[str, Any]]:
         return [e for e in request_events(survivors) if e.get("took_over_from") == first_owner]
+
     wait_until(takeovers, 30, "the survivor's request line")
     taken = takeovers()
     assert len(taken) == 1, request_events(survivors)
     assert taken[0]["outcome"] == "answered" and taken[0]["request_id"] == request["RequestId"]
-    assert holder() is None and ddb.get_item(TableName=table, Key=pk, ConsistentRead=True)["Item"]["state"]["S"] == "SENT"
+    assert (
+        holder() is None and ddb.get_item(TableName=table, Key=pk, ConsistentRead=True)["Item"]["state"]["S"] == "SENT"
+    )
 
     sqs, s3 = emulator.client("sqs"), emulator.client("s3")
     wait_until(lambda: queue_counts(sqs, provider.queue_url) == (0, 0), 30, "the queue to drain")

@@ -4,6 +4,7 @@ While the handler runs, the daemon keeps pushing the message's visibility out, s
 consumer of the same queue (another daemon, or anything else polling it) never sees it, and
 the request is answered once, by one handler run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,27 +31,34 @@ async def wait_until_in_flight(sqs: Any, queue_url: str, timeout: float = 30) ->
 def watch_queue(sqs: Any, queue_url: str, stop: threading.Event, seen: list[dict], polls: list[float]) -> None:
     """A second consumer: long-poll (1 s) the queue until told to stop, keeping whatever it receives."""
     while not stop.is_set():
-        resp = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1, MaxNumberOfMessages=10,
-                                   VisibilityTimeout=1)
+        resp = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1, MaxNumberOfMessages=10, VisibilityTimeout=1)
         polls.append(time.monotonic())
         seen.extend(resp.get("Messages", []))
 
 
-async def test_long_handler_keeps_message_hidden_from_other_consumers(run_daemon, stack: Stack,
-                                                                      provider: Provider) -> None:
+async def test_long_handler_keeps_message_hidden_from_other_consumers(
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     s3, sqs = provider.emulator.client("s3"), provider.emulator.client("sqs")
     s3.put_bucket_versioning(Bucket=provider.bucket, VersioningConfiguration={"Status": "Enabled"})
     daemon = await run_daemon(visibility_timeout=VISIBILITY)
-    request = stack.request("Create", "Long", resource_type="Custom::Test", properties={
-        "SleepSeconds": str(HANDLER_SECONDS), "ReturnJson": json.dumps({"PhysicalResourceId": "long-1"}),
-    })
+    request = stack.request(
+        "Create",
+        "Long",
+        resource_type="Custom::Test",
+        properties={
+            "SleepSeconds": str(HANDLER_SECONDS),
+            "ReturnJson": json.dumps({"PhysicalResourceId": "long-1"}),
+        },
+    )
     stack.publish(request)
     await wait_until_in_flight(sqs, provider.queue_url)
 
     stop, seen, polls = threading.Event(), [], []
     watched_from = time.monotonic()
-    watcher = asyncio.create_task(asyncio.to_thread(watch_queue, provider.emulator.client("sqs"),
-                                                    provider.queue_url, stop, seen, polls))
+    watcher = asyncio.create_task(
+        asyncio.to_thread(watch_queue, provider.emulator.client("sqs"), provider.queue_url, stop, seen, polls)
+    )
     try:
         answer = await response_of(stack, request, timeout=HANDLER_SECONDS + 25)
     finally:

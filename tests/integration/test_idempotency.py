@@ -1,4 +1,5 @@
 """At-least-once delivery in, exactly one answer out: StackId + RequestId is the key."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,12 @@ async def test_redelivery_resends_the_stored_body_without_rerunning(run_daemon, 
     """The first PUT fails for good (bucket missing: a final 4xx); the stored body is re-sent later."""
     await run_daemon()
     late_bucket = f"{stack.provider.bucket}-late"
-    req = stack.request("Create", "Late", resource_type="Custom::Test",
-                        properties={"ReturnJson": json.dumps({"Data": {"Token": "abc"}})})
+    req = stack.request(
+        "Create",
+        "Late",
+        resource_type="Custom::Test",
+        properties={"ReturnJson": json.dumps({"Data": {"Token": "abc"}})},
+    )
     req["ResponseURL"] = stack.response_url(f"late/{req['RequestId']}", bucket=late_bucket)
     stack.publish(req)
     for _ in range(100):
@@ -50,8 +55,12 @@ async def test_redelivery_resends_the_stored_body_without_rerunning(run_daemon, 
 
 async def test_same_request_new_url_resends_a_stored_success(run_daemon, stack: Stack) -> None:
     await run_daemon()
-    first = stack.request("Create", "Again", resource_type="Custom::Test",
-                          properties={"ReturnJson": json.dumps({"PhysicalResourceId": "p-1"})})
+    first = stack.request(
+        "Create",
+        "Again",
+        resource_type="Custom::Test",
+        properties={"ReturnJson": json.dumps({"PhysicalResourceId": "p-1"})},
+    )
     stack.publish(first)
     assert (await response_of(stack, first))["Status"] == "SUCCESS"
     retry = dict(first, ResponseURL=stack.response_url(f"retry/{first['RequestId']}"))
@@ -74,4 +83,3 @@ async def test_same_request_new_url_reruns_after_a_stored_failure(run_daemon, st
     stack.publish(first)  # the first URL again: already answered there, so not run a third time
     await asyncio.sleep(2.0)
     assert handlers.started.count((first["RequestId"], "Create")) == 2
-

@@ -6,6 +6,7 @@ crhelper's README shows, and as AWS's own examples ship them (a renamed cfnrespo
 named resource.py, two index.handler functions); they know nothing of the daemon. crhelper's
 `@helper.poll_create` is polled by the daemon's scheduler (the poll contract).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,9 +43,16 @@ LAMBDA_HANDLERS = (
     ("Custom::Hang", "lambda:index.handler"),
     ("Custom::CrhSecret", f"{FN}.crhelper_secret.handler"),
 )
-FOLDERS = {"Custom::Renamed": "renamed", "Custom::S3Objects": "objects", "Custom::TwinA": "twin_a",
-           "Custom::TwinB": "twin_b", "Custom::Quick": "quick", "Custom::Crash": "crash", "Custom::Loud": "loud",
-           "Custom::Hang": "hang"}
+FOLDERS = {
+    "Custom::Renamed": "renamed",
+    "Custom::S3Objects": "objects",
+    "Custom::TwinA": "twin_a",
+    "Custom::TwinB": "twin_b",
+    "Custom::Quick": "quick",
+    "Custom::Crash": "crash",
+    "Custom::Loud": "loud",
+    "Custom::Hang": "hang",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -55,15 +63,21 @@ def _region(monkeypatch):
 @pytest.fixture
 def serve(run_daemon, tmp_path):
     """`await serve("Custom::Greeting", ...)`: a daemon serving those functions (and the test handlers)."""
+
     async def start(*types: str, function_env: dict[str, dict[str, str]] | None = None, **overrides):
         settings = [f"{t}=code={FOLDER / FOLDERS[t]}" for t in types if t in FOLDERS]
         settings += [f"{t}=env.{k}={v}" for t, env in (function_env or {}).items() for k, v in env.items()]
-        settings += [f"Custom::CrhPoll=env.RAN_FILE={tmp_path / 'ran.txt'}", "Custom::Loud=env.LOG_LEVEL=DEBUG",
-                     "Custom::Loud=env.GREETING=hello from the environment", "Custom::Hang=concurrency=1"]
+        settings += [
+            f"Custom::CrhPoll=env.RAN_FILE={tmp_path / 'ran.txt'}",
+            "Custom::Loud=env.LOG_LEVEL=DEBUG",
+            "Custom::Loud=env.GREETING=hello from the environment",
+            "Custom::Hang=concurrency=1",
+        ]
         functions = {k: v for k, v in parse_options(settings).items() if k in types}
         handlers = TEST_HANDLERS + tuple(h for h in LAMBDA_HANDLERS if h[0] in types)
         overrides.setdefault("concurrency", 4)
         return await run_daemon(handlers=handlers, functions=functions, poll_interval=0.5, **overrides)
+
     return start
 
 
@@ -80,18 +94,32 @@ async def round_trip(stack: Stack, resource_type: str, logical_id: str, name: st
     stack.publish(create)
     out.append(await response_of(stack, create))
     physical_id = out[-1]["PhysicalResourceId"]
-    update = stack.request("Update", logical_id, resource_type=resource_type, properties={"Name": name + "2"},
-                           old_properties={"Name": name}, physical_id=physical_id)
+    update = stack.request(
+        "Update",
+        logical_id,
+        resource_type=resource_type,
+        properties={"Name": name + "2"},
+        old_properties={"Name": name},
+        physical_id=physical_id,
+    )
     stack.publish(update)
     out.append(await response_of(stack, update))
-    delete = stack.request("Delete", logical_id, resource_type=resource_type, properties={"Name": name + "2"},
-                           physical_id=out[-1]["PhysicalResourceId"])
+    delete = stack.request(
+        "Delete",
+        logical_id,
+        resource_type=resource_type,
+        properties={"Name": name + "2"},
+        physical_id=out[-1]["PhysicalResourceId"],
+    )
     stack.publish(delete)
     out.append(await response_of(stack, delete))
     for resp, req in zip(out, (create, update, delete)):
         assert resp is not None, f"no answer to {req['RequestType']}"
         assert (resp["StackId"], resp["RequestId"], resp["LogicalResourceId"]) == (
-            req["StackId"], req["RequestId"], req["LogicalResourceId"])
+            req["StackId"],
+            req["RequestId"],
+            req["LogicalResourceId"],
+        )
     return out
 
 
@@ -136,8 +164,9 @@ async def test_concurrent_requests_to_one_crhelper_function_get_their_own_answer
     """crhelper keeps the request it serves on its module-level helper: one call at a time per process
     (concurrency 1: one process; the requests beyond it wait, or are queued for the poll scheduler)."""
     await serve("Custom::Crh")
-    requests = [stack.request("Create", f"R{i}", resource_type="Custom::Crh", properties={"Name": f"n{i}"})
-                for i in range(4)]
+    requests = [
+        stack.request("Create", f"R{i}", resource_type="Custom::Crh", properties={"Name": f"n{i}"}) for i in range(4)
+    ]
     for req in requests:
         stack.publish(req)
     responses = await asyncio.gather(*(response_of(stack, req, timeout=40) for req in requests))
@@ -164,9 +193,12 @@ async def test_common_mistakes_get_clear_answers(serve, stack: Stack) -> None:
 
 
 async def test_a_crhelper_poll_create_is_polled_by_the_daemon_until_it_returns_an_id(
-        serve, stack: Stack, provider: Provider, tmp_path: Path) -> None:
+    serve, stack: Stack, provider: Provider, tmp_path: Path
+) -> None:
     await serve("Custom::CrhPoll")
-    request = stack.request("Create", "Snapshot", resource_type="Custom::CrhPoll", properties={"Name": "s1", "Polls": "3"})
+    request = stack.request(
+        "Create", "Snapshot", resource_type="Custom::CrhPoll", properties={"Name": "s1", "Polls": "3"}
+    )
     stack.publish(request)
     deadline = time.monotonic() + 20
     while "poll_create" not in ran(tmp_path, request["RequestId"]):
@@ -181,10 +213,16 @@ async def test_a_crhelper_poll_create_is_polled_by_the_daemon_until_it_returns_a
     assert ran(tmp_path, request["RequestId"]) == ["create", "poll_create", "poll_create", "poll_create"]  # create once
 
 
-async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(serve, stack: Stack, tmp_path: Path) -> None:
+async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(
+    serve, stack: Stack, tmp_path: Path
+) -> None:
     await serve("Custom::CrhPoll")
-    request = stack.request("Create", "Broken", resource_type="Custom::CrhPoll",
-                            properties={"Name": "b1", "PollRaise": "the snapshot failed"})
+    request = stack.request(
+        "Create",
+        "Broken",
+        resource_type="Custom::CrhPoll",
+        properties={"Name": "b1", "PollRaise": "the snapshot failed"},
+    )
     stack.publish(request)
     resp = await response_of(stack, request, timeout=30)
     assert resp["Status"] == "FAILED" and resp["Reason"] == "the snapshot failed"
@@ -196,7 +234,8 @@ async def test_a_raising_crhelper_poll_is_failed_with_the_id_create_returned(ser
 
 
 async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_leaves_with_the_window(
-        serve, stack: Stack, tmp_path) -> None:
+    serve, stack: Stack, tmp_path
+) -> None:
     """crhelper keeps helper.Data in CrHelperData from poll to poll, so it is stored as progress.
     With helper.NoEcho set: `requests` (table and --json) never shows it while the request polls;
     it is kept in clear only for the replay window, like the NoEcho body; after that the store
@@ -224,7 +263,9 @@ async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_l
             assert time.monotonic() < deadline, "never polled"
             await asyncio.sleep(0.05)
         assert secret in (record.progress or "")  # the poll needs it: kept while the request polls ...
-        assert record.scrub_at is not None and record.scrub_at > time.time() + NOECHO_REPLAY_WINDOW - 60  # ... for a while
+        assert (
+            record.scrub_at is not None and record.scrub_at > time.time() + NOECHO_REPLAY_WINDOW - 60
+        )  # ... for a while
         for args in (["--json"], []):
             shown = await asyncio.to_thread(CliRunner().invoke, main, ["requests", "--state", state_url, *args])
             assert shown.exit_code == 0 and "Vault" in shown.output, shown.output
@@ -246,8 +287,15 @@ async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_l
 
 
 async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secret(spawn, stack: Stack) -> None:
-    daemon = spawn("lambda", "--handler", f"Custom::Secret={FN}.cfnresponse_function.secret_handler",
-                   "--handler", f"Custom::Greeting={FN}.cfnresponse_function.handler", "--log-level", "debug")
+    daemon = spawn(
+        "lambda",
+        "--handler",
+        f"Custom::Secret={FN}.cfnresponse_function.secret_handler",
+        "--handler",
+        f"Custom::Greeting={FN}.cfnresponse_function.handler",
+        "--log-level",
+        "debug",
+    )
     secret = stack.request("Create", "Password", resource_type="Custom::Secret")
     greeting = stack.request("Create", "Hello", resource_type="Custom::Greeting", properties={"Name": "cy"})
     stack.publish(secret)
@@ -265,6 +313,7 @@ async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secre
 
 
 # --- as AWS's own examples ship them -------------------------------------------------------------
+
 
 async def test_a_renamed_cfnresponse_copy_answers_with_its_own_urllib_put(serve, stack: Stack) -> None:
     """custom_response.py (AWS's macro examples) PUTs by itself: that PUT is the answer, so the Create
@@ -287,14 +336,22 @@ async def test_a_function_module_named_resource_and_two_index_handlers_in_one_da
     assert resp["Data"] == {"Module": "resource"}
     a, b = [await response_of(stack, req) for req in twins]
     assert (a["PhysicalResourceId"], a["Data"], b["PhysicalResourceId"], b["Data"]) == (
-        "a-1", {"Twin": "a"}, "b-1", {"Twin": "b"})
+        "a-1",
+        {"Twin": "a"},
+        "b-1",
+        {"Twin": "b"},
+    )
 
 
 async def test_a_1_s_service_timeout_is_answered_success(serve, stack: Stack) -> None:
     """AWS's getfromjson example sets ServiceTimeout 1: the function is called, and answers in time."""
     await serve("Custom::Quick")
-    request = stack.request("Create", "FromJson", resource_type="Custom::Quick",
-                            properties={"ServiceTimeout": "1", "Json": '{"colour": "blue"}', "Key": "colour"})
+    request = stack.request(
+        "Create",
+        "FromJson",
+        resource_type="Custom::Quick",
+        properties={"ServiceTimeout": "1", "Json": '{"colour": "blue"}', "Key": "colour"},
+    )
     stack.publish(request)
     resp = await response_of(stack, request)
     assert resp["Status"] == "SUCCESS", resp
@@ -318,7 +375,8 @@ async def test_a_function_that_calls_os_exit_fails_only_that_request(serve, stac
 
 
 async def test_a_function_reading_its_environment_and_setting_the_root_level_leaves_the_daemon_alone(
-        serve, stack: Stack) -> None:
+    serve, stack: Stack
+) -> None:
     root = logging.getLogger()
     before = (root.level, list(root.handlers))
     with capture_logs() as logs:
@@ -337,8 +395,12 @@ async def test_a_hung_function_cannot_starve_another(serve, stack: Stack, provid
     """Four requests to a function that hangs (concurrency 1) in a daemon with four slots: one runs,
     one waits, the others wait in the store for the poll scheduler; another function answers at once."""
     await serve("Custom::Hang", "Custom::Greeting", grace_period=1.0)
-    hung = [stack.request("Create", f"Hung{i}", resource_type="Custom::Hang",
-                          properties={"Hang": "yes", "ServiceTimeout": "30"}) for i in range(4)]
+    hung = [
+        stack.request(
+            "Create", f"Hung{i}", resource_type="Custom::Hang", properties={"Hang": "yes", "ServiceTimeout": "30"}
+        )
+        for i in range(4)
+    ]
     for req in hung:
         stack.publish(req)
     await asyncio.sleep(2.0)
@@ -365,11 +427,19 @@ def _children(pid: int) -> list[int]:
 
 
 async def test_sigterm_hands_a_running_call_back_and_ends_the_functions_processes(
-        spawn, stack: Stack, provider: Provider) -> None:
+    spawn, stack: Stack, provider: Provider
+) -> None:
     from tests.support.daemons import stop_gracefully, wait_for_event
 
-    daemon = spawn("stop", "--handler", "Custom::Hang=lambda:index.handler",
-                   "--function", f"Custom::Hang=code={FOLDER / 'hang'}", "--grace-period", "1")
+    daemon = spawn(
+        "stop",
+        "--handler",
+        "Custom::Hang=lambda:index.handler",
+        "--function",
+        f"Custom::Hang=code={FOLDER / 'hang'}",
+        "--grace-period",
+        "1",
+    )
     wait_for_event(daemon, event="functions_started")
     assert daemon.proc is not None
     workers = _children(daemon.proc.pid)
@@ -383,7 +453,9 @@ async def test_sigterm_hands_a_running_call_back_and_ends_the_functions_processe
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)
     assert await asyncio.to_thread(stop_gracefully, daemon, 30) == 0
-    released = [e for e in daemon.events() if e.get("event") == "request" and e.get("request_id") == request["RequestId"]]
+    released = [
+        e for e in daemon.events() if e.get("event") == "request" and e.get("request_id") == request["RequestId"]
+    ]
     assert [e["outcome"] for e in released] == ["released"]  # an hour left: another worker takes it
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()

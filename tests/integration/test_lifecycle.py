@@ -1,4 +1,5 @@
 """Create / Update / Delete through the real path: SNS -> SQS -> daemon -> presigned S3 PUT."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,13 @@ async def test_create_update_delete_round_trip(run_daemon, stack: Stack) -> None
     for key in ("StackId", "RequestId", "LogicalResourceId"):
         assert resp[key] == create[key]
 
-    update = stack.request("Update", "Thing", properties={"Name": "thing-1", "Colour": "red"},
-                           old_properties={"Name": "thing-1", "Colour": "blue"}, physical_id="thing-1")
+    update = stack.request(
+        "Update",
+        "Thing",
+        properties={"Name": "thing-1", "Colour": "red"},
+        old_properties={"Name": "thing-1", "Colour": "blue"},
+        physical_id="thing-1",
+    )
     stack.publish(update)
     resp = await response_of(stack, update)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "thing-1"
@@ -46,8 +52,9 @@ async def test_answered_messages_are_deleted_from_the_queue(run_daemon, stack: S
 
 
 @pytest.mark.parametrize("resource_type", ["Custom::Test", "Custom::AsyncTest"])
-async def test_create_without_id_gets_a_deterministic_one_and_update_keeps_it(run_daemon, stack: Stack,
-                                                                               resource_type: str) -> None:
+async def test_create_without_id_gets_a_deterministic_one_and_update_keeps_it(
+    run_daemon, stack: Stack, resource_type: str
+) -> None:
     await run_daemon()
     create = stack.request("Create", "Widget", resource_type=resource_type)
     stack.publish(create)
@@ -56,8 +63,14 @@ async def test_create_without_id_gets_a_deterministic_one_and_update_keeps_it(ru
     physical_id = resp["PhysicalResourceId"]
     assert physical_id.startswith(f"{stack.name}-Widget-")
 
-    update = stack.request("Update", "Widget", resource_type=resource_type, properties={"X": "1"},
-                           old_properties={}, physical_id=physical_id)
+    update = stack.request(
+        "Update",
+        "Widget",
+        resource_type=resource_type,
+        properties={"X": "1"},
+        old_properties={},
+        physical_id=physical_id,
+    )
     stack.publish(update)
     resp = await response_of(stack, update)
     assert resp["Status"] == "SUCCESS"
@@ -82,8 +95,14 @@ async def test_raw_message_delivery_is_served_when_verification_is_off(emulator,
 
 async def test_update_with_a_new_id_is_a_replacement(run_daemon, stack: Stack) -> None:
     await run_daemon()
-    update = stack.request("Update", "R", resource_type="Custom::Test", physical_id="old-id",
-                           properties={"ReturnJson": json.dumps({"PhysicalResourceId": "new-id"})}, old_properties={})
+    update = stack.request(
+        "Update",
+        "R",
+        resource_type="Custom::Test",
+        physical_id="old-id",
+        properties={"ReturnJson": json.dumps({"PhysicalResourceId": "new-id"})},
+        old_properties={},
+    )
     stack.publish(update)
     resp = await response_of(stack, update)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "new-id"
@@ -91,8 +110,13 @@ async def test_update_with_a_new_id_is_a_replacement(run_daemon, stack: Stack) -
 
 async def test_delete_never_changes_the_id(run_daemon, stack: Stack) -> None:
     await run_daemon()
-    delete = stack.request("Delete", "R", resource_type="Custom::Test", physical_id="keep-me",
-                           properties={"ReturnJson": json.dumps({"PhysicalResourceId": "other", "Data": {"a": "b"}})})
+    delete = stack.request(
+        "Delete",
+        "R",
+        resource_type="Custom::Test",
+        physical_id="keep-me",
+        properties={"ReturnJson": json.dumps({"PhysicalResourceId": "other", "Data": {"a": "b"}})},
+    )
     stack.publish(delete)
     resp = await response_of(stack, delete)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == "keep-me"

@@ -1,4 +1,5 @@
 """Metrics over real HTTP, and the minute summary line for operators without Prometheus."""
+
 from __future__ import annotations
 
 import asyncio
@@ -69,7 +70,9 @@ def test_hostile_label_values_are_bounded(provider, tmp_path) -> None:
     from cfn_provider.service import Service
     from tests.support.daemons import TEST_HANDLERS, settings_for
 
-    service = Service(settings_for(provider, tmp_path, handlers=(*TEST_HANDLERS, ("Custom::Acme*", "tests.support.handlers"))))
+    service = Service(
+        settings_for(provider, tmp_path, handlers=(*TEST_HANDLERS, ("Custom::Acme*", "tests.support.handlers")))
+    )
     metrics = service.metrics
     metrics.handler_ran("Custom::Test", "Create", 0.1)
     metrics.request_done("Create", "answered", "SUCCESS")
@@ -94,5 +97,5 @@ def test_the_metrics_endpoint_listens_on_loopback_unless_told_otherwise() -> Non
 
     assert Settings(queue_url="q").metrics_address == "127.0.0.1"
     result = CliRunner().invoke(main, ["run", "--help"])
-    option = result.output[result.output.index("--metrics-address"):]
+    option = result.output[result.output.index("--metrics-address") :]
     assert "[default: 127.0.0.1]" in option[:400]

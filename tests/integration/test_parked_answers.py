@@ -10,6 +10,7 @@ it leaves the `polls` index and holds no lease. So:
   the daemon for that lease: it is answered from the store (a FAILED re-sent to a new URL) or,
   for the URL that cannot be reached, deleted, within its own deadline.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -69,8 +70,9 @@ def parked_requests(stack: Stack, s3: StubS3, per_shard: int) -> list[dict[str, 
     out: list[dict[str, Any]] = []
     counts = [0] * POLL_SHARDS
     while min(counts) < per_shard:
-        req = stack.request("Create", f"Parked{len(out)}", resource_type="Custom::Poll",
-                            properties={"Polls": "1", "AfterSeconds": "1"})
+        req = stack.request(
+            "Create", f"Parked{len(out)}", resource_type="Custom::Poll", properties={"Polls": "1", "AfterSeconds": "1"}
+        )
         req["ResponseURL"] = forbidden(s3, f"parked/{req['RequestId']}")
         counts[int(shard(idempotency_key(req["StackId"], req["RequestId"])))] += 1
         out.append(req)
@@ -78,10 +80,16 @@ def parked_requests(stack: Stack, s3: StubS3, per_shard: int) -> list[dict[str, 
 
 
 async def test_more_parked_answers_than_the_query_limit_do_not_starve_due_polls(
-        run_daemon, stack: Stack, provider: Provider, stub_s3: StubS3, dynamodb_state: str) -> None:
-    await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5, concurrency=CONCURRENCY, visibility_timeout=LEASE,
-                     state=f"dynamodb://{dynamodb_state}",
-                     allow_response_urls=(provider.emulator.endpoint + "/", stub_s3.base_url))
+    run_daemon, stack: Stack, provider: Provider, stub_s3: StubS3, dynamodb_state: str
+) -> None:
+    await run_daemon(
+        handlers=POLL_HANDLERS,
+        poll_interval=0.5,
+        concurrency=CONCURRENCY,
+        visibility_timeout=LEASE,
+        state=f"dynamodb://{dynamodb_state}",
+        allow_response_urls=(provider.emulator.endpoint + "/", stub_s3.base_url),
+    )
     parked = parked_requests(stack, stub_s3, per_shard=CONCURRENCY + 3)
     for req in parked:
         stack.publish(req)
@@ -91,8 +99,12 @@ async def test_more_parked_answers_than_the_query_limit_do_not_starve_due_polls(
         await asyncio.sleep(0.2)
     await asyncio.sleep(LEASE + 2)  # every parked answer's next poll has passed by now
 
-    good = [stack.request("Create", f"Good{i}", resource_type="Custom::Poll",
-                          properties={"Polls": "2", "AfterSeconds": "1"}) for i in range(4)]
+    good = [
+        stack.request(
+            "Create", f"Good{i}", resource_type="Custom::Poll", properties={"Polls": "2", "AfterSeconds": "1"}
+        )
+        for i in range(4)
+    ]
     for req in good:
         stack.publish(req)
     answers = await asyncio.gather(*(response_of(stack, req, timeout=45) for req in good))
@@ -106,25 +118,42 @@ def legacy_parked(request: dict[str, Any], status: str) -> Callable[[Any], Await
     """The store calls an older release made for a polled answer whose PUT got 403: the answer
     leased for 30 days (still listed in the poll index, its next poll a minute away)."""
     key, token = idempotency_key(request["StackId"], request["RequestId"]), "step-token"
-    body = json.dumps({"Status": status, "Reason": "" if status == "SUCCESS" else "the snapshot failed",
-                       "PhysicalResourceId": "op-parked", "StackId": request["StackId"],
-                       "RequestId": request["RequestId"], "LogicalResourceId": request["LogicalResourceId"]}).encode()
+    body = json.dumps(
+        {
+            "Status": status,
+            "Reason": "" if status == "SUCCESS" else "the snapshot failed",
+            "PhysicalResourceId": "op-parked",
+            "StackId": request["StackId"],
+            "RequestId": request["RequestId"],
+            "LogicalResourceId": request["LogicalResourceId"],
+        }
+    ).encode()
     progress = PollState({"polls": 1}, "op-parked", time.time() + 3000, 1, time.time()).dumps()
 
     async def calls(store: Any) -> None:
-        assert (await store.claim(key, "old-daemon", url_digest(request["ResponseURL"]), 60, token="claim",
-                                  request=json.dumps(request))).acquired
+        assert (
+            await store.claim(
+                key, "old-daemon", url_digest(request["ResponseURL"]), 60, token="claim", request=json.dumps(request)
+            )
+        ).acquired
         assert await store.save_progress(key, "claim", progress, time.time())
         assert await store.take_poll(key, "old-daemon", 60, token=token) is not None
         assert await store.save_response(key, token, status, body)
         assert await store.extend(key, token, 30 * 24 * 3600)
+
     return calls
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "dynamodb"])
 async def test_a_later_copy_of_a_parked_request_never_waits_for_its_lease(
-        backend: str, request: pytest.FixtureRequest, run_daemon, stack: Stack, provider: Provider,
-        stub_s3: StubS3, tmp_path: Path) -> None:
+    backend: str,
+    request: pytest.FixtureRequest,
+    run_daemon,
+    stack: Stack,
+    provider: Provider,
+    stub_s3: StubS3,
+    tmp_path: Path,
+) -> None:
     if backend == "dynamodb":
         table = request.getfixturevalue("dynamodb_state")
         state, store = f"dynamodb://{table}", DynamoDBStore(table)
@@ -141,8 +170,12 @@ async def test_a_later_copy_of_a_parked_request_never_waits_for_its_lease(
         await store.close()
 
     with capture_logs() as logs:
-        await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5, state=state,
-                         allow_response_urls=(provider.emulator.endpoint + "/", stub_s3.base_url))
+        await run_daemon(
+            handlers=POLL_HANDLERS,
+            poll_interval=0.5,
+            state=state,
+            allow_response_urls=(provider.emulator.endpoint + "/", stub_s3.base_url),
+        )
         stack.publish(unreachable)  # a copy for the URL that answers 403
         stack.publish(retried)  # CloudFormation asking again, with a new URL
         answer = await response_of(stack, retried, timeout=20)

@@ -9,6 +9,7 @@
 - A handler that returns InProgress without a poll function is answered FAILED saying so.
 - An SDK Resource (cfn_provider.Resource) polls through its poll_create the same way.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,28 +29,41 @@ from cfn_provider.ops.bootstrap import Bootstrap
 from cfn_provider.pipeline.request import stored_parts
 from cfn_provider.stores.sqlite import SQLiteStore
 from tests.support.aws import queue_counts, response_of
-from tests.support.daemons import (TEST_HANDLERS, fleet_member, recorded_calls, stop_gracefully, wait_for_event,
-                                   wait_until)
+from tests.support.daemons import (
+    TEST_HANDLERS,
+    fleet_member,
+    recorded_calls,
+    stop_gracefully,
+    wait_for_event,
+    wait_until,
+)
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
-POLL_HANDLERS = TEST_HANDLERS + (("Custom::Poll", "tests.support.polling_handlers"),
-                                 ("Custom::NoPoll", "tests.support.polling_handlers:no_poll"),
-                                 ("Custom::SdkPoll", "tests.support.polling_handlers:sdk_poll"))
+POLL_HANDLERS = TEST_HANDLERS + (
+    ("Custom::Poll", "tests.support.polling_handlers"),
+    ("Custom::NoPoll", "tests.support.polling_handlers:no_poll"),
+    ("Custom::SdkPoll", "tests.support.polling_handlers:sdk_poll"),
+)
 POLL_ARGS = ("--handler", "Custom::Poll=tests.support.polling_handlers", "--poll-interval", "0.5")
 
 
 def calls_of(calls_file: Path, request: dict) -> Counter:
-    return Counter(line.split(" ", 1)[1].split(" ")[0] for line in recorded_calls(calls_file)
-                   if line.startswith(request["RequestId"] + " "))
+    return Counter(
+        line.split(" ", 1)[1].split(" ")[0]
+        for line in recorded_calls(calls_file)
+        if line.startswith(request["RequestId"] + " ")
+    )
 
 
 # ---------------------------------------------------------------------------------- in process
 async def test_a_polling_create_is_answered_when_done_and_holds_no_message_meanwhile(
-        run_daemon, stack: Stack, provider: Provider, tmp_path: Path, calls_file: Path, monkeypatch) -> None:
+    run_daemon, stack: Stack, provider: Provider, tmp_path: Path, calls_file: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("CFN_TEST_CALLS_FILE", str(calls_file))
     await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5, concurrency=1)
-    request = stack.request("Create", "Snapshot", resource_type="Custom::Poll",
-                            properties={"Polls": "3", "AfterSeconds": "1"})
+    request = stack.request(
+        "Create", "Snapshot", resource_type="Custom::Poll", properties={"Polls": "3", "AfterSeconds": "1"}
+    )
     stack.publish(request)
     store = SQLiteStore(tmp_path / "state.db")
     try:
@@ -58,6 +72,7 @@ async def test_a_polling_create_is_answered_when_done_and_holds_no_message_meanw
         async def polling() -> bool:
             record = await store.get(key)
             return record is not None and record.state == "POLLING"
+
         deadline = time.monotonic() + 20
         while not await polling():
             assert time.monotonic() < deadline, "never POLLING"
@@ -87,11 +102,13 @@ async def test_a_polling_create_is_answered_when_done_and_holds_no_message_meanw
 
 
 async def test_an_sdk_resource_is_polled_through_its_poll_create(
-        run_daemon, stack: Stack, provider: Provider, calls_file: Path, monkeypatch) -> None:
+    run_daemon, stack: Stack, provider: Provider, calls_file: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("CFN_TEST_CALLS_FILE", str(calls_file))
     await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5)
-    request = stack.request("Create", "SdkSnapshot", resource_type="Custom::SdkPoll",
-                            properties={"Polls": "3", "AfterSeconds": "1"})
+    request = stack.request(
+        "Create", "SdkSnapshot", resource_type="Custom::SdkPoll", properties={"Polls": "3", "AfterSeconds": "1"}
+    )
     stack.publish(request)
     answer = await response_of(stack, request, timeout=30)
     assert answer["Status"] == "SUCCESS", answer
@@ -103,8 +120,12 @@ async def test_an_sdk_resource_is_polled_through_its_poll_create(
 
 async def test_a_raising_poll_fails_with_the_id_the_action_gave(run_daemon, stack: Stack) -> None:
     await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5)
-    request = stack.request("Create", "Broken", resource_type="Custom::Poll",
-                            properties={"PollRaise": "the snapshot failed", "AfterSeconds": "1"})
+    request = stack.request(
+        "Create",
+        "Broken",
+        resource_type="Custom::Poll",
+        properties={"PollRaise": "the snapshot failed", "AfterSeconds": "1"},
+    )
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
     assert answer["Status"] == "FAILED"
@@ -124,8 +145,12 @@ async def test_in_progress_without_a_poll_function_is_failed_saying_so(run_daemo
 
 async def test_the_deadline_holds_for_a_poll_that_never_finishes(run_daemon, stack: Stack) -> None:
     await run_daemon(handlers=POLL_HANDLERS, poll_interval=0.5)
-    request = stack.request("Create", "Forever", resource_type="Custom::Poll",
-                            properties={"Polls": "100000", "AfterSeconds": "1", "ServiceTimeout": "6"})
+    request = stack.request(
+        "Create",
+        "Forever",
+        resource_type="Custom::Poll",
+        properties={"Polls": "100000", "AfterSeconds": "1", "ServiceTimeout": "6"},
+    )
     published = time.time()
     stack.publish(request)
     answer = await response_of(stack, request, timeout=20)
@@ -137,10 +162,15 @@ async def test_the_deadline_holds_for_a_poll_that_never_finishes(run_daemon, sta
 # ---------------------------------------------------------------------------------- SIGKILL
 @pytest.mark.slow
 def test_polling_resumes_after_sigkill_mid_poll_and_create_runs_once(
-        spawn, stack: Stack, provider: Provider, calls_file: Path) -> None:
+    spawn, stack: Stack, provider: Provider, calls_file: Path
+) -> None:
     first = spawn("first", *POLL_ARGS, "--visibility-timeout", "5")
-    request = stack.request("Create", "Slow", resource_type="Custom::Poll",
-                            properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "2"})
+    request = stack.request(
+        "Create",
+        "Slow",
+        resource_type="Custom::Poll",
+        properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "2"},
+    )
     stack.publish(request)
     wait_until(lambda: calls_of(calls_file, request)["poll-start"] >= 2, 30, "the second poll to start")
     first.kill()  # mid-poll: its progress says one poll done; the lease lapses after 5 s
@@ -163,8 +193,12 @@ def test_polling_resumes_after_sigkill_mid_poll_and_create_runs_once(
 @pytest.mark.slow
 def test_a_stopping_daemon_hands_its_poll_over(spawn, stack: Stack, calls_file: Path) -> None:
     first = spawn("first", *POLL_ARGS, "--visibility-timeout", "30", "--grace-period", "1")
-    request = stack.request("Create", "HandedOver", resource_type="Custom::Poll",
-                            properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "3"})
+    request = stack.request(
+        "Create",
+        "HandedOver",
+        resource_type="Custom::Poll",
+        properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "3"},
+    )
     stack.publish(request)
     wait_until(lambda: calls_of(calls_file, request)["poll-start"] >= 1, 30, "the first poll to start")
     assert stop_gracefully(first) == 0  # SIGTERM: the running step is cut at the grace period, its lease let go
@@ -180,22 +214,34 @@ def test_a_stopping_daemon_hands_its_poll_over(spawn, stack: Stack, calls_file: 
 # ---------------------------------------------------------------------------------- fleet
 @pytest.mark.slow
 def test_a_fleet_takes_over_the_poll_of_a_killed_member_and_create_runs_once(
-        emulator: Emulator, tmp_path: Path, calls_file: Path) -> None:
+    emulator: Emulator, tmp_path: Path, calls_file: Path
+) -> None:
     make_dynamodb_writes_atomic()
     name = f"polls-{uuid.uuid4().hex[:10]}"
     table = f"{name}-state"
-    outcome = Bootstrap(boto3.Session(region_name=REGION), name=name, dynamodb_table=table,
-                        visibility_timeout=10).run()
+    outcome = Bootstrap(boto3.Session(region_name=REGION), name=name, dynamodb_table=table, visibility_timeout=10).run()
     emulator.client("s3").create_bucket(Bucket=name)
     provider = Provider(emulator, name, outcome.topic_arn, outcome.queue_url, name, outcome.dlq_url)
     stack = Stack(provider)
-    members = [fleet_member(emulator, provider, table, tmp_path / f"m{i}.log", env={
-        "CFN_TEST_CALLS_FILE": str(calls_file)}, extra_args=[*POLL_ARGS, "--visibility-timeout", "5"]).start()
-        for i in range(2)]
+    members = [
+        fleet_member(
+            emulator,
+            provider,
+            table,
+            tmp_path / f"m{i}.log",
+            env={"CFN_TEST_CALLS_FILE": str(calls_file)},
+            extra_args=[*POLL_ARGS, "--visibility-timeout", "5"],
+        ).start()
+        for i in range(2)
+    ]
     try:
         owners = {wait_for_event(m, event="started")["owner"]: m for m in members}
-        request = stack.request("Create", "Fleet", resource_type="Custom::Poll",
-                                properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "2"})
+        request = stack.request(
+            "Create",
+            "Fleet",
+            resource_type="Custom::Poll",
+            properties={"Polls": "3", "AfterSeconds": "1", "PollSleepSeconds": "2"},
+        )
         stack.publish(request)
         ddb = emulator.client("dynamodb")
         pk = {"pk": {"S": json.dumps([request["StackId"], request["RequestId"]])}}

@@ -1,6 +1,7 @@
 """docs/porting-lambda.md's examples, run: the walkthrough's function files and configuration, as the
 page shows them, through SNS -> SQS -> daemon -> presigned URL, against the emulator's S3; and the
 settings reference parses to what its comments say."""
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ def files() -> dict[str, str]:
     for block in re.findall(r"```[a-z]*\n(.*?)```", DOC.read_text(), flags=re.S):
         first, _, rest = block.partition("\n")
         if first.startswith("# file: "):
-            found[first[len("# file: "):].strip()] = rest
+            found[first[len("# file: ") :].strip()] = rest
     return found
 
 
@@ -33,9 +34,17 @@ def test_the_settings_reference_is_what_it_says(tmp_path):
     (tmp_path / "c.toml").write_text(files()["/etc/cfn-provider/settings-reference.toml"])
     values = load_config_file(tmp_path / "c.toml")
     assert values["handler"] == ["Custom::Thing=lambda:index.handler"]
-    assert parse_options(values["function"]) == {"Custom::Thing": FunctionSettings(
-        code="/opt/cfn-functions/thing", environment={"TABLE_NAME": "things", "LOG_LEVEL": "INFO"}, memory_mb=256,
-        concurrency=2, name="thing", log_group="/cfn-provider/thing", log_stream="thing")}
+    assert parse_options(values["function"]) == {
+        "Custom::Thing": FunctionSettings(
+            code="/opt/cfn-functions/thing",
+            environment={"TABLE_NAME": "things", "LOG_LEVEL": "INFO"},
+            memory_mb=256,
+            concurrency=2,
+            name="thing",
+            log_group="/cfn-provider/thing",
+            log_stream="thing",
+        )
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -66,12 +75,18 @@ async def test_the_walkthrough_ports_the_function_unchanged(run_daemon, stack: S
         assert resp["Data"] == {"Url": f"s3://{bucket}/README.txt"}
         obj = s3.get_object(Bucket=bucket, Key="README.txt")
         assert obj["Body"].read() == b"Hello" and obj["ContentType"] == "text/plain; charset=utf-8"
-        delete = stack.request("Delete", "Readme", resource_type="Custom::S3Object", properties=props,
-                               physical_id=resp["PhysicalResourceId"])
+        delete = stack.request(
+            "Delete",
+            "Readme",
+            resource_type="Custom::S3Object",
+            properties=props,
+            physical_id=resp["PhysicalResourceId"],
+        )
         stack.publish(delete)
         assert (await response_of(stack, delete))["Status"] == "SUCCESS"
         assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
     mine = [e for e in logs if e.get("function") == "Custom-S3Object"]
-    assert any(e.get("message") == f"Create s3://{bucket}/README.txt" and e["request_id"] == create["RequestId"]
-               for e in mine)
+    assert any(
+        e.get("message") == f"Create s3://{bucket}/README.txt" and e["request_id"] == create["RequestId"] for e in mine
+    )
     assert any(e.get("message") == "Status code: OK" for e in mine)

@@ -12,6 +12,7 @@ letter queue at once, so an empty DLQ proves no receive was spent beyond the fir
 Real in-process daemons on a real moto SNS -> SQS (with DLQ) -> S3; the unreachable store is a
 DynamoDB table behind tests.support.tcp_proxy.TcpProxy, taken down and brought back.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,12 +52,14 @@ def dead_lettered(provider: Provider) -> int:
 
 
 async def test_a_copy_waits_for_the_attempt_that_holds_it_without_spending_receives(
-        run_daemon, stack: Stack, provider: Provider) -> None:
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     """The handler outlives the lease period several times over; the second copy must neither run
     it again nor come back through the queue (which, at maxReceiveCount 1, dead-letters it)."""
     daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=4)
-    request = stack.request("Create", "Slow", resource_type="Custom::Test",
-                            properties={"SleepSeconds": str(VISIBILITY * 2.5)})
+    request = stack.request(
+        "Create", "Slow", resource_type="Custom::Test", properties={"SleepSeconds": str(VISIBILITY * 2.5)}
+    )
     with capture_logs() as logs:
         stack.publish(request)
         stack.publish(request)  # at-least-once: a second copy while the first is in flight
@@ -85,7 +88,8 @@ def dynamodb_proxy(emulator: Emulator, monkeypatch):
 
 
 async def test_a_store_outage_holds_messages_hidden_and_is_logged_once(
-        run_daemon, stack: Stack, provider: Provider, dynamodb_proxy) -> None:
+    run_daemon, stack: Stack, provider: Provider, dynamodb_proxy
+) -> None:
     proxy, table = dynamodb_proxy
     proxy.down()
     daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=8, state=f"dynamodb://{table}")
@@ -104,14 +108,16 @@ async def test_a_store_outage_holds_messages_hidden_and_is_logged_once(
     await daemon.stop()
     assert dead_lettered(provider) == 0, "a message was handed back during the outage and received again"
     events = [e.get("event") for e in logs]
-    assert events.count("store.unreachable") == 1 and events.count("store.back") == 1, \
-        [e for e in events if e and e.startswith(("store", "heartbeat"))]
+    assert events.count("store.unreachable") == 1 and events.count("store.back") == 1, [
+        e for e in events if e and e.startswith(("store", "heartbeat"))
+    ]
     assert "heartbeat.failed" not in events and "message.crashed" not in events
     assert sorted(handlers.calls) == sorted((r["RequestId"], "Create") for r in requests)
 
 
 async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attempt(
-        run_daemon, stack: Stack, provider: Provider, monkeypatch) -> None:
+    run_daemon, stack: Stack, provider: Provider, monkeypatch
+) -> None:
     """Every store write the daemon makes is applied and its answer lost on the first try (then
     retried): no copy defers against its own claim, no save is taken for a lost claim."""
     import cfn_provider.service as service
@@ -125,8 +131,10 @@ async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attem
     real_open_store = service.open_store
     monkeypatch.setattr(service, "open_store", open_lying_store)
     daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=8)
-    requests = [stack.request("Create", f"L{i}", resource_type="Custom::Test",
-                              properties={"SleepSeconds": str(0.2 * i)}) for i in range(4)]
+    requests = [
+        stack.request("Create", f"L{i}", resource_type="Custom::Test", properties={"SleepSeconds": str(0.2 * i)})
+        for i in range(4)
+    ]
     with capture_logs() as logs:
         for request in requests:
             stack.publish(request)
@@ -146,7 +154,8 @@ async def test_store_writes_whose_answers_are_lost_are_retried_as_the_same_attem
 
 
 async def test_a_full_disk_while_storing_an_answer_is_waited_out_and_never_reruns_the_handler(
-        run_daemon, stack: Stack, provider: Provider, monkeypatch) -> None:
+    run_daemon, stack: Stack, provider: Provider, monkeypatch
+) -> None:
     """SQLite's SQLITE_FULL while the answer is stored is an outage like an unreachable store:
     retried with backoff (the message kept hidden), logged once (though the lease extensions beside
     it, which need no room, get through), and the answer stored and sent once there is room
@@ -168,10 +177,12 @@ async def test_a_full_disk_while_storing_an_answer_is_waited_out_and_never_rerun
         def apply() -> None:
             size = store._db.execute("PRAGMA page_count").fetchone()[0]
             store._db.execute(f"PRAGMA max_page_count = {size if pages is None else pages}").fetchone()
+
         store._thread.call(apply)
 
-    request = stack.request("Create", "Big", resource_type="Custom::Test",
-                            properties={"DataSize": "3500", "SleepSeconds": "1"})
+    request = stack.request(
+        "Create", "Big", resource_type="Custom::Test", properties={"DataSize": "3500", "SleepSeconds": "1"}
+    )
     with capture_logs() as logs:
         stack.publish(request)
         assert await a_handler_runs(), "the handler never started"
@@ -194,7 +205,8 @@ async def test_a_full_disk_while_storing_an_answer_is_waited_out_and_never_rerun
 
 @pytest.mark.parametrize("provider", [2], indirect=True)  # the copy is received twice: waiter, then holder
 async def test_a_waiting_copy_is_handed_back_at_once_when_its_daemon_stops(
-        run_daemon, stack: Stack, provider: Provider) -> None:
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     """A deploy stops a daemon whose copy waits for another daemon's attempt: the stop does not
     wait out the grace period for it, and the copy is hidden for the lease's remaining time."""
     holder = await run_daemon(visibility_timeout=VISIBILITY, concurrency=1)

@@ -1,4 +1,5 @@
 """`cfn-provider redrive` moves dead letters back, lists them redacted, and can just look."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def test_redrive_moves_everything_back_and_lists_it_redacted(emulator: Emulator)
     assert "2 message(s) moved" in result.output
     sqs = emulator.client("sqs")
     assert queue_counts(sqs, provider.dlq_url) == (0, 0)
-    bodies = sorted(m["Body"] for m in sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10)["Messages"])
+    bodies = sorted(
+        m["Body"] for m in sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10)["Messages"]
+    )
     assert json.dumps(req) in bodies
 
 
@@ -59,8 +62,10 @@ def test_redrive_reads_the_daemons_own_config_file(emulator: Emulator, tmp_path)
     redrive has no use for (handlers, concurrency, topics) are skipped, not refused."""
     provider, req = dead_letters(emulator)
     config = tmp_path / "config.toml"
-    config.write_text(f'queue-url = "{provider.queue_url}"\nregion = "us-east-1"\ntopic-arn = ["{provider.topic_arn}"]\n'
-                      'concurrency = 4\n\n[handlers]\n"Custom::Echo" = true\n')
+    config.write_text(
+        f'queue-url = "{provider.queue_url}"\nregion = "us-east-1"\ntopic-arn = ["{provider.topic_arn}"]\n'
+        'concurrency = 4\n\n[handlers]\n"Custom::Echo" = true\n'
+    )
     result = CliRunner().invoke(main, ["redrive", "--config", str(config), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert f"Create Custom::Test Stuck RequestId={req['RequestId']}" in result.output

@@ -8,6 +8,7 @@
 
 Real daemon subprocesses (`python -m cfn_provider run`), real moto SNS -> SQS, real presigned S3 URLs.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,10 +50,15 @@ def publish_and_let_run(stack: Stack, sqs: Any, provider: Provider, request: dic
 
 
 def test_sigterm_finishes_in_flight_request_and_stops_receiving(
-        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+    spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path
+) -> None:
     daemon = spawn("d", "--grace-period", "20")
-    in_flight = stack.request("Create", "Busy", resource_type="Custom::Test",
-                              properties={"SleepSeconds": "5", "ReturnJson": json.dumps({"PhysicalResourceId": "busy-1"})})
+    in_flight = stack.request(
+        "Create",
+        "Busy",
+        resource_type="Custom::Test",
+        properties={"SleepSeconds": "5", "ReturnJson": json.dumps({"PhysicalResourceId": "busy-1"})},
+    )
     publish_and_let_run(stack, sqs, provider, in_flight)
 
     daemon.signal(signal.SIGTERM)
@@ -72,7 +78,8 @@ def test_sigterm_finishes_in_flight_request_and_stops_receiving(
 
 
 def test_grace_period_over_hands_request_back_and_exits_promptly(
-        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    spawn, stack: Stack, provider: Provider, sqs: Any
+) -> None:
     """A sync handler (the common, Lambda-ported kind) still running when the grace period ends:
     the message is released at once and the daemon exits, even though the thread cannot be killed."""
     daemon = spawn("d", "--grace-period", "1")
@@ -82,9 +89,13 @@ def test_grace_period_over_hands_request_back_and_exits_promptly(
     daemon.signal(signal.SIGTERM)
 
     # back on the queue within seconds, not after the 60 s visibility timeout
-    got = wait_until(lambda: sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=1,
-                                                 VisibilityTimeout=2).get("Messages"),
-                     20, "the message to be visible again")
+    got = wait_until(
+        lambda: sqs.receive_message(QueueUrl=provider.queue_url, WaitTimeSeconds=1, VisibilityTimeout=2).get(
+            "Messages"
+        ),
+        20,
+        "the message to be visible again",
+    )
     released_after = time.monotonic() - signalled
     assert json.loads(json.loads(got[0]["Body"])["Message"])["RequestId"] == request["RequestId"]
     assert released_after < 20
@@ -99,10 +110,15 @@ def test_grace_period_over_hands_request_back_and_exits_promptly(
 
 
 def test_released_request_is_answered_by_the_next_daemon(
-        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path) -> None:
+    spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path
+) -> None:
     first = spawn("first", "--grace-period", "1")
-    request = stack.request("Create", "Handoff", resource_type="Custom::AsyncTest",
-                            properties={"SleepSeconds": "10", "ReturnJson": json.dumps({"PhysicalResourceId": "handoff-1"})})
+    request = stack.request(
+        "Create",
+        "Handoff",
+        resource_type="Custom::AsyncTest",
+        properties={"SleepSeconds": "10", "ReturnJson": json.dumps({"PhysicalResourceId": "handoff-1"})},
+    )
     publish_and_let_run(stack, sqs, provider, request)
     first.signal(signal.SIGTERM)
     assert exit_code(first, 20, "after its grace period (1 s)") == 0
@@ -122,12 +138,14 @@ def test_released_request_is_answered_by_the_next_daemon(
 
 @pytest.mark.parametrize("resource_type", ["Custom::AsyncTest", "Custom::Test"])
 def test_grace_period_over_near_deadline_answers_failed(
-        spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path, resource_type: str) -> None:
+    spawn, stack: Stack, provider: Provider, sqs: Any, calls_file: Path, resource_type: str
+) -> None:
     """With under HANDOFF_MARGIN (60 s) left before the deadline, no other worker could finish
     in time: answer FAILED now rather than let the stack hang until ServiceTimeout."""
     daemon = spawn("d", "--grace-period", "1")
-    request = stack.request("Create", "Tight", resource_type=resource_type,
-                            properties={"SleepSeconds": "30", "ServiceTimeout": "50"})
+    request = stack.request(
+        "Create", "Tight", resource_type=resource_type, properties={"SleepSeconds": "30", "ServiceTimeout": "50"}
+    )
     publish_and_let_run(stack, sqs, provider, request)
     daemon.signal(signal.SIGTERM)
 
@@ -146,8 +164,7 @@ def test_grace_period_over_near_deadline_answers_failed(
 
 
 @pytest.mark.parametrize("resource_type", ["Custom::Test", "Custom::AsyncTest"])
-def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, sqs: Any,
-                                      resource_type: str) -> None:
+def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, sqs: Any, resource_type: str) -> None:
     daemon = spawn("d", "--grace-period", "20")
     request = stack.request("Create", "Stuck", resource_type=resource_type, properties={"SleepSeconds": "30"})
     publish_and_let_run(stack, sqs, provider, request)
@@ -166,7 +183,8 @@ def test_second_sigterm_stops_at_once(spawn, stack: Stack, provider: Provider, s
 
 
 def test_grace_period_starts_at_the_signal_not_after_the_open_long_poll(
-        spawn, stack: Stack, provider: Provider, sqs: Any) -> None:
+    spawn, stack: Stack, provider: Provider, sqs: Any
+) -> None:
     """With SQS's full 20 s long poll (the default), the poll opened after the message was taken is
     still open at SIGTERM: the grace period is not kept waiting for it to return."""
     daemon = spawn("d", "--grace-period", "2", "--wait-seconds", "20")

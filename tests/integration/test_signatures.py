@@ -3,6 +3,7 @@
 Tests cannot serve from sns.<region>.amazonaws.com, so the daemon is told to trust the test's
 certificate server with --trust-signing-cert-url (off by default).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,13 +33,15 @@ async def start_verifying(run_daemon, certs: CertServer):
 
 
 @pytest.mark.parametrize("version", ["1", "2"])
-async def test_signed_notification_is_served(run_daemon, stack: Stack, provider: Provider, certs: CertServer,
-                                             identity, version: str) -> None:
+async def test_signed_notification_is_served(
+    run_daemon, stack: Stack, provider: Provider, certs: CertServer, identity, version: str
+) -> None:
     await start_verifying(run_daemon, certs)
     cert_url = certs.add("SimpleNotificationService-test.pem", identity.cert_pem)
     req = stack.request("Create", "Signed", resource_type="Custom::Test")
-    envelope = sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url, subject="hello"),
-                             identity, version)
+    envelope = sign_envelope(
+        notification(json.dumps(req), provider.topic_arn, cert_url, subject="hello"), identity, version
+    )
     send_raw(provider, json.dumps(envelope))
     resp = await response_of(stack, req)
     assert resp is not None and resp["Status"] == "SUCCESS"
@@ -54,8 +57,9 @@ TAMPERING = {
 
 
 @pytest.mark.parametrize("tamper", list(TAMPERING), ids=list(TAMPERING))
-async def test_tampered_notification_is_rejected_and_not_run(run_daemon, stack: Stack, provider: Provider,
-                                                             certs: CertServer, identity, tamper: str) -> None:
+async def test_tampered_notification_is_rejected_and_not_run(
+    run_daemon, stack: Stack, provider: Provider, certs: CertServer, identity, tamper: str
+) -> None:
     await start_verifying(run_daemon, certs)
     cert_url = certs.add("SimpleNotificationService-test.pem", identity.cert_pem)
     req = stack.request("Create", "Tampered", resource_type="Custom::Test")
@@ -69,13 +73,17 @@ async def test_tampered_notification_is_rejected_and_not_run(run_daemon, stack: 
     assert handlers.started == []
 
 
-@pytest.mark.parametrize("cert_url", [
-    "https://sns.us-east-1.amazonaws.com.evil.example/SimpleNotificationService-x.pem",
-    "http://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem",
-    "https://evil.example/SimpleNotificationService-x.pem",
-])
-async def test_certificate_from_an_untrusted_url_is_rejected(run_daemon, stack: Stack, provider: Provider,
-                                                            certs: CertServer, identity, cert_url: str) -> None:
+@pytest.mark.parametrize(
+    "cert_url",
+    [
+        "https://sns.us-east-1.amazonaws.com.evil.example/SimpleNotificationService-x.pem",
+        "http://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem",
+        "https://evil.example/SimpleNotificationService-x.pem",
+    ],
+)
+async def test_certificate_from_an_untrusted_url_is_rejected(
+    run_daemon, stack: Stack, provider: Provider, certs: CertServer, identity, cert_url: str
+) -> None:
     await start_verifying(run_daemon, certs)
     req = stack.request("Create", "BadCert", resource_type="Custom::Test")
     envelope = sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity)
@@ -95,8 +103,9 @@ async def assert_still_serving_signed(stack: Stack, provider: Provider, certs: C
     assert resp is not None and resp["Status"] == "SUCCESS"
 
 
-async def test_certificate_outage_defers_instead_of_dropping(run_daemon, stack: Stack, provider: Provider,
-                                                            certs: CertServer, identity) -> None:
+async def test_certificate_outage_defers_instead_of_dropping(
+    run_daemon, stack: Stack, provider: Provider, certs: CertServer, identity
+) -> None:
     """A certificate host answering 5xx right now is not proof of forgery: try again later."""
     await start_verifying(run_daemon, certs)
     path = "/SimpleNotificationService-later.pem"
@@ -104,7 +113,9 @@ async def test_certificate_outage_defers_instead_of_dropping(run_daemon, stack: 
     cert_url = certs.base_url + path.lstrip("/")
     req = stack.request("Create", "Later", resource_type="Custom::Test")
     with capture_logs() as logs:
-        send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity)))
+        send_raw(
+            provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity))
+        )
         await wait_for_event(logs, "deferred")
     del certs.statuses[path]
     certs.add(path, identity.cert_pem)
@@ -112,15 +123,18 @@ async def test_certificate_outage_defers_instead_of_dropping(run_daemon, stack: 
     assert resp is not None and resp["Status"] == "SUCCESS"
 
 
-async def test_certificate_url_answering_404_is_a_forged_message(run_daemon, stack: Stack, provider: Provider,
-                                                                certs: CertServer, identity) -> None:
+async def test_certificate_url_answering_404_is_a_forged_message(
+    run_daemon, stack: Stack, provider: Provider, certs: CertServer, identity
+) -> None:
     """A 404 from the certificate host: no such certificate, so the message is forged. It is
     rejected as a security event at once (not retried), never run, never answered."""
     daemon = await start_verifying(run_daemon, certs)
     cert_url = certs.base_url + "SimpleNotificationService-made-up.pem"
     req = stack.request("Create", "Forged", resource_type="Custom::Test")
     with capture_logs() as logs:
-        send_raw(provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity)))
+        send_raw(
+            provider, json.dumps(sign_envelope(notification(json.dumps(req), provider.topic_arn, cert_url), identity))
+        )
         event = await wait_for_event(logs, "security")
     assert "HTTP 404" in event["reason"]
     assert not [e for e in logs if e.get("event") in ("deferred", "request")]

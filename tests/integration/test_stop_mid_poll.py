@@ -1,4 +1,5 @@
 """Stopping during a long poll strands nothing: what that poll brings back is handed back at once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,8 +9,9 @@ from tests.support import handlers
 from tests.support.aws import response_of
 
 
-async def test_message_received_while_stopping_is_visible_again_at_once(run_daemon, stack: Stack,
-                                                                        provider: Provider) -> None:
+async def test_message_received_while_stopping_is_visible_again_at_once(
+    run_daemon, stack: Stack, provider: Provider
+) -> None:
     daemon = await run_daemon(wait_seconds=5)
     await asyncio.sleep(0.5)  # the daemon is now inside a 5 s long poll
     daemon.service.stop()

@@ -1,4 +1,5 @@
 """The daemon as systemd and a container health check see it, on a real subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,21 @@ pytestmark = pytest.mark.slow
 
 
 def run_check(state_dir: Path, max_age: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cfn_provider", "check", "--state", f"sqlite://{state_dir}/state.db",
-                           "--max-age", str(max_age)], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "check",
+            "--state",
+            f"sqlite://{state_dir}/state.db",
+            "--max-age",
+            str(max_age),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -32,14 +46,18 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_notifies_systemd_and_passes_check_while_serving(emulator: Emulator, provider: Provider,
-                                                         tmp_path: Path) -> None:
+def test_notifies_systemd_and_passes_check_while_serving(
+    emulator: Emulator, provider: Provider, tmp_path: Path
+) -> None:
     sock_path = tmp_path / "notify.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(0.5)
     daemon = SubprocessDaemon.for_provider(
-        emulator, provider, tmp_path, tmp_path / "daemon.log",
+        emulator,
+        provider,
+        tmp_path,
+        tmp_path / "daemon.log",
         env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "2000000"},  # WatchdogSec=2: ping every 1 s
     )
     received: list[str] = []
@@ -73,13 +91,13 @@ def test_notifies_systemd_and_passes_check_while_serving(emulator: Emulator, pro
     assert "stuck or gone" in result.stderr
 
 
-def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provider: Provider,
-                                                      tmp_path: Path) -> None:
+def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provider: Provider, tmp_path: Path) -> None:
     with socket.socket() as closed:  # a port with nothing listening
         closed.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    daemon = SubprocessDaemon.for_provider(emulator, provider, tmp_path, tmp_path / "daemon.log",
-                                           env={"AWS_ENDPOINT_URL_SQS": dead})
+    daemon = SubprocessDaemon.for_provider(
+        emulator, provider, tmp_path, tmp_path / "daemon.log", env={"AWS_ENDPOINT_URL_SQS": dead}
+    )
     try:
         daemon.start()
         result = wait_for(lambda: (r := run_check(tmp_path)).returncode == 1 and r, 40, "check to report the failure")
@@ -90,14 +108,21 @@ def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provid
 
 
 def _config(path: Path, provider: Provider, state_dir: Path) -> Path:
-    path.write_text(f'queue-url = "{provider.queue_url}"\ntopic-arn = ["{provider.topic_arn}"]\n'
-                    f'state = "sqlite://{state_dir}/state.db"\n')
+    path.write_text(
+        f'queue-url = "{provider.queue_url}"\ntopic-arn = ["{provider.topic_arn}"]\n'
+        f'state = "sqlite://{state_dir}/state.db"\n'
+    )
     return path
 
 
 def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cfn_provider", "check", *args], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "cfn_provider", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_check_reports_on_the_daemon_its_config_names_among_several(emulator: Emulator, tmp_path: Path) -> None:
@@ -108,22 +133,48 @@ def test_check_reports_on_the_daemon_its_config_names_among_several(emulator: Em
     with socket.socket() as closed:  # a port with nothing listening
         closed.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    base = [sys.executable, "-m", "cfn_provider", "run", "--no-verify-signatures", "--wait-seconds", "1",
-            "--max-backoff", "1", "--log-format", "json", "--handler", "Custom::Echo"]
+    base = [
+        sys.executable,
+        "-m",
+        "cfn_provider",
+        "run",
+        "--no-verify-signatures",
+        "--wait-seconds",
+        "1",
+        "--max-backoff",
+        "1",
+        "--log-format",
+        "json",
+        "--handler",
+        "Custom::Echo",
+    ]
     env = {**os.environ, **emulator.env()}
-    daemons = [SubprocessDaemon([*base, "--config", str(configs[good.name])], env, tmp_path / "good.log"),
-               SubprocessDaemon([*base, "--config", str(configs[bad.name])], {**env, "AWS_ENDPOINT_URL_SQS": dead},
-                                tmp_path / "bad.log")]
+    daemons = [
+        SubprocessDaemon([*base, "--config", str(configs[good.name])], env, tmp_path / "good.log"),
+        SubprocessDaemon(
+            [*base, "--config", str(configs[bad.name])], {**env, "AWS_ENDPOINT_URL_SQS": dead}, tmp_path / "bad.log"
+        ),
+    ]
     try:
         for daemon in daemons:
             daemon.start()
         # (a daemon whose first receive has not returned yet is "starting", also exit 0)
-        ok = wait_for(lambda: (r := _check("--config", str(configs[good.name]))).stdout.startswith("ok ") and r, 30,
-                      "the good daemon's first receive")
+        ok = wait_for(
+            lambda: (r := _check("--config", str(configs[good.name]))).stdout.startswith("ok ") and r,
+            30,
+            "the good daemon's first receive",
+        )
         assert ok.stdout.startswith(f"ok (pid {daemons[0].proc.pid}): last receive ")
         assert f"daemon: sqs {good.queue_url} (health file {tmp_path}/health-{good.name}-" in ok.stdout
-        failed = wait_for(lambda: (r := _check("--config", str(configs[bad.name]))).returncode == 1
-                          and "the last receive failed" in r.stderr and r, 40, "the bad daemon's failure")
+        failed = wait_for(
+            lambda: (
+                (r := _check("--config", str(configs[bad.name]))).returncode == 1
+                and "the last receive failed" in r.stderr
+                and r
+            ),
+            40,
+            "the bad daemon's failure",
+        )
         assert f"the last receive failed (pid {daemons[1].proc.pid})" in failed.stderr
         assert f"daemon: sqs {bad.queue_url} (health file {tmp_path}/health-{bad.name}-" in failed.stderr
         # the same through the variables a container or systemd unit gives the daemon

@@ -3,6 +3,7 @@ answer carries a timed-out marker, and CloudFormation's rollback Delete with tha
 the handler's `delete` with the Create's properties, after the Create's thread has ended, so
 nothing leaks. The marker is attacker-chosen text on a Delete: only one this provider gave, for
 this very stack, resource and properties, ever makes the daemon call `delete`."""
+
 from __future__ import annotations
 
 import json
@@ -86,15 +87,22 @@ async def test_a_hostile_marker_never_reaches_delete(run_daemon, stack: Stack, p
     other_stack = Stack(provider)
     hostile = [
         # the real marker, someone else's properties (what delete would act on)
-        stack.request("Delete", "Thing", resource_type="Custom::Leaky", physical_id=marker,
-                      properties={**props, "Name": "someone-elses"}),
+        stack.request(
+            "Delete",
+            "Thing",
+            resource_type="Custom::Leaky",
+            physical_id=marker,
+            properties={**props, "Name": "someone-elses"},
+        ),
         # the real marker, another logical id / another stack
         stack.request("Delete", "Other", resource_type="Custom::Leaky", physical_id=marker, properties=props),
         other_stack.request("Delete", "Thing", resource_type="Custom::Leaky", physical_id=marker, properties=props),
     ]
     # self-consistent markers an attacker computed: for a RequestId never seen, and for a Create that succeeded
-    for create_id, logical, p in (("f0f0f0f0-0000-4000-8000-00000000dead", "Ghost", {"Name": "victim"}),
-                                  (ok["RequestId"], "Fine", ok_props)):
+    for create_id, logical, p in (
+        ("f0f0f0f0-0000-4000-8000-00000000dead", "Ghost", {"Name": "victim"}),
+        (ok["RequestId"], "Fine", ok_props),
+    ):
         forged = stack.request("Delete", logical, resource_type="Custom::Leaky", properties=p, physical_id="x")
         forged["PhysicalResourceId"] = marker_for(forged, create_id)
         hostile.append(forged)
@@ -142,8 +150,9 @@ async def test_an_async_create_that_swallows_its_cancel_is_answered_at_the_deadl
 
     stubborn = Stubborn()
     await run_daemon(handlers=(("Custom::Stubborn", stubborn),))
-    create = stack.request("Create", "Stubborn", resource_type="Custom::Stubborn",
-                           properties={"ServiceTimeout": "3", "RunSeconds": "25"})
+    create = stack.request(
+        "Create", "Stubborn", resource_type="Custom::Stubborn", properties={"ServiceTimeout": "3", "RunSeconds": "25"}
+    )
     with capture_logs() as logs:
         started = time.monotonic()
         stack.publish(create)
@@ -190,8 +199,9 @@ async def test_a_long_running_cleanup_that_fails_still_answers_the_rollback_dele
     stack.publish(create)
     marker = (await response_of(stack, create, timeout=30))["PhysicalResourceId"]
     assert marker.startswith(TIMED_OUT_PREFIX)
-    rollback = stack.request("Delete", "Snap", resource_type="Custom::LongCleanup", properties=props,
-                             physical_id=marker)
+    rollback = stack.request(
+        "Delete", "Snap", resource_type="Custom::LongCleanup", properties=props, physical_id=marker
+    )
     with capture_logs() as logs:
         stack.publish(rollback)
         done = await response_of(stack, rollback, timeout=30)

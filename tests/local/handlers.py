@@ -7,6 +7,7 @@
   an async handler calling time.sleep: the daemon itself cannot answer until it returns) or in
   the thread pool; Update and Delete answer at once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -68,8 +69,11 @@ class _SsmThing:
         import boto3
 
         props, ssm = event["ResourceProperties"], boto3.client("ssm")
-        value = (ssm.get_parameter(Name=props["FromParameter"])["Parameter"]["Value"] if "FromParameter" in props
-                 else props.get("Value", "x"))
+        value = (
+            ssm.get_parameter(Name=props["FromParameter"])["Parameter"]["Value"]
+            if "FromParameter" in props
+            else props.get("Value", "x")
+        )
         name = f"/things/{event['LogicalResourceId']}"
         ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
         return {"PhysicalResourceId": name, "Data": {"Value": value}}

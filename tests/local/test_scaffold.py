@@ -1,6 +1,7 @@
 """cfn_provider.local.scaffold: `cfn-provider init NAME` writes a handler project whose own test
 passes out of the box (run here as its author would, with this virtualenv), whose packaging
 registers the resource as an entry point, and which `simulate` serves by that entry point."""
+
 from __future__ import annotations
 
 import os
@@ -36,34 +37,68 @@ def test_the_generated_project_passes_its_own_test_runs_under_simulate_and_regis
     assert made.exit_code == 0, made.output
     project = tmp_path / "acme-things"
     assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} == {
-        "pyproject.toml", "README.md", "template.yaml", "src/acme_things/__init__.py", "src/acme_things/thing.py",
-        "tests/test_thing.py"}
+        "pyproject.toml",
+        "README.md",
+        "template.yaml",
+        "src/acme_things/__init__.py",
+        "src/acme_things/thing.py",
+        "tests/test_thing.py",
+    }
     assert "Custom::AcmeThings" in (project / "src/acme_things/thing.py").read_text()
 
     # its own test, as its author runs it
-    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env(),
-                            capture_output=True, text=True, timeout=600)
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert tested.returncode == 0 and "2 passed" in tested.stdout, tested.stdout + tested.stderr
 
     # its packaging: setuptools reads the entry point (group cfn_provider.handlers) from pyproject.toml;
     # with the metadata beside the package (as an install puts it), the bare type names it
-    meta = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "egg_info", "--egg-base",
-                           "src"], cwd=project, env=env(), capture_output=True, text=True, timeout=300)
+    meta = subprocess.run(
+        [sys.executable, "-c", "from setuptools import setup; setup()", "egg_info", "--egg-base", "src"],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert meta.returncode == 0, meta.stderr
     assert (project / "src/acme_things.egg-info/entry_points.txt").read_text().split() == [
-        "[cfn_provider.handlers]", "Custom::AcmeThings", "=", "acme_things.thing:handler"]
-    listed = subprocess.run([str(CLI), "handlers", "--handler-path", "src", "--handler", "Custom::AcmeThings"],
-                            cwd=project, env=env(), capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0 and ["Custom::AcmeThings", "acme_things.thing:handler", "entry", "point", "of",
-                                       "acme-things"] == listed.stdout.splitlines()[1].split()[:6], listed.stdout
+        "[cfn_provider.handlers]",
+        "Custom::AcmeThings",
+        "=",
+        "acme_things.thing:handler",
+    ]
+    listed = subprocess.run(
+        [str(CLI), "handlers", "--handler-path", "src", "--handler", "Custom::AcmeThings"],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        listed.returncode == 0
+        and ["Custom::AcmeThings", "acme_things.thing:handler", "entry", "point", "of", "acme-things"]
+        == listed.stdout.splitlines()[1].split()[:6]
+    ), listed.stdout
 
     # simulate on it, served by its entry point
     try:
         shown = []
-        for args in (["create", "template.yaml", "--handler", "Custom::AcmeThings", "--handler-path", "src"],
-                     ["update", "--parameter", "Size=7"], ["delete"]):
-            done = subprocess.run([str(CLI), "simulate", *args], cwd=project, env=env(), capture_output=True,
-                                  text=True, timeout=180)
+        for args in (
+            ["create", "template.yaml", "--handler", "Custom::AcmeThings", "--handler-path", "src"],
+            ["update", "--parameter", "Size=7"],
+            ["delete"],
+        ):
+            done = subprocess.run(
+                [str(CLI), "simulate", *args], cwd=project, env=env(), capture_output=True, text=True, timeout=180
+            )
             assert done.returncode == 0, done.stdout + done.stderr
             shown.append([line.split() for line in done.stdout.splitlines()])
         assert ["Size", "3"] in shown[0] and ["Size", "7"] in shown[1]

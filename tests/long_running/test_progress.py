@@ -1,4 +1,5 @@
 """InProgress (cfn_provider.long_running.progress): what a long-running action returns, and its checks."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,6 +34,7 @@ def test_the_poll_function_is_the_actions_own_else_is_complete():
     class Both:
         def poll_create(self, e, c, p): ...
         def is_complete(self, e, c, p): ...
+
     both = Both()
     assert poll_function(both, "Create") == both.poll_create
     assert poll_function(both, "Delete") == both.is_complete

@@ -3,6 +3,7 @@
 A thousand waiting requests cost one query a look and are never touched; due polls run under
 the scheduler's slots only while their step runs; a stopping scheduler hands its step over.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,6 +1,7 @@
 """Fixtures for the operator commands on the store: the daemon's store, SQLite or DynamoDB (moto's,
 over HTTP, in a table `bootstrap` makes), as `run --state` names it, and a way to write records
 into it as a daemon would (at a chosen time)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -44,10 +45,10 @@ def open_at(url: str, clock: Callable[[], float] = time.time) -> Store:
     if url.startswith("sqlite://"):
         from cfn_provider.stores.sqlite import SQLiteStore
 
-        return SQLiteStore(Path(url[len("sqlite://"):]), clock=clock)
+        return SQLiteStore(Path(url[len("sqlite://") :]), clock=clock)
     from cfn_provider.stores.dynamodb import DynamoDBStore
 
-    return DynamoDBStore(url[len("dynamodb://"):], clock=clock)
+    return DynamoDBStore(url[len("dynamodb://") :], clock=clock)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ HTTP). It PUTs to a real presigned S3 URL on moto, the store then says answered 
 answers again), and it is refused when the request was already answered, held under a live lease
 (unless --force), unconfirmed, unknown, outside the URL allowlist, or not confirmed. With
 --from-dlq the request comes from a real SQS dead-letter queue, which keeps its message."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,14 +36,21 @@ def key(request: dict[str, Any]) -> str:
     return idempotency_key(request["StackId"], request["RequestId"])
 
 
-def claimed(in_store, request: dict[str, Any], lease: float = 60, ago: float = 120, token: str = "daemon-token") -> None:
+def claimed(
+    in_store, request: dict[str, Any], lease: float = 60, ago: float = 120, token: str = "daemon-token"
+) -> None:
     """A daemon's claim on `request` (stored with it), `ago` seconds back: lapsed by default."""
-    in_store(lambda s: s.claim(key(request), "dead-daemon", digest(request), lease, token=token,
-                               request=json.dumps(request)), ago=ago)
+    in_store(
+        lambda s: s.claim(
+            key(request), "dead-daemon", digest(request), lease, token=token, request=json.dumps(request)
+        ),
+        ago=ago,
+    )
 
 
-def answer(state_url: str, emulator: Emulator, request: dict[str, Any], *args: str, allow: bool = True,
-           yes: bool = True) -> Any:
+def answer(
+    state_url: str, emulator: Emulator, request: dict[str, Any], *args: str, allow: bool = True, yes: bool = True
+) -> Any:
     argv = ["answer", request["StackId"], request["RequestId"], "--state", state_url, *args]
     argv += ["--allow-response-url", emulator.endpoint + "/"] if allow else []
     argv += ["--yes"] if yes else []
@@ -73,7 +81,10 @@ def test_a_request_held_by_a_dead_daemon_is_answered_and_recorded(state_url, in_
     sent = json.loads(s3_body(stack, request))
     assert sent["Status"] == "FAILED" and sent["Reason"] == "operator: gave up"
     assert (sent["StackId"], sent["RequestId"], sent["LogicalResourceId"]) == (
-        request["StackId"], request["RequestId"], "Hung")
+        request["StackId"],
+        request["RequestId"],
+        "Hung",
+    )
     assert sent["PhysicalResourceId"].startswith(TIMED_OUT_PREFIX)  # its rollback Delete reaches the handler
 
     record = in_store(lambda s: s.get(key(request)))
@@ -94,8 +105,9 @@ def test_refused_when_already_answered(state_url, in_store, emulator, stack):
     request = stack.request("Create", "Done")
     claimed(in_store, request)
     assert fail(state_url, emulator, request).exit_code == 0
-    stack.provider.emulator.client("s3").put_object(Bucket=stack.provider.bucket, Key=key_of(request["ResponseURL"])[1],
-                                                    Body=b"sentinel")
+    stack.provider.emulator.client("s3").put_object(
+        Bucket=stack.provider.bucket, Key=key_of(request["ResponseURL"])[1], Body=b"sentinel"
+    )
     result = answer(state_url, emulator, request, "--status", "SUCCESS")
     assert result.exit_code == 1 and "already answered: FAILED" in result.output
     assert s3_body(stack, request) == b"sentinel"  # nothing more was PUT
@@ -118,8 +130,13 @@ def test_refused_while_a_daemon_holds_it_unless_forced(state_url, in_store, emul
     assert in_store(lambda s: s.get(key(request))).state == "SENT"
 
 
-def polling(in_store, request: dict[str, Any], deadline_in: float, physical_id: str | None = "snap-7",
-            held_for: float | None = None) -> None:
+def polling(
+    in_store,
+    request: dict[str, Any],
+    deadline_in: float,
+    physical_id: str | None = "snap-7",
+    held_for: float | None = None,
+) -> None:
     """A daemon's long-running request: POLLING with a PollState (deadline `deadline_in` s from now),
     its next poll a minute away; `held_for`: a poll step holds it that long (taken when due)."""
     from cfn_provider.long_running.steps import PollState
@@ -127,17 +144,19 @@ def polling(in_store, request: dict[str, Any], deadline_in: float, physical_id: 
     state = PollState({"Operation": "op-1"}, physical_id, time.time() + deadline_in, 1, time.time() - 60).dumps()
 
     async def calls(store) -> None:
-        assert (await store.claim(key(request), "daemon", digest(request), 60, token="daemon-token",
-                                  request=json.dumps(request))).acquired
-        assert await store.save_progress(key(request), "daemon-token", state,
-                                         time.time() + (-1 if held_for else 60))
+        assert (
+            await store.claim(
+                key(request), "daemon", digest(request), 60, token="daemon-token", request=json.dumps(request)
+            )
+        ).acquired
+        assert await store.save_progress(key(request), "daemon-token", state, time.time() + (-1 if held_for else 60))
         if held_for:
             assert await store.take_poll(key(request), "stuck-daemon", held_for, token="step-token") is not None
+
     in_store(calls)
 
 
-def test_a_long_running_request_is_refused_without_force_and_ended_failed_with_it(state_url, in_store, emulator,
-                                                                                  stack):
+def test_a_long_running_request_is_refused_without_force_and_ended_failed_with_it(state_url, in_store, emulator, stack):
     """Its record drives it (the queue message is gone): without --force it is left to its polls; with
     --force, while no step holds it, it is answered FAILED with the id its action gave, and its
     polling ends: no daemon finds it due again."""
@@ -208,9 +227,23 @@ def test_a_stored_request_is_answered_by_its_own_dialects_rules(state_url, in_st
     request = ros_request("Create", stub_s3.url("ops/ros"), stack_id="7c1f1c38-5d6b-4a34-9f38-2b6f5d0c0d11")
     stored = stored_form(parse(json.dumps(request), ROS))
     in_store(lambda s: s.claim(key(request), "dead-daemon", digest(request), 60, token="t", request=stored), ago=120)
-    result = CliRunner().invoke(main, ["answer", request["StackId"], request["RequestId"], "--state", state_url,
-                                       "--status", "FAILED", "--reason", "operator: gave up", "--yes",
-                                       "--allow-response-url", stub_s3.base_url])
+    result = CliRunner().invoke(
+        main,
+        [
+            "answer",
+            request["StackId"],
+            request["RequestId"],
+            "--state",
+            state_url,
+            "--status",
+            "FAILED",
+            "--reason",
+            "operator: gave up",
+            "--yes",
+            "--allow-response-url",
+            stub_s3.base_url,
+        ],
+    )
     assert result.exit_code == 0, result.output
     [post] = stub_s3.requests_for("ops/ros", "POST")
     assert post.header("Content-Type") == ["application/json"] and post.header("Date")
@@ -222,8 +255,10 @@ def test_a_ros_field_in_a_cloudformation_record_changes_nothing(state_url, in_st
     whose request carries StackName and an OSS ResponseURL: CloudFormation's rules, so refused, and
     nothing is sent anywhere (an egress guard sees every connection and name lookup)."""
     request = stack.request("Update", "Db", physical_id="prod-Db-1")
-    request.update(StackName="prod",  # (an expiry, so that a version that did try gives up soon)
-                   ResponseURL=f"https://loot.oss-cn-hangzhou.aliyuncs.com/k?Expires={int(time.time()) + 5}&Signature=x")
+    request.update(
+        StackName="prod",  # (an expiry, so that a version that did try gives up soon)
+        ResponseURL=f"https://loot.oss-cn-hangzhou.aliyuncs.com/k?Expires={int(time.time()) + 5}&Signature=x",
+    )
     claimed(in_store, request)  # json.dumps(request): the bare form
     guard = EgressGuard({urlsplit(emulator.endpoint).port})
     guard.install(monkeypatch)
@@ -263,9 +298,14 @@ def signer(dl_stack: Stack) -> Iterator[Signer]:
 def from_dlq(signer: Signer, *topics: str) -> list[str]:
     """The options that find and check a request in the DLQ as the daemon would: its queue, its topic
     (or `topics`), and the local server signing certificates come from."""
-    return ["--from-dlq", "--queue-url", signer.provider.queue_url,
-            *[a for t in (topics or (signer.provider.topic_arn,)) for a in ("--topic-arn", t)],
-            "--trust-signing-cert-url", signer.cert_url.rsplit("/", 1)[0] + "/"]
+    return [
+        "--from-dlq",
+        "--queue-url",
+        signer.provider.queue_url,
+        *[a for t in (topics or (signer.provider.topic_arn,)) for a in ("--topic-arn", t)],
+        "--trust-signing-cert-url",
+        signer.cert_url.rsplit("/", 1)[0] + "/",
+    ]
 
 
 def dead_letter(signer: Signer, request: dict[str, Any], **envelope: Any) -> None:
@@ -275,7 +315,8 @@ def dead_letter(signer: Signer, request: dict[str, Any], **envelope: Any) -> Non
 
 
 def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_there(
-        state_url, in_store, emulator, dl_stack, signer):
+    state_url, in_store, emulator, dl_stack, signer
+):
     other, request = dl_stack.request("Create", "Other"), dl_stack.request("Create", "Lost")
     dead_letter(signer, other)
     dead_letter(signer, request)
@@ -294,8 +335,9 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
     sqs = emulator.client("sqs")  # both messages are still there, visible (read, never deleted)
     bodies = []
     for _ in range(5):
-        batch = sqs.receive_message(QueueUrl=dl_stack.provider.dlq_url, MaxNumberOfMessages=10,
-                                    VisibilityTimeout=0).get("Messages", [])
+        batch = sqs.receive_message(
+            QueueUrl=dl_stack.provider.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+        ).get("Messages", [])
         bodies += [m["Body"] for m in batch]
         if len({b for b in bodies}) == 2:
             break
@@ -307,7 +349,8 @@ def test_a_request_in_the_dead_letter_queue_is_answered_from_there_and_left_ther
 
 @pytest.mark.parametrize("forgery", ["unsigned", "tampered", "foreign-topic", "foreign-url"])
 def test_a_message_that_fails_the_daemons_checks_is_never_answered_from_the_dead_letter_queue(
-        state_url, in_store, emulator, dl_stack, signer, stub_s3, forgery):
+    state_url, in_store, emulator, dl_stack, signer, stub_s3, forgery
+):
     """What the daemon would reject (no signature, a changed message, another topic, a ResponseURL
     outside the allowlist) never decides where the operator's answer goes: nothing is sent."""
     request = dl_stack.request("Create", "Forged")
@@ -329,14 +372,16 @@ def test_a_message_that_fails_the_daemons_checks_is_never_answered_from_the_dead
         assert s3_body(dl_stack, request) is None
 
 
-def test_two_different_messages_for_one_request_are_listed_and_refused(state_url, in_store, emulator, dl_stack,
-                                                                      signer):
+def test_two_different_messages_for_one_request_are_listed_and_refused(state_url, in_store, emulator, dl_stack, signer):
     """Anyone who may publish to the topic (every stack deployer) can sign a copy of a victim's
     request with their own ResponseURL and PhysicalResourceId: the operator is shown both and
     chooses; the first one found never wins."""
     request = dl_stack.request("Update", "Victim", physical_id="victim-1")
-    forged = {**request, "PhysicalResourceId": "attacker-9",
-              "ResponseURL": dl_stack.response_url(f"{dl_stack.name}/attacker/{request['RequestId']}")}
+    forged = {
+        **request,
+        "PhysicalResourceId": "attacker-9",
+        "ResponseURL": dl_stack.response_url(f"{dl_stack.name}/attacker/{request['RequestId']}"),
+    }
     dead_letter(signer, forged)
     dead_letter(signer, request)
     dead_letter(signer, request)  # SNS delivered it twice: copies of one request are one
@@ -364,8 +409,14 @@ def on_a_terminal(argv: list[str], reply: str, emulator: Emulator, timeout: floa
 
     leader, follower = pty.openpty()
     env = {**os.environ, **emulator.env()}
-    proc = subprocess.Popen([sys.executable, "-m", "cfn_provider", *argv], stdin=follower, stdout=follower,
-                            stderr=follower, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cfn_provider", *argv],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
     os.close(follower)
     seen, asked = b"", False
     deadline = time.monotonic() + timeout
@@ -392,9 +443,23 @@ def on_a_terminal(argv: list[str], reply: str, emulator: Emulator, timeout: floa
 def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply):
     request = stack.request("Create", "Asked")
     claimed(in_store, request)
-    code, output = on_a_terminal(["answer", request["StackId"], request["RequestId"], "--status", "FAILED",
-                                  "--reason", "by hand", "--state", state_url,
-                                  "--allow-response-url", emulator.endpoint + "/"], reply, emulator)
+    code, output = on_a_terminal(
+        [
+            "answer",
+            request["StackId"],
+            request["RequestId"],
+            "--status",
+            "FAILED",
+            "--reason",
+            "by hand",
+            "--state",
+            state_url,
+            "--allow-response-url",
+            emulator.endpoint + "/",
+        ],
+        reply,
+        emulator,
+    )
     assert "Send this answer?" in output and "answer:   FAILED" in output
     if reply == "y":
         assert code == 0, output
@@ -407,7 +472,8 @@ def test_on_a_terminal_it_asks_first(state_url, in_store, emulator, stack, reply
 
 
 def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_dead_letter_queue(
-        state_url, in_store, emulator, dl_stack, signer):
+    state_url, in_store, emulator, dl_stack, signer
+):
     """The store's FAILED went to an earlier ResponseURL; the copy in the DLQ names a new one."""
     request = dl_stack.request("Create", "Again")
     earlier = {**request, "ResponseURL": dl_stack.response_url("earlier-url")}
@@ -420,8 +486,9 @@ def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_de
     in_store(failed_earlier, ago=120)
     assert "already answered" in fail(state_url, emulator, request).output  # the store's request: answered
     dead_letter(signer, request)
-    result = answer(state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand",
-                    *from_dlq(signer))
+    result = answer(
+        state_url, emulator, request, "--status", "SUCCESS", "--physical-id", "made-by-hand", *from_dlq(signer)
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
     record = in_store(lambda s: s.get(key(request)))

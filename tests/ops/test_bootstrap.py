@@ -2,6 +2,7 @@
 
 Each test uses its own names, so tests share the session's emulator without seeing each other.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ from cfn_provider.pipeline.budget import MAX_RECEIVE_COUNT, max_receive_count
 from cfn_provider.config import Settings
 from cfn_provider.local.emulator import REGION, Emulator
 
-KINDS = ("sns topic policy", "sns topic", "sqs dead-letter policy", "sqs dead-letter", "sqs queue policy", "sqs queue",
-         "sns subscription", "dynamodb table", "config file")
+KINDS = (
+    "sns topic policy",
+    "sns topic",
+    "sqs dead-letter policy",
+    "sqs dead-letter",
+    "sqs queue policy",
+    "sqs queue",
+    "sns subscription",
+    "dynamodb table",
+    "config file",
+)
 ACTIONS = ("would create", "would update", "created", "updated", "exists")
 
 
@@ -47,7 +57,7 @@ def actions(output: str) -> dict[str, str]:
         action = next((a for a in ACTIONS if line.startswith(a + " ")), None)
         if action is None:
             continue
-        rest = line[len(action):].strip()
+        rest = line[len(action) :].strip()
         kind = next(k for k in KINDS if rest.startswith(k + " "))
         found[kind] = action
     return found
@@ -68,16 +78,26 @@ def snapshot(emulator: Emulator, name: str, topic_arn: str, table: str | None = 
     volatile = ("Timestamp", "ApproximateNumber")
     state: dict[str, Any] = {
         "topics": sorted(t["TopicArn"] for t in emulator.client("sns").list_topics()["Topics"]),
-        "queue": {k: v for k, v in queue_attributes(emulator, name).items() if not k.startswith(volatile)
-                  and not k.endswith("Timestamp")},
-        "dlq": {k: v for k, v in queue_attributes(emulator, f"{name}-dlq").items()
-                if not k.startswith(volatile) and not k.endswith("Timestamp")},
+        "queue": {
+            k: v
+            for k, v in queue_attributes(emulator, name).items()
+            if not k.startswith(volatile) and not k.endswith("Timestamp")
+        },
+        "dlq": {
+            k: v
+            for k, v in queue_attributes(emulator, f"{name}-dlq").items()
+            if not k.startswith(volatile) and not k.endswith("Timestamp")
+        },
         "subscriptions": [(s["SubscriptionArn"], s["Endpoint"]) for s in subscriptions(emulator, topic_arn)],
     }
     if table:
         ddb = emulator.client("dynamodb")
         desc = ddb.describe_table(TableName=table)["Table"]
-        state["table"] = (desc["KeySchema"], desc["TableArn"], ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"])
+        state["table"] = (
+            desc["KeySchema"],
+            desc["TableArn"],
+            ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"],
+        )
     return state
 
 
@@ -103,8 +123,14 @@ def test_first_run_creates_everything(emulator, name):
     assert queue["SqsManagedSseEnabled"] == dlq["SqsManagedSseEnabled"] == "true"
     policy = json.loads(queue["Policy"])
     statement, tls = policy["Statement"]
-    assert tls == {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": queue["QueueArn"],
-                   "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    assert tls == {
+        "Sid": "TlsOnly",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "sqs:*",
+        "Resource": queue["QueueArn"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
     assert [s["Sid"] for s in json.loads(dlq["Policy"])["Statement"]] == ["TlsOnly"]
     assert statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "sns.amazonaws.com"}
@@ -122,7 +148,10 @@ def test_first_run_creates_everything(emulator, name):
     assert desc["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert desc["AttributeDefinitions"][0] == {"AttributeName": "pk", "AttributeType": "S"}
     [index] = desc["GlobalSecondaryIndexes"]  # the sparse index of waiting polls (no Scan anywhere)
-    assert index["IndexName"] == "polls" and [k["AttributeName"] for k in index["KeySchema"]] == ["poll_shard", "next_poll"]
+    assert index["IndexName"] == "polls" and [k["AttributeName"] for k in index["KeySchema"]] == [
+        "poll_shard",
+        "next_poll",
+    ]
     assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     ttl = ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
@@ -169,28 +198,47 @@ def test_drift_is_put_back_and_then_left_alone(emulator, name):
     assert bootstrap("--name", name).exit_code == 0
     sqs, sns = emulator.client("sqs"), emulator.client("sns")
     url = queue_url(emulator, name)
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={
-        "VisibilityTimeout": "30",
-        "Policy": json.dumps({"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"}]}),
-    })
+    sqs.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "VisibilityTimeout": "30",
+            "Policy": json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"}],
+                }
+            ),
+        },
+    )
     [sub] = subscriptions(emulator, topic_arn_of(name))
-    sns.set_subscription_attributes(SubscriptionArn=sub["SubscriptionArn"], AttributeName="RawMessageDelivery",
-                                    AttributeValue="true")
+    sns.set_subscription_attributes(
+        SubscriptionArn=sub["SubscriptionArn"], AttributeName="RawMessageDelivery", AttributeValue="true"
+    )
 
     planned = bootstrap("--name", name, "--dry-run")
     assert planned.exit_code == 0, planned.output
-    assert actions(planned.output) == {"sns topic": "exists", "sqs dead-letter": "exists",
-                                       "sqs queue": "would update", "sqs queue policy": "would update",
-                                       "sns subscription": "would update", "sns topic policy": "exists",
-                                       "sqs dead-letter policy": "exists"}
+    assert actions(planned.output) == {
+        "sns topic": "exists",
+        "sqs dead-letter": "exists",
+        "sqs queue": "would update",
+        "sqs queue policy": "would update",
+        "sns subscription": "would update",
+        "sns topic policy": "exists",
+        "sqs dead-letter policy": "exists",
+    }
     assert queue_attributes(emulator, name)["VisibilityTimeout"] == "30"  # the dry run changed nothing
 
     fixed = bootstrap("--name", name)
     assert fixed.exit_code == 0, fixed.output
-    assert actions(fixed.output) == {"sns topic": "exists", "sqs dead-letter": "exists", "sqs queue": "updated",
-                                     "sqs queue policy": "updated", "sns subscription": "updated",
-                                     "sns topic policy": "exists", "sqs dead-letter policy": "exists"}
+    assert actions(fixed.output) == {
+        "sns topic": "exists",
+        "sqs dead-letter": "exists",
+        "sqs queue": "updated",
+        "sqs queue policy": "updated",
+        "sns subscription": "updated",
+        "sns topic policy": "exists",
+        "sqs dead-letter policy": "exists",
+    }
     queue = queue_attributes(emulator, name)
     assert queue["VisibilityTimeout"] == "60"
     statements = json.loads(queue["Policy"])["Statement"]
@@ -207,8 +255,9 @@ def test_drift_is_put_back_and_then_left_alone(emulator, name):
 
 def test_changed_options_update_the_queue(emulator, name):
     assert bootstrap("--name", name).exit_code == 0
-    result = bootstrap("--name", name, "--max-receive-count", "9", "--visibility-timeout", "120",
-                       "--retention-days", "7")
+    result = bootstrap(
+        "--name", name, "--max-receive-count", "9", "--visibility-timeout", "120", "--retention-days", "7"
+    )
     assert result.exit_code == 0, result.output
     assert actions(result.output)["sqs queue"] == "updated"
     assert actions(result.output)["sqs dead-letter"] == "updated"
@@ -262,9 +311,12 @@ def test_a_missing_topic_to_adopt_is_an_error(emulator, name):
 def test_an_existing_table_without_ttl_gets_it(emulator, name):
     table = f"{name}-state"
     ddb = emulator.client("dynamodb")
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    ddb.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+    )
     result = bootstrap("--name", name, "--dynamodb-table", table)
     assert result.exit_code == 0, result.output
     assert actions(result.output)["dynamodb table"] == "updated"
@@ -275,9 +327,11 @@ def test_an_existing_table_without_ttl_gets_it(emulator, name):
 def test_an_existing_table_with_another_key_is_refused(emulator, name):
     table = f"{name}-state"
     emulator.client("dynamodb").create_table(
-        TableName=table, BillingMode="PAY_PER_REQUEST",
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
     result = bootstrap("--name", name, "--dynamodb-table", table)
     assert result.exit_code == 1
     assert "choose another --dynamodb-table" in result.output
@@ -320,8 +374,17 @@ def test_config_without_a_table_keeps_the_default_state(emulator, name, tmp_path
 def test_bootstrap_help_lists_its_options():
     result = CliRunner().invoke(cli.main, ["bootstrap", "--help"])
     assert result.exit_code == 0
-    for option in ("--name", "--topic-arn", "--region", "--dynamodb-table", "--max-receive-count",
-                   "--visibility-timeout", "--retention-days", "--dry-run", "--write-config"):
+    for option in (
+        "--name",
+        "--topic-arn",
+        "--region",
+        "--dynamodb-table",
+        "--max-receive-count",
+        "--visibility-timeout",
+        "--retention-days",
+        "--dry-run",
+        "--write-config",
+    ):
         assert option in result.output
 
 
@@ -350,10 +413,16 @@ def test_topic_policy_is_the_templates(emulator, name):
     queue_arn = queue_attributes(emulator, name)["QueueArn"]
     assert by_sid["ThisAccountMayPublish"]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
     assert by_sid["NoPublishersFromOtherAccounts"]["Condition"] == {
-        "StringNotEquals": {"aws:PrincipalAccount": "123456789012"}}
+        "StringNotEquals": {"aws:PrincipalAccount": "123456789012"}
+    }
     assert by_sid["DeliverOnlyToTheQueue"] == {
-        "Sid": "DeliverOnlyToTheQueue", "Effect": "Deny", "Principal": "*", "Action": "sns:Subscribe",
-        "Resource": topic, "Condition": {"StringNotEquals": {"sns:Endpoint": queue_arn}}}
+        "Sid": "DeliverOnlyToTheQueue",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "sns:Subscribe",
+        "Resource": topic,
+        "Condition": {"StringNotEquals": {"sns:Endpoint": queue_arn}},
+    }
     assert by_sid["TlsOnly"]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     for s in by_sid.values():
         assert s["Effect"] == "Deny" or s["Sid"] in ("ThisAccountMayPublish", "__default_statement_ID"), s
@@ -364,12 +433,23 @@ def test_an_adopted_queues_own_statements_are_kept(emulator, name):
     sqs = emulator.client("sqs")
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    theirs = {"Sid": "OrgAuditRead", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/audit"},
-              "Action": "sqs:GetQueueAttributes", "Resource": arn}
-    old = {"Sid": "AllowServiceTokenTopicOnly", "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
-           "Action": "sqs:SendMessage", "Resource": arn}  # what bootstrap wrote before: replaced
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17",
-                                                                             "Statement": [theirs, old]})})
+    theirs = {
+        "Sid": "OrgAuditRead",
+        "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:role/audit"},
+        "Action": "sqs:GetQueueAttributes",
+        "Resource": arn,
+    }
+    old = {
+        "Sid": "AllowServiceTokenTopicOnly",
+        "Effect": "Allow",
+        "Principal": {"Service": "sns.amazonaws.com"},
+        "Action": "sqs:SendMessage",
+        "Resource": arn,
+    }  # what bootstrap wrote before: replaced
+    sqs.set_queue_attributes(
+        QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [theirs, old]})}
+    )
     result = bootstrap("--name", name)
     assert result.exit_code == 0, result.output
     assert actions(result.output)["sqs queue policy"] == "updated"

@@ -1,4 +1,5 @@
 """The health file, `check`'s verdicts, and systemd notifications over a socket the test binds."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,15 @@ from cfn_provider.ops import health
 
 
 def _health(**overrides) -> health.Health:
-    base = dict(pid=42, updated_at=time.time(), last_receive_ok=True, last_receive_at=time.time(),
-                last_error=None, in_flight=0, handled=3)
+    base = dict(
+        pid=42,
+        updated_at=time.time(),
+        last_receive_ok=True,
+        last_receive_at=time.time(),
+        last_error=None,
+        in_flight=0,
+        handled=3,
+    )
     return health.Health(**{**base, **overrides})
 
 
@@ -57,8 +65,9 @@ QUEUE_A = "https://sqs.eu-west-1.amazonaws.com/123456789012/shop-provider"
 QUEUE_B = "https://sqs.eu-west-1.amazonaws.com/123456789012/billing-provider"
 
 
-def test_each_daemon_has_its_own_health_file_named_after_its_queue(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_daemon_has_its_own_health_file_named_after_its_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = f"sqlite://{tmp_path}/state.db"
     a, b = health_path(state, daemon=daemon_id("sqs", QUEUE_A)), health_path(state, daemon=daemon_id("sqs", QUEUE_B))
     assert a != b and a.parent == b.parent == tmp_path

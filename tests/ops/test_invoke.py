@@ -1,6 +1,7 @@
 """`cfn-provider invoke`, as an operator types it, against daemons on the emulator: straight to the
 topic (--response-bucket) and through CloudFormation (a stack on tests.support.cloudformation_api,
 since moto's CloudFormation runs only Lambda-backed custom resources)."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,14 @@ pytestmark = pytest.mark.slow
 
 
 def invoke(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cfn_provider", "invoke", "--poll-interval", "0.2", *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "cfn_provider", "invoke", "--poll-interval", "0.2", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def requests_of(daemon: SubprocessDaemon) -> list[dict[str, Any]]:
@@ -39,12 +45,17 @@ def cloudformation(emulator: Emulator) -> Iterator[CloudFormationApi]:
 
 # ---- reading answers -----------------------------------------------------------------------------
 
+
 def test_a_reason_cloudformation_quotes_is_the_daemons_answer_anything_else_is_no_answer() -> None:
-    quoted = ("Received response status [FAILED] from custom resource. Message returned: quota (per region) "
-              "reached (RequestId: 0b6c-11)")
+    quoted = (
+        "Received response status [FAILED] from custom resource. Message returned: quota (per region) "
+        "reached (RequestId: 0b6c-11)"
+    )
     m = ANSWERED.match(quoted)
     assert m and (m["status"], m["reason"], m["request_id"]) == ("FAILED", "quota (per region) reached", "0b6c-11")
-    assert ANSWERED.match("CloudFormation did not receive a response from your Custom Resource. Please check ...") is None
+    assert (
+        ANSWERED.match("CloudFormation did not receive a response from your Custom Resource. Please check ...") is None
+    )
     assert ANSWERED.match("Custom Resource failed to stabilize in expected time.") is None
 
 
@@ -68,11 +79,23 @@ def test_properties_are_strings_from_pairs_over_json_and_never_the_service_token
 
 # ---- straight to the topic ------------------------------------------------------------------------
 
+
 def test_straight_to_the_topic_a_served_type_gets_its_create_and_delete_answered(
-        spawn, emulator: Emulator, provider: Provider) -> None:
+    spawn, emulator: Emulator, provider: Provider
+) -> None:
     daemon = spawn("d")
-    result = invoke("--topic-arn", provider.topic_arn, "--response-bucket", provider.bucket,
-                    "--resource-type", "Custom::Echo", "--property", "Colour=blue", "--property", "Name=thing-1")
+    result = invoke(
+        "--topic-arn",
+        provider.topic_arn,
+        "--response-bucket",
+        provider.bucket,
+        "--resource-type",
+        "Custom::Echo",
+        "--property",
+        "Colour=blue",
+        "--property",
+        "Name=thing-1",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert f"answers to {emulator.endpoint}/{provider.bucket}/cfn-provider-invoke/" in out
@@ -100,21 +123,49 @@ def test_a_ping_is_answered_no_handler_and_runs_no_handler(spawn, provider: Prov
 
 def test_a_failed_answer_is_shown_with_its_reason_and_exits_1(spawn, provider: Provider) -> None:
     spawn("d")
-    result = invoke("--topic-arn", provider.topic_arn, "--response-bucket", provider.bucket,
-                    "--resource-type", "Custom::Echo", "--property", "FailWith=quota reached")
+    result = invoke(
+        "--topic-arn",
+        provider.topic_arn,
+        "--response-bucket",
+        provider.bucket,
+        "--resource-type",
+        "Custom::Echo",
+        "--property",
+        "FailWith=quota reached",
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Create  FAILED" in result.stdout and "quota reached" in result.stdout
     assert "the daemon answered the Create request FAILED" in result.stderr
 
 
 def test_a_daemon_that_refuses_the_response_url_is_named_as_a_likely_cause(
-        emulator: Emulator, provider: Provider, tmp_path: Path) -> None:
+    emulator: Emulator, provider: Provider, tmp_path: Path
+) -> None:
     """The daemon's default allowlist (CloudFormation's buckets only): the request is refused as a
     security event and never answered; invoke says which --allow-response-url would be needed."""
-    daemon = SubprocessDaemon([sys.executable, "-m", "cfn_provider", "run", "--queue-url", provider.queue_url,
-                               "--topic-arn", provider.topic_arn, "--state", f"sqlite://{tmp_path}/state.db",
-                               "--no-verify-signatures", "--handler", "Custom::Echo", "--wait-seconds", "1",
-                               "--log-format", "json"], {**os.environ, **emulator.env()}, tmp_path / "d.log")
+    daemon = SubprocessDaemon(
+        [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--queue-url",
+            provider.queue_url,
+            "--topic-arn",
+            provider.topic_arn,
+            "--state",
+            f"sqlite://{tmp_path}/state.db",
+            "--no-verify-signatures",
+            "--handler",
+            "Custom::Echo",
+            "--wait-seconds",
+            "1",
+            "--log-format",
+            "json",
+        ],
+        {**os.environ, **emulator.env()},
+        tmp_path / "d.log",
+    )
     try:
         daemon.start()
         result = invoke("--topic-arn", provider.topic_arn, "--response-bucket", provider.bucket, "--timeout", "5")
@@ -130,10 +181,21 @@ def test_a_daemon_that_refuses_the_response_url_is_named_as_a_likely_cause(
 def test_the_topic_comes_from_the_daemons_config_file(spawn, provider: Provider, tmp_path: Path) -> None:
     spawn("d")
     config = tmp_path / "config.toml"
-    config.write_text(f'queue-url = "{provider.queue_url}"\ntopic-arn = ["{provider.topic_arn}"]\n'
-                      'concurrency = 4\n\n[handlers]\n"Custom::Echo" = true\n')
-    result = invoke("--config", str(config), "--response-bucket", provider.bucket, "--resource-type", "Custom::Echo",
-                    "--properties-json", json.dumps({"Tags": ["a", "b"]}), "--keep")
+    config.write_text(
+        f'queue-url = "{provider.queue_url}"\ntopic-arn = ["{provider.topic_arn}"]\n'
+        'concurrency = 4\n\n[handlers]\n"Custom::Echo" = true\n'
+    )
+    result = invoke(
+        "--config",
+        str(config),
+        "--response-bucket",
+        provider.bucket,
+        "--resource-type",
+        "Custom::Echo",
+        "--properties-json",
+        json.dumps({"Tags": ["a", "b"]}),
+        "--keep",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"through the topic {provider.topic_arn}" in result.stdout
     assert 'Data: {"Tags": ["a", "b"]}' in result.stdout and "Delete" not in result.stdout  # --keep
@@ -146,11 +208,22 @@ def test_the_topic_comes_from_the_daemons_config_file(spawn, provider: Provider,
 
 # ---- through CloudFormation --------------------------------------------------------------------
 
+
 def test_through_cloudformation_a_stack_is_created_and_deleted(
-        spawn, provider: Provider, cloudformation: CloudFormationApi) -> None:
+    spawn, provider: Provider, cloudformation: CloudFormationApi
+) -> None:
     daemon = spawn("d")
-    result = invoke("--topic-arn", provider.topic_arn, "--resource-type", "Custom::Echo", "--property", "Colour=blue",
-                    "--stack-name", "smoke-1", env={"AWS_ENDPOINT_URL_CLOUDFORMATION": cloudformation.endpoint})
+    result = invoke(
+        "--topic-arn",
+        provider.topic_arn,
+        "--resource-type",
+        "Custom::Echo",
+        "--property",
+        "Colour=blue",
+        "--stack-name",
+        "smoke-1",
+        env={"AWS_ENDPOINT_URL_CLOUDFORMATION": cloudformation.endpoint},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "through CloudFormation" in out and "stack smoke-1: creating" in out
@@ -159,13 +232,21 @@ def test_through_cloudformation_a_stack_is_created_and_deleted(
     [stack] = cloudformation.stacks.values()
     assert stack.status == "DELETE_COMPLETE"
     create, delete = cloudformation.requests
-    assert create["ResourceProperties"] == {"ServiceToken": provider.topic_arn, "ServiceTimeout": "60", "Colour": "blue"}
+    assert create["ResourceProperties"] == {
+        "ServiceToken": provider.topic_arn,
+        "ServiceTimeout": "60",
+        "Colour": "blue",
+    }
     assert delete["RequestType"] == "Delete"
-    assert [(e["request_type"], e["status"]) for e in requests_of(daemon)] == [("Create", "SUCCESS"), ("Delete", "SUCCESS")]
+    assert [(e["request_type"], e["status"]) for e in requests_of(daemon)] == [
+        ("Create", "SUCCESS"),
+        ("Delete", "SUCCESS"),
+    ]
 
 
 def test_through_cloudformation_a_ping_rolls_back_and_exits_0(
-        spawn, provider: Provider, cloudformation: CloudFormationApi) -> None:
+    spawn, provider: Provider, cloudformation: CloudFormationApi
+) -> None:
     spawn("d")
     result = invoke("--topic-arn", provider.topic_arn, env={"AWS_ENDPOINT_URL_CLOUDFORMATION": cloudformation.endpoint})
     assert result.returncode == 0, result.stdout + result.stderr
@@ -175,9 +256,19 @@ def test_through_cloudformation_a_ping_rolls_back_and_exits_0(
 
 
 def test_through_cloudformation_no_daemon_fails_within_the_timeout_and_says_how_to_clean_up(
-        provider: Provider, cloudformation: CloudFormationApi) -> None:
-    result = invoke("--topic-arn", provider.topic_arn, "--resource-type", "Custom::Echo", "--timeout", "5",
-                    "--stack-name", "smoke-dead", env={"AWS_ENDPOINT_URL_CLOUDFORMATION": cloudformation.endpoint})
+    provider: Provider, cloudformation: CloudFormationApi
+) -> None:
+    result = invoke(
+        "--topic-arn",
+        provider.topic_arn,
+        "--resource-type",
+        "Custom::Echo",
+        "--timeout",
+        "5",
+        "--stack-name",
+        "smoke-dead",
+        env={"AWS_ENDPOINT_URL_CLOUDFORMATION": cloudformation.endpoint},
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Create  NO ANSWER" in result.stdout and "CloudFormation did not receive a response" in result.stdout
     assert "is the daemon receiving (`cfn-provider check`)?" in result.stdout
@@ -187,6 +278,7 @@ def test_through_cloudformation_no_daemon_fails_within_the_timeout_and_says_how_
 
 
 # ---- docs/operating.md: "Run it against an emulator" ------------------------------------------
+
 
 def emulator_recipe() -> str:
     """The sh block of that section, as written."""
@@ -203,11 +295,22 @@ def test_the_emulator_recipe_in_operating_md_runs_as_written(emulator: Emulator,
     assert lines[0].startswith("pip install ") and lines[1].startswith("moto_server ")
     script = "\n".join(lines[2:]).replace("http://127.0.0.1:5000", emulator.endpoint)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CFN_PROVIDER_", "STATE_DIRECTORY"))}
-    env.update(PATH=f"{Path(sys.executable).parent}:{env['PATH']}", HOME=str(tmp_path),
-               XDG_STATE_HOME=str(tmp_path / "state"))
-    result = subprocess.run(["bash", "-e", "-c", f"trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}\n"
-                             "wait $DAEMON  # the graceful stop exits 0\n"],
-                            capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    env.update(
+        PATH=f"{Path(sys.executable).parent}:{env['PATH']}", HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state")
+    )
+    result = subprocess.run(
+        [
+            "bash",
+            "-e",
+            "-c",
+            f"trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}\nwait $DAEMON  # the graceful stop exits 0\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env=env,
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "Create  SUCCESS" in out and 'Data: {"Colour": "blue"}' in out and "Delete  SUCCESS" in out

@@ -2,6 +2,7 @@
 DynamoDB (moto over HTTP): in flight with owner and lease, answered but not confirmed, answered
 with status and Reason; the filters; redaction (no ResponseURL query string, no Data); and a
 request a real daemon answered, listed with its logical id."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,11 +28,17 @@ SECRET_QUERY = "X-Amz-Signature=deadbeefsecret"
 
 
 def wire(stack_id: str, request_id: str, logical_id: str, request_type: str = "Create") -> str:
-    return json.dumps({
-        "RequestType": request_type, "ResourceType": "Custom::Thing", "StackId": stack_id, "RequestId": request_id,
-        "LogicalResourceId": logical_id, "ResponseURL": f"https://bucket.s3.amazonaws.com/k?{SECRET_QUERY}",
-        "ResourceProperties": {"Size": "1"},
-    })
+    return json.dumps(
+        {
+            "RequestType": request_type,
+            "ResourceType": "Custom::Thing",
+            "StackId": stack_id,
+            "RequestId": request_id,
+            "LogicalResourceId": logical_id,
+            "ResponseURL": f"https://bucket.s3.amazonaws.com/k?{SECRET_QUERY}",
+            "ResourceProperties": {"Size": "1"},
+        }
+    )
 
 
 def body(status: str, reason: str = "", **extra: Any) -> bytes:
@@ -41,22 +48,45 @@ def body(status: str, reason: str = "", **extra: Any) -> bytes:
 def populate(in_store) -> None:
     """Four requests: Web in flight (daemon-a), Db answered with NoEcho Data but not confirmed,
     Queue answered FAILED (a Reason naming a presigned URL), Blog's Page answered long ago."""
+
     async def now(store) -> None:
-        await store.claim(idempotency_key(STACK_A, "r-web"), "daemon-a", "d1", 600, token="t1",
-                          request=wire(STACK_A, "r-web", "Web"))
-        await store.claim(idempotency_key(STACK_A, "r-db"), "daemon-b", "d2", 600, token="t2",
-                          request=wire(STACK_A, "r-db", "Db"))
-        assert await store.save_response(idempotency_key(STACK_A, "r-db"), "t2", "SUCCESS",
-                                         body("SUCCESS", NoEcho=True, Data={"Password": "hunter2"}))
-        await store.claim(idempotency_key(STACK_A, "r-queue"), "daemon-a", "d3", 600, token="t3",
-                          request=wire(STACK_A, "r-queue", "Queue", "Update"))
-        assert await store.save_response(idempotency_key(STACK_A, "r-queue"), "t3", "FAILED",
-                                         body("FAILED", f"quota hit at https://api.example.com/x?{SECRET_QUERY}"))
+        await store.claim(
+            idempotency_key(STACK_A, "r-web"), "daemon-a", "d1", 600, token="t1", request=wire(STACK_A, "r-web", "Web")
+        )
+        await store.claim(
+            idempotency_key(STACK_A, "r-db"), "daemon-b", "d2", 600, token="t2", request=wire(STACK_A, "r-db", "Db")
+        )
+        assert await store.save_response(
+            idempotency_key(STACK_A, "r-db"),
+            "t2",
+            "SUCCESS",
+            body("SUCCESS", NoEcho=True, Data={"Password": "hunter2"}),
+        )
+        await store.claim(
+            idempotency_key(STACK_A, "r-queue"),
+            "daemon-a",
+            "d3",
+            600,
+            token="t3",
+            request=wire(STACK_A, "r-queue", "Queue", "Update"),
+        )
+        assert await store.save_response(
+            idempotency_key(STACK_A, "r-queue"),
+            "t3",
+            "FAILED",
+            body("FAILED", f"quota hit at https://api.example.com/x?{SECRET_QUERY}"),
+        )
         await store.mark_sent(idempotency_key(STACK_A, "r-queue"), "d3", "t3")
 
     async def then(store) -> None:
-        await store.claim(idempotency_key(STACK_B, "r-page"), "daemon-c", "d4", 60, token="t4",
-                          request=wire(STACK_B, "r-page", "Page"))
+        await store.claim(
+            idempotency_key(STACK_B, "r-page"),
+            "daemon-c",
+            "d4",
+            60,
+            token="t4",
+            request=wire(STACK_B, "r-page", "Page"),
+        )
         assert await store.save_response(idempotency_key(STACK_B, "r-page"), "t4", "SUCCESS", body("SUCCESS"))
         await store.mark_sent(idempotency_key(STACK_B, "r-page"), "d4", "t4")
 
@@ -95,13 +125,15 @@ def test_a_long_running_request_shows_its_next_poll_and_how_far_it_got_never_its
     from cfn_provider.long_running.steps import PollState
 
     deadline = time.time() + 3000
-    state = PollState({"CrHelperData": {"snapshot": "snap-1", "Password": "hunter3"}}, "snap-1-id", deadline, 2,
-                      time.time() - 60)
+    state = PollState(
+        {"CrHelperData": {"snapshot": "snap-1", "Password": "hunter3"}}, "snap-1-id", deadline, 2, time.time() - 60
+    )
 
     async def polling(store) -> None:
         key = idempotency_key(STACK_A, "r-snap")
         await store.claim(key, "daemon-a", "d9", 600, token="t9", request=wire(STACK_A, "r-snap", "Snapshot"))
         assert await store.save_progress(key, "t9", state.dumps(), time.time() + 120)
+
     populate(in_store)
     in_store(polling)
     rows = listing(state_url, "--state-is", "polling")
@@ -115,7 +147,7 @@ def test_a_long_running_request_shows_its_next_poll_and_how_far_it_got_never_its
     for args in (["--json"], []):
         result = CliRunner().invoke(main, ["requests", "--state", state_url, *args])
         assert result.exit_code == 0, result.output
-        assert "hunter3" not in result.output and "CrHelperData" not in result.output and "snap-1\"" not in result.output
+        assert "hunter3" not in result.output and "CrHelperData" not in result.output and 'snap-1"' not in result.output
 
 
 def test_output_is_redacted_as_the_logs_are(state_url, in_store):
@@ -147,7 +179,10 @@ def test_filters_by_stack_name_or_id_logical_id_and_state(state_url, in_store):
     assert [r["logical_id"] for r in listing(state_url, "--state-is", "in-flight")] == ["Web"]
     assert [r["logical_id"] for r in listing(state_url, "--state-is", "response_ready")] == ["Db"]
     assert {r["logical_id"] for r in listing(state_url, "--state-is", "SENT", "--state-is", "CLAIMED")} == {
-        "Web", "Queue", "Page"}
+        "Web",
+        "Queue",
+        "Page",
+    }
     assert listing(state_url, "--stack", "blog", "--state-is", "CLAIMED") == []
 
 
@@ -177,8 +212,9 @@ def test_each_record_shows_its_dialect_and_names_its_stack_by_that_dialects_rule
 
     async def claims(store) -> None:
         for request, rid in ((cfn, "r-cfn"), (ros, "r-ros")):
-            await store.claim(idempotency_key(request.stack_id, rid), "daemon-a", "d", 60, token=rid,
-                              request=stored_form(request))
+            await store.claim(
+                idempotency_key(request.stack_id, rid), "daemon-a", "d", 60, token=rid, request=stored_form(request)
+            )
 
     in_store(claims)
     rows = {r["request_id"]: r for r in listing(state_url)}
@@ -219,15 +255,21 @@ def test_durations_and_state_words():
     assert parse_duration("24h") == 86400 and parse_duration("90") == 90 and parse_duration("2d") == 172800
     assert [duration(s) for s in (5, 184, 7500, 100000, -3, None)] == ["5s", "3m04s", "2h05m", "1d03h", "lapsed", "-"]
     assert state_names(["in-flight", "unconfirmed", "answered", "sent", "polling"]) == {
-        "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"}
+        "CLAIMED",
+        "RESPONSE_READY",
+        "SENT",
+        "POLLING",
+    }
 
 
 def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):
     """`--config` reads the daemon's own file: its state is used, its other settings are ignored."""
     populate(in_store)
     config = tmp_path / "daemon.toml"
-    config.write_text(f'state = "{state_url}"\nqueue-url = "https://sqs.eu-west-1.amazonaws.com/1/q"\n'
-                      '[handlers]\n"Custom::Thing" = "mypkg.thing"\n')
+    config.write_text(
+        f'state = "{state_url}"\nqueue-url = "https://sqs.eu-west-1.amazonaws.com/1/q"\n'
+        '[handlers]\n"Custom::Thing" = "mypkg.thing"\n'
+    )
     result = CliRunner().invoke(main, ["requests", "--config", str(config), "--json", "--logical-id", "Web"])
     assert result.exit_code == 0, result.output
     assert [r["logical_id"] for r in json.loads(result.output)] == ["Web"]
@@ -237,8 +279,12 @@ def test_help_lists_every_state_and_an_unknown_one_is_refused(state_url, in_stor
     result = CliRunner().invoke(main, ["requests", "--help"])
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    for state, word in (("CLAIMED", "in-flight"), ("RESPONSE_READY", "unconfirmed"), ("POLLING", "polling"),
-                        ("SENT", "answered")):
+    for state, word in (
+        ("CLAIMED", "in-flight"),
+        ("RESPONSE_READY", "unconfirmed"),
+        ("POLLING", "polling"),
+        ("SENT", "answered"),
+    ):
         assert f"{state} ({word})" in text, text
     populate(in_store)
     result = CliRunner().invoke(main, ["requests", "--state", state_url, "--state-is", "polled"])

@@ -8,6 +8,7 @@ else at the top of site-packages, so the product installs beside `python-daemon`
 name is `daemon`) and beside a user's own `handlers` package. deploy/provider.yaml's install
 step is run here too, against that wheelhouse: pinned, hash-checked, and refusing a tampered wheel.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,9 @@ def _run(*args: str | Path, timeout: float = 600, **kwargs) -> subprocess.Comple
     """Run a command; in the installed virtualenv, its Python runs isolated (`-I`) from a neutral
     folder, so neither this checkout's folders nor PYTHONPATH can stand in for what was installed."""
     kwargs.setdefault("cwd", Path(str(args[0])).parent)
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, **kwargs)
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +54,15 @@ def venv(release: tuple[Path, Path, subprocess.CompletedProcess]) -> Path:
     """The fresh virtualenv `make dist` installed the wheel into (from the wheelhouse, hash-checked, plus
     the [demo] extra), with `python-daemon` added."""
     _, env, _ = release
-    pip = _run(env / "bin" / "pip", "install", "-q", "--disable-pip-version-check",
-               "-c", REPO / "constraints.txt", "python-daemon==3.1.2")
+    pip = _run(
+        env / "bin" / "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "-c",
+        REPO / "constraints.txt",
+        "python-daemon==3.1.2",
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
     return env
 
@@ -68,7 +77,9 @@ def test_make_dist_builds_checks_and_runs_the_demo_from_the_wheel(release):
     dist, venv, run = release
     version = _version()
     assert sorted(p.name for p in dist.iterdir() if p.is_file()) == [
-        f"cfn_sns_provider-{version}-py3-none-any.whl", f"cfn_sns_provider-{version}.tar.gz"]
+        f"cfn_sns_provider-{version}-py3-none-any.whl",
+        f"cfn_sns_provider-{version}.tar.gz",
+    ]
     assert run.stdout.count("PASSED") == 2, run.stdout  # twine check --strict, wheel and sdist
     assert "Every request got the answer expected." in run.stdout  # cfn-provider demo from the fresh venv
     assert not str(venv).startswith(str(REPO))
@@ -90,8 +101,11 @@ def test_one_source_for_the_version(release):
 def test_the_wheelhouse_pins_and_hashes_every_wheel(release):
     dist, _, _ = release
     wheelhouse = dist / "wheelhouse"
-    lines = {line.split("==")[0]: line for line in (wheelhouse / "requirements.txt").read_text().splitlines()
-             if line and not line.startswith("#")}
+    lines = {
+        line.split("==")[0]: line
+        for line in (wheelhouse / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
     wheels = sorted(wheelhouse.glob("*.whl"))
     assert len(lines) == len(wheels) > 10
     for wheel in wheels:
@@ -115,7 +129,9 @@ def test_the_templates_package_spec_example_names_the_wheel_make_dist_makes(rele
 
 
 # ------------------------------------------------------------------ deploy/provider.yaml's install step
-def _user_data_install(release, tmp_path: Path, package_spec: str, wheelhouse: Path | None = None) -> subprocess.CompletedProcess:
+def _user_data_install(
+    release, tmp_path: Path, package_spec: str, wheelhouse: Path | None = None
+) -> subprocess.CompletedProcess:
     """The template's user data, its first lines, `signal` and `install` parts, rendered as
     CloudFormation would and run under bash: /opt/cfn-provider is a folder of the test's, `aws s3
     cp` a stub copying from a local "bucket" (the wheelhouse as `aws s3 sync` would upload it),
@@ -136,12 +152,25 @@ if [[ " $* " == *" --recursive "* ]]; then mkdir -p "$dest"; cp -r {bucket}/. "$
     (stubs / "python3.11").symlink_to(Path(sys.base_prefix) / "bin" / "python3.11")
     for stub in ("aws", "cfn-signal"):
         (stubs / stub).chmod(0o755)
-    parts = sections(rendered(load(PROVIDER), PackageSpec=package_spec, WheelhouseBucket="the-bucket",
-                              WheelhousePrefix="releases/", PackageIndexUrl=""))
+    parts = sections(
+        rendered(
+            load(PROVIDER),
+            PackageSpec=package_spec,
+            WheelhouseBucket="the-bucket",
+            WheelhousePrefix="releases/",
+            PackageIndexUrl="",
+        )
+    )
     script = (parts[""] + parts["signal"] + parts["install"]).replace("/opt/cfn-provider", str(opt / "cfn-provider"))
     script += "\ntrap - ERR EXIT  # the rest of the user data would go on from here\n"
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=600,
-                          env={"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_the_templates_install_step_installs_the_pinned_hashed_wheelhouse(release, tmp_path: Path):
@@ -179,11 +208,16 @@ def _site_packages(venv: Path) -> Path:
 
 
 def test_the_distribution_installs_one_import_name(venv: Path):
-    files = _run(venv / "bin" / "python", "-I", "-c", textwrap.dedent("""
+    files = _run(
+        venv / "bin" / "python",
+        "-I",
+        "-c",
+        textwrap.dedent("""
         import json
         from importlib.metadata import distribution
         print(json.dumps(sorted({str(f).split("/")[0] for f in distribution("cfn-sns-provider").files})))
-    """))
+    """),
+    )
     assert files.returncode == 0, files.stderr
     tops = {name for name in json.loads(files.stdout) if not name.endswith(".dist-info") and name != ".."}
     assert tops == {"cfn_provider"}
@@ -202,8 +236,13 @@ def test_every_module_of_the_checkout_is_installed_without_a_package_list(venv: 
 
 def test_python_daemon_and_the_provider_side_by_side(venv: Path):
     python = venv / "bin" / "python"
-    both = _run(python, "-I", "-c", "import daemon, cfn_provider; from cfn_provider import Resource, Call; "
-                              "print(daemon.DaemonContext.__module__, cfn_provider.__name__)")
+    both = _run(
+        python,
+        "-I",
+        "-c",
+        "import daemon, cfn_provider; from cfn_provider import Resource, Call; "
+        "print(daemon.DaemonContext.__module__, cfn_provider.__name__)",
+    )
     assert both.returncode == 0, both.stderr
     assert both.stdout.split() == ["daemon.daemon", "cfn_provider"]
     demo = _run(venv / "bin" / "cfn-provider", "demo", timeout=300, cwd=venv)
@@ -214,15 +253,18 @@ def test_a_users_own_handlers_package_is_served_beside_the_built_ins(venv: Path,
     """A Lambda project's `handlers/` folder on PYTHONPATH neither shadows nor is shadowed."""
     (tmp_path / "handlers").mkdir()
     (tmp_path / "handlers" / "__init__.py").write_text("")
-    (tmp_path / "handlers" / "thing.py").write_text(textwrap.dedent("""
+    (tmp_path / "handlers" / "thing.py").write_text(
+        textwrap.dedent("""
         def create(event, context):
             return {"PhysicalResourceId": "thing-1", "Data": {"Mine": "yes"}}
         def update(event, context):
             return None
         def delete(event, context):
             return None
-    """))
-    (tmp_path / "template.yaml").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "template.yaml").write_text(
+        textwrap.dedent("""
         Resources:
           Thing:
             Type: Custom::Thing
@@ -233,18 +275,31 @@ def test_a_users_own_handlers_package_is_served_beside_the_built_ins(venv: Path,
         Outputs:
           Mine: {Value: !GetAtt Thing.Mine}
           Echo: {Value: !Ref Echo}
-    """))
+    """)
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     cli = venv / "bin" / "cfn-provider"
-    created = _run(cli, "simulate", "create", "template.yaml", "--handler", "Custom::Thing=handlers.thing",
-                   "--handler", "Custom::Echo=cfn_provider.handlers.echo", cwd=tmp_path, env=env, timeout=300)
+    created = _run(
+        cli,
+        "simulate",
+        "create",
+        "template.yaml",
+        "--handler",
+        "Custom::Thing=handlers.thing",
+        "--handler",
+        "Custom::Echo=cfn_provider.handlers.echo",
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
-    outputs = dict(line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines()
-                   if line.startswith("  "))
+    outputs = dict(
+        line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines() if line.startswith("  ")
+    )
     assert outputs == {"Mine": "yes", "Echo": "echoed"}
 
 
-HANDLER = '''\
+HANDLER = """\
 from __future__ import annotations
 
 from typing import Any
@@ -260,7 +315,7 @@ class Thing(Resource):
 def update(event: CustomResourceRequest) -> HandlerResult | None:
     size = event["ResourceProperties"]["Size"]
     return {"Data": {"Size": size, "Old": event.get("OldResourceProperties", {}).get("Size")}}
-'''
+"""
 
 
 def test_the_wheel_ships_its_types_to_a_handler_authors_mypy(venv: Path, tmp_path: Path):
@@ -271,9 +326,21 @@ def test_the_wheel_ships_its_types_to_a_handler_authors_mypy(venv: Path, tmp_pat
 
     def mypy(source: str) -> subprocess.CompletedProcess:
         (tmp_path / "handler.py").write_text(source)
-        return _run(sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini", "--verbose",
-                    "--cache-dir", tmp_path / "cache", "--python-executable", venv / "bin" / "python",
-                    "handler.py", cwd=tmp_path)
+        return _run(
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--config-file",
+            "mypy.ini",
+            "--verbose",
+            "--cache-dir",
+            tmp_path / "cache",
+            "--python-executable",
+            venv / "bin" / "python",
+            "handler.py",
+            cwd=tmp_path,
+        )
 
     checked = mypy(HANDLER)
     assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]

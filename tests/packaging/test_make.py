@@ -3,6 +3,7 @@ installs only the [demo] extra, `make chaos` gets faketime (or says how, in one 
 anything runs), `make bench` installs dynalite as `make test` does, and the Makefile and the docs
 agree on how long `make bench` takes. Dry runs (`make -n`) into a virtualenv path of the test's,
 so nothing is installed."""
+
 from __future__ import annotations
 
 import configparser
@@ -20,8 +21,15 @@ def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     make_bin = shutil.which("make")
     if not make_bin:
         pytest.skip("make is not installed")
-    return subprocess.run([make_bin, "--no-print-directory", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [make_bin, "--no-print-directory", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_make_demo_installs_only_the_demo_extra(tmp_path: Path) -> None:
@@ -66,8 +74,10 @@ def test_make_chaos_says_how_to_get_faketime_before_it_starts(tmp_path: Path) ->
 
 def test_the_makefile_and_the_docs_agree_on_how_long_make_bench_takes() -> None:
     makefile = re.search(r"^bench:.*\(about (\d+) min", (REPO / "Makefile").read_text(), re.M)
-    performance = re.search(r"`make bench` runs every benchmark in one go \(about (\d+) minutes",
-                            (REPO / "docs" / "performance.md").read_text())
+    performance = re.search(
+        r"`make bench` runs every benchmark in one go \(about (\d+) minutes",
+        (REPO / "docs" / "performance.md").read_text(),
+    )
     readme = re.search(r"`make bench` runs the benchmarks \(about (\d+) minutes", (REPO / "README.md").read_text())
     assert makefile and performance and readme
     assert makefile[1] == performance[1] == readme[1]

@@ -1,4 +1,5 @@
 """Fixtures for the tests that drive cfn_provider.transports.queue.SqsQueue directly (deletes, poller)."""
+
 from __future__ import annotations
 
 from typing import Any, AsyncIterator

@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.deletes.DeleteBatcher over a real SqsQueue on the moto server: batches, per-entry failures, close."""
+
 from __future__ import annotations
 
 import asyncio
@@ -75,8 +76,10 @@ async def test_a_refused_entry_fails_only_its_own_caller(emulator: Emulator, que
     messages = await received(emulator, queue, 4)
     bad = dataclasses.replace(messages[2], receipt="bogus-handle")
     batcher = DeleteBatcher(queue)
-    outcomes = await asyncio.wait_for(asyncio.gather(
-        *(batcher.delete(bad if i == 2 else m) for i, m in enumerate(messages)), return_exceptions=True), 10)
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(batcher.delete(bad if i == 2 else m) for i, m in enumerate(messages)), return_exceptions=True),
+        10,
+    )
     assert [o is None for o in outcomes] == [True, True, False, True]
     assert isinstance(outcomes[2], DeleteFailed) and "ReceiptHandleIsInvalid" in str(outcomes[2])
     assert queue_counts(emulator.client("sqs"), queue.url) == (0, 1)  # only the refused one is still in flight
@@ -85,8 +88,9 @@ async def test_a_refused_entry_fails_only_its_own_caller(emulator: Emulator, que
 async def test_a_failed_call_reaches_every_waiting_caller(emulator: Emulator, client: Any, queue: SqsQueue):
     messages = await received(emulator, queue, 3)
     batcher = DeleteBatcher(SqsQueue(client, queue.url + "-missing"))
-    outcomes = await asyncio.wait_for(asyncio.gather(
-        *(batcher.delete(m) for m in messages), return_exceptions=True), 10)
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(batcher.delete(m) for m in messages), return_exceptions=True), 10
+    )
     assert all(isinstance(o, client.exceptions.QueueDoesNotExist) for o in outcomes)
     assert queue_counts(emulator.client("sqs"), queue.url) == (0, 3)
 

@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.envelope: an SQS body -> the CloudFormation request text it carries, or BadMessage."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -44,6 +45,7 @@ def unwrap_doc(doc) -> object:
 
 # --- accepted shapes --------------------------------------------------------------------
 
+
 def test_sns_notification_yields_the_request_and_envelope_fields():
     doc = notification()
     env = unwrap_doc(doc)
@@ -82,6 +84,7 @@ def test_raw_request_recognised_by_either_request_field(field):
 
 # --- not a message at all ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("body", ["", "not json", "{", "{'single': 'quotes'}", "\x00"])
 def test_body_that_is_not_json_is_bad(body):
     with pytest.raises(BadMessage, match="not JSON"):
@@ -93,21 +96,25 @@ def test_pathologically_nested_json_is_bad_not_a_crash():
         unwrap("[" * 100_000 + "]" * 100_000, "sqs-msg-1", SENT_AT)
 
 
-@pytest.mark.parametrize("body, kind", [("[]", "list"), ("[1, 2]", "list"), ('"text"', "str"), ("3", "int"),
-                                        ("null", "NoneType"), ("true", "bool")])
+@pytest.mark.parametrize(
+    "body, kind",
+    [("[]", "list"), ("[1, 2]", "list"), ('"text"', "str"), ("3", "int"), ("null", "NoneType"), ("true", "bool")],
+)
 def test_json_that_is_not_an_object_is_bad(body, kind):
     with pytest.raises(BadMessage, match=f"JSON {kind}"):
         unwrap(body, "sqs-msg-1", SENT_AT)
 
 
-@pytest.mark.parametrize("doc", [{}, {"hello": "world"}, {"Message": "x"}, {"Type": "Notification"},
-                                 {"StackId": "s", "RequestId": "r"}])
+@pytest.mark.parametrize(
+    "doc", [{}, {"hello": "world"}, {"Message": "x"}, {"Type": "Notification"}, {"StackId": "s", "RequestId": "r"}]
+)
 def test_object_of_the_wrong_shape_is_bad(doc):
     with pytest.raises(BadMessage, match="neither an SNS notification nor a CloudFormation request"):
         unwrap_doc(doc)
 
 
 # --- SNS control messages and other types -----------------------------------------------
+
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
     hits: list[str] = []
@@ -135,8 +142,9 @@ def subscribe_server():
 @pytest.mark.parametrize("kind", ["SubscriptionConfirmation", "UnsubscribeConfirmation"])
 def test_subscription_control_messages_are_bad_and_never_confirmed(kind, subscribe_server):
     base, hits = subscribe_server
-    doc = notification(Type=kind, Message="You have chosen to subscribe...", Token="tok",
-                       SubscribeURL=f"{base}/confirm?Token=tok")
+    doc = notification(
+        Type=kind, Message="You have chosen to subscribe...", Token="tok", SubscribeURL=f"{base}/confirm?Token=tok"
+    )
     with pytest.raises(BadMessage) as info:
         unwrap_doc(doc)
     message = str(info.value)
@@ -152,6 +160,7 @@ def test_unknown_sns_type_is_bad(kind):
 
 
 # --- required envelope fields -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("field", ["MessageId", "TopicArn", "Timestamp"])
 def test_notification_missing_a_required_field_is_bad_and_names_it(field):

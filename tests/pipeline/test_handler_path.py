@@ -2,6 +2,7 @@
 `simulate`): installed packages, PYTHONPATH and the --handler-path folders, never the working
 directory by accident; handler folders after everything else, and a name they share with an
 installed module refused."""
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,11 @@ def test_a_handler_folder_module_named_like_an_installed_one_is_refused_by_name(
     (tmp_path / "json.py").write_text(MODULE)  # the standard library's json, already imported
     (tmp_path / "click.py").write_text(MODULE)  # an installed package
     for shadow in ("json", "click"):
-        with pytest.raises(HandlerError, match=f"module '{shadow}' is in the handler folder {tmp_path} and also "
-                                               "elsewhere on the path .*rename yours"):
+        with pytest.raises(
+            HandlerError,
+            match=f"module '{shadow}' is in the handler folder {tmp_path} and also "
+            "elsewhere on the path .*rename yours",
+        ):
             Router([("Custom::Thing", shadow)], use_entry_points=False, handler_paths=[str(tmp_path)])
 
 
@@ -75,15 +79,21 @@ def test_a_module_that_imports_something_missing_says_what_is_missing(tmp_path):
 def test_run_and_handlers_take_handler_path_from_the_command_line_environment_and_config(tmp_path, monkeypatch):
     name = handler_module(tmp_path / "mine")
     monkeypatch.chdir(tmp_path)
-    listed = CliRunner().invoke(cli.main, ["handlers", "--handler", f"Custom::Thing={name}", "--json",
-                                           "--handler-path", "mine"])
+    listed = CliRunner().invoke(
+        cli.main, ["handlers", "--handler", f"Custom::Thing={name}", "--json", "--handler-path", "mine"]
+    )
     assert listed.exit_code == 0 and '"source": "module"' in listed.output, listed.output
     other = handler_module(tmp_path / "elsewhere")
-    env = CliRunner().invoke(cli.main, ["handlers", "--handler", f"Custom::Thing={other}"],
-                             env={"CFN_PROVIDER_HANDLER_PATH": f"{tmp_path / 'nothing-here'}{os.pathsep}elsewhere"})
+    env = CliRunner().invoke(
+        cli.main,
+        ["handlers", "--handler", f"Custom::Thing={other}"],
+        env={"CFN_PROVIDER_HANDLER_PATH": f"{tmp_path / 'nothing-here'}{os.pathsep}elsewhere"},
+    )
     assert env.exit_code == 2 and "nothing-here: no such folder" in env.output  # PATH-style list, each checked
     third = handler_module(tmp_path / "conf" / "handlers")
-    (tmp_path / "conf" / "provider.toml").write_text(f'handler-path = "handlers"\n[handlers]\n"Custom::Thing" = "{third}"\n')
+    (tmp_path / "conf" / "provider.toml").write_text(
+        f'handler-path = "handlers"\n[handlers]\n"Custom::Thing" = "{third}"\n'
+    )
     monkeypatch.chdir(tmp_path / "mine")  # relative to the config file, not to where the command runs
     configured = CliRunner().invoke(cli.main, ["handlers", "--config", str(tmp_path / "conf" / "provider.toml")])
     assert configured.exit_code == 0 and third in configured.output, configured.output
@@ -92,11 +102,23 @@ def test_run_and_handlers_take_handler_path_from_the_command_line_environment_an
 def test_python_dash_m_does_not_import_from_the_working_directory_either(tmp_path):
     name = handler_module(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "cfn_provider", "handlers", "--handler", f"Custom::Thing={name}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cfn_provider", "handlers", "--handler", f"Custom::Thing={name}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and f"add --handler-path {tmp_path}" in done.stderr, done.stderr
-    named = subprocess.run([sys.executable, "-m", "cfn_provider", "handlers", "--handler", f"Custom::Thing={name}",
-                            "--handler-path", "."], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    named = subprocess.run(
+        [sys.executable, "-m", "cfn_provider", "handlers", "--handler", f"Custom::Thing={name}", "--handler-path", "."],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert named.returncode == 0 and name in named.stdout, named.stderr
 
 

@@ -3,6 +3,7 @@
 Nothing of boto is mocked: the SQS calls the client really makes are observed through botocore's
 events, and the worker is a small double of our own `Worker` interface.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -102,16 +103,19 @@ def send(provider: Provider, count: int) -> list[str]:
     sqs = provider.emulator.client("sqs")
     ids: list[str] = []
     for start in range(0, count, 10):
-        resp = sqs.send_message_batch(QueueUrl=provider.queue_url, Entries=[
-            {"Id": str(i), "MessageBody": f"message {i}"} for i in range(start, min(count, start + 10))])
+        resp = sqs.send_message_batch(
+            QueueUrl=provider.queue_url,
+            Entries=[{"Id": str(i), "MessageBody": f"message {i}"} for i in range(start, min(count, start + 10))],
+        )
         assert not resp.get("Failed")
         ids += [entry["MessageId"] for entry in resp["Successful"]]
     return ids
 
 
 def make_poller(queue: SqsQueue, worker: FakeWorker, concurrency: int, wait_seconds: int = 1) -> Poller:
-    return Poller(queue, worker, concurrency=concurrency, visibility_timeout=30, wait_seconds=wait_seconds,
-                  grace_period=5)
+    return Poller(
+        queue, worker, concurrency=concurrency, visibility_timeout=30, wait_seconds=wait_seconds, grace_period=5
+    )
 
 
 async def stop(poller: Poller, task: asyncio.Task) -> None:
@@ -129,8 +133,9 @@ async def run_until_seen(poller: Poller, worker: FakeWorker, count: int) -> None
         await stop(poller, task)
 
 
-async def test_a_busy_queue_is_received_side_by_side_up_to_the_concurrency(provider: Provider, client: Any,
-                                                                           queue: SqsQueue):
+async def test_a_busy_queue_is_received_side_by_side_up_to_the_concurrency(
+    provider: Provider, client: Any, queue: SqsQueue
+):
     ids = send(provider, 60)
     worker = FakeWorker(seconds=0.8)
     calls = Calls(client, worker, concurrency=32)
@@ -194,8 +199,9 @@ async def test_receives_never_ask_for_more_than_the_free_slots(provider: Provide
     assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
-async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(provider: Provider, client: Any,
-                                                                       queue: SqsQueue):
+async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(
+    provider: Provider, client: Any, queue: SqsQueue
+):
     ids = send(provider, 5)
     worker = FakeWorker()
     calls = Calls(client, worker, concurrency=1)
@@ -244,8 +250,9 @@ async def test_a_part_full_receive_pauses_the_next(provider: Provider, client: A
     assert calls.started[1] - calls.ended[0] >= 0.049  # RECEIVE_PAUSE: 50 ms for a trickle to gather
 
 
-async def test_stop_lets_the_long_poll_finish_and_hands_back_what_it_brings(provider: Provider, client: Any,
-                                                                            queue: SqsQueue):
+async def test_stop_lets_the_long_poll_finish_and_hands_back_what_it_brings(
+    provider: Provider, client: Any, queue: SqsQueue
+):
     worker = FakeWorker()
     calls = Calls(client, worker, concurrency=32)
     poller = make_poller(queue, worker, concurrency=32, wait_seconds=3)
@@ -263,7 +270,10 @@ async def test_stop_lets_the_long_poll_finish_and_hands_back_what_it_brings(prov
     assert len(calls.started) == 1  # no receive after stop
     assert calls.got == [1]  # the poll was let finish and brought the message...
     assert worker.seen == []  # ...which was not worked on...
-    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (1, 0)  # ...but handed back, visible at once
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (
+        1,
+        0,
+    )  # ...but handed back, visible at once
 
 
 class DeferringWorker(FakeWorker):
@@ -302,4 +312,4 @@ def test_defer_seconds_default_to_the_visibility_timeout_and_stay_within_sqs_lim
     assert poller.defer_seconds(message) == poller.visibility_timeout
     assert poller.defer_seconds(message, 0.2) == 1
     assert poller.defer_seconds(message, 41.3) == 42
-    assert poller.defer_seconds(message, 10 ** 9) == 12 * 3600
+    assert poller.defer_seconds(message, 10**9) == 12 * 3600

@@ -1,6 +1,7 @@
 """cfn_provider.pipeline.raised: a raising handler's Reason names the exception's type and message
 and where its traceback is; an answer-like exception (PropertyError, a Lambda function's FAILED)
 keeps its message alone."""
+
 from __future__ import annotations
 
 from cfn_provider import PropertyError
@@ -19,6 +20,8 @@ def test_the_reason_names_the_exception_type_and_where_the_traceback_is():
 
 
 def test_answers_that_are_exceptions_keep_their_message_alone():
-    assert reason(PropertyError("invalid ResourceProperties: Size: must be at most 20 (maximum)")) == \
-        "invalid ResourceProperties: Size: must be at most 20 (maximum)"
+    assert (
+        reason(PropertyError("invalid ResourceProperties: Size: must be at most 20 (maximum)"))
+        == "invalid ResourceProperties: Size: must be at most 20 (maximum)"
+    )
     assert reason(FunctionFailed("the bucket exists")) == "the bucket exists"

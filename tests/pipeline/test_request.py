@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.request: unanswerable messages vs answerable-but-invalid requests, and the read-only event."""
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,11 @@ def wire(**overrides):
         "RequestId": "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51",
         "LogicalResourceId": "Thing",
         "ResourceType": "Custom::Echo",
-        "ResourceProperties": {"ServiceToken": "arn:aws:sns:us-east-1:123456789012:cfn-provider",
-                               "Tags": [{"Key": "k", "Value": "v"}], "Nested": {"Deep": {"x": 1}}},
+        "ResourceProperties": {
+            "ServiceToken": "arn:aws:sns:us-east-1:123456789012:cfn-provider",
+            "Tags": [{"Key": "k", "Value": "v"}],
+            "Nested": {"Deep": {"x": 1}},
+        },
     }
     doc.update(overrides)
     return {k: v for k, v in doc.items() if v is not None}
@@ -32,6 +36,7 @@ def parse_doc(**overrides) -> Request:
 
 
 # --- a good request ---------------------------------------------------------------------
+
 
 def test_valid_request_has_no_problems_and_exposes_its_fields():
     req = parse_doc()
@@ -53,6 +58,7 @@ def test_update_with_physical_id_and_old_properties_is_valid():
 
 
 # --- NotARequest: nothing can be answered ---------------------------------------------
+
 
 @pytest.mark.parametrize("text", ["", "nope", "{", "[" * 100_000])
 def test_not_json_is_not_a_request(text):
@@ -110,6 +116,7 @@ def test_all_unanswerable_fields_are_named_together():
 
 # --- problems: answerable, so FAILED naming what is wrong -------------------------------
 
+
 @pytest.mark.parametrize("field", ["RequestType", "ResourceType"])
 def test_missing_request_or_resource_type_is_a_problem(field):
     req = parse_doc(**{field: None})
@@ -165,6 +172,7 @@ def test_unknown_request_type_text_is_clipped_in_the_problem():
 
 
 # --- the read-only event handlers receive -----------------------------------------------
+
 
 @pytest.fixture
 def event() -> FrozenDict:
@@ -240,14 +248,21 @@ def test_deepcopy_is_mutable_at_every_level(event):
 
 # --- derived values ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack_id, name", [
-    (STACK_ID, "my-stack"),
-    ("arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/cn-stack/guid", "cn-stack"),
-    ("arn:aws-us-gov:cloudformation:us-gov-west-1:123456789012:stack/gov/guid", "gov"),
-    ("plain-stack-id-from-ros", "plain-stack-id-from-ros"),
-    ("arn:aws:cloudformation:us-east-1:123456789012:stack/only-two", "arn:aws:cloudformation:us-east-1:123456789012:stack/only-two"),
-    ("a/b/c", "a/b/c"),
-])
+
+@pytest.mark.parametrize(
+    "stack_id, name",
+    [
+        (STACK_ID, "my-stack"),
+        ("arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/cn-stack/guid", "cn-stack"),
+        ("arn:aws-us-gov:cloudformation:us-gov-west-1:123456789012:stack/gov/guid", "gov"),
+        ("plain-stack-id-from-ros", "plain-stack-id-from-ros"),
+        (
+            "arn:aws:cloudformation:us-east-1:123456789012:stack/only-two",
+            "arn:aws:cloudformation:us-east-1:123456789012:stack/only-two",
+        ),
+        ("a/b/c", "a/b/c"),
+    ],
+)
 def test_stack_name(stack_id, name):
     assert parse_doc(StackId=stack_id).stack_name == name
 
@@ -267,24 +282,27 @@ def test_key_does_not_conflate_different_id_pairs():
     assert one.key != two.key
 
 
-@pytest.mark.parametrize("props, expected", [
-    ({}, 3600),
-    ({"ServiceTimeout": 120}, 120),
-    ({"ServiceTimeout": "120"}, 120),
-    ({"ServiceTimeout": " 90 "}, 90),
-    ({"ServiceTimeout": "1"}, 1),
-    ({"ServiceTimeout": "3600"}, 3600),
-    ({"ServiceTimeout": 0}, 1),
-    ({"ServiceTimeout": "-5"}, 1),
-    ({"ServiceTimeout": 3601}, 3600),
-    ({"ServiceTimeout": "99999999"}, 3600),
-    ({"ServiceTimeout": "soon"}, 3600),
-    ({"ServiceTimeout": ""}, 3600),
-    ({"ServiceTimeout": None}, 3600),
-    ({"ServiceTimeout": True}, 3600),
-    ({"ServiceTimeout": ["60"]}, 3600),
-    ({"ServiceTimeout": {"s": 60}}, 3600),
-])
+@pytest.mark.parametrize(
+    "props, expected",
+    [
+        ({}, 3600),
+        ({"ServiceTimeout": 120}, 120),
+        ({"ServiceTimeout": "120"}, 120),
+        ({"ServiceTimeout": " 90 "}, 90),
+        ({"ServiceTimeout": "1"}, 1),
+        ({"ServiceTimeout": "3600"}, 3600),
+        ({"ServiceTimeout": 0}, 1),
+        ({"ServiceTimeout": "-5"}, 1),
+        ({"ServiceTimeout": 3601}, 3600),
+        ({"ServiceTimeout": "99999999"}, 3600),
+        ({"ServiceTimeout": "soon"}, 3600),
+        ({"ServiceTimeout": ""}, 3600),
+        ({"ServiceTimeout": None}, 3600),
+        ({"ServiceTimeout": True}, 3600),
+        ({"ServiceTimeout": ["60"]}, 3600),
+        ({"ServiceTimeout": {"s": 60}}, 3600),
+    ],
+)
 def test_service_timeout(props, expected):
     assert parse_doc(ResourceProperties=props).service_timeout == expected
 

@@ -1,4 +1,5 @@
 """Responder.put against a real local HTTP server standing in for S3 (tests.support.stub_s3)."""
+
 from __future__ import annotations
 
 import socket
@@ -35,7 +36,7 @@ def responder(session):
 def _target(url: str) -> str:
     """The request target (path + query) of an absolute http URL, byte for byte."""
     rest = url.split("://", 1)[1]
-    return rest[rest.index("/"):]
+    return rest[rest.index("/") :]
 
 
 def _free_port() -> int:
@@ -46,6 +47,7 @@ def _free_port() -> int:
 
 
 # ---- the request on the wire -------------------------------------------------------------------
+
 
 async def test_put_sends_an_empty_content_type_header(s3, responder):
     url = s3.url("resp/ct")
@@ -88,6 +90,7 @@ async def test_escapes_in_path_and_query_are_neither_decoded_nor_re_encoded(s3, 
 
 
 # ---- status handling ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("status", [200, 201, 204])
 async def test_2xx_is_delivered_after_one_attempt(s3, responder, status):
@@ -167,13 +170,16 @@ async def test_5xx_until_expiry_gives_up_with_the_last_status(session):
 
 # ---- transport failures ------------------------------------------------------------------------
 
+
 async def test_connection_refused_is_retried_until_the_url_expires(session):
     port = _free_port()
     expires_in = 3
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    url = (f"http://127.0.0.1:{port}/resp/refused?X-Amz-Algorithm=AWS4-HMAC-SHA256"
-           f"&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request"
-           f"&X-Amz-Date={stamp}&X-Amz-Expires={expires_in}&X-Amz-SignedHeaders=host&X-Amz-Signature={'ab' * 32}")
+    url = (
+        f"http://127.0.0.1:{port}/resp/refused?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        f"&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request"
+        f"&X-Amz-Date={stamp}&X-Amz-Expires={expires_in}&X-Amz-SignedHeaders=host&X-Amz-Signature={'ab' * 32}"
+    )
     give_up_at = expires_at(url)
     assert give_up_at is not None and give_up_at > time.time()
     started = time.time()
@@ -241,6 +247,7 @@ async def test_mixed_faults_then_success(s3, responder):
 
 # ---- the overall deadline: URL expiry or the request's deadline, whichever is first -----------
 
+
 async def test_a_trickling_server_is_cut_off_at_the_urls_expiry(session):
     """Headers one byte at a time, each within the read timeout: only the overall deadline ends it."""
     with StubS3() as s3:
@@ -281,12 +288,14 @@ async def test_a_passed_deadline_still_gets_a_short_real_try(s3, session):
     """A stale message or a host clock ahead of SNS's: the answer (often FAILED "timed out") is
     still sent; the delivery is bounded by `min_delivery`, not by the URL's hour."""
     delivery = await Responder(session, **FAST, min_delivery=1).put(
-        s3.url("resp/late", expires_in=3600), BODY, deadline=time.time() - 3600)
+        s3.url("resp/late", expires_in=3600), BODY, deadline=time.time() - 3600
+    )
     assert (delivery.delivered, delivery.attempts) == (True, 1)
     s3.fail_with(503)
     started = time.monotonic()
     delivery = await Responder(session, **FAST, min_delivery=1).put(
-        s3.url("resp/late-503", expires_in=3600), BODY, deadline=time.time() - 3600)
+        s3.url("resp/late-503", expires_in=3600), BODY, deadline=time.time() - 3600
+    )
     assert not delivery.delivered and time.monotonic() - started < 30
 
 

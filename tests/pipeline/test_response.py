@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.response: every response rule of docs/guarantees.md ("How each part is kept"), then properties over arbitrary input."""
+
 from __future__ import annotations
 
 import json
@@ -63,12 +64,16 @@ ODD_IDS = dict(
 )
 
 
-@pytest.mark.parametrize("build", [
-    lambda r: success(r, None),
-    lambda r: success(r, {"Data": {"a": 1}}),
-    lambda r: success(r, ["not", "valid"]),
-    lambda r: failure(r, "boom"),
-], ids=["success", "success-data", "invalid-result", "failure"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda r: success(r, None),
+        lambda r: success(r, {"Data": {"a": 1}}),
+        lambda r: success(r, ["not", "valid"]),
+        lambda r: failure(r, "boom"),
+    ],
+    ids=["success", "success-data", "invalid-result", "failure"],
+)
 @pytest.mark.parametrize("kind", ["Create", "Update", "Delete"])
 def test_ids_are_copied_verbatim(build, kind):
     req = make(RequestType=kind, **ODD_IDS)
@@ -78,6 +83,7 @@ def test_ids_are_copied_verbatim(build, kind):
 
 
 # --- what the handler returns ----------------------------------------------------------
+
 
 def test_none_on_create_gives_a_default_id_and_no_data():
     resp = success(CREATE, None)
@@ -92,8 +98,9 @@ def test_str_result_is_the_physical_id():
 
 
 def test_mapping_result_gives_id_data_and_noecho():
-    resp = success(CREATE, {"PhysicalResourceId": "db-1", "Data": {"Endpoint": "db.example", "Port": 5432},
-                            "NoEcho": True})
+    resp = success(
+        CREATE, {"PhysicalResourceId": "db-1", "Data": {"Endpoint": "db.example", "Port": 5432}, "NoEcho": True}
+    )
     doc = body_of(resp)
     assert doc["PhysicalResourceId"] == "db-1"
     assert doc["Data"] == {"Endpoint": "db.example", "Port": 5432}
@@ -129,6 +136,7 @@ def test_data_is_snapshotted_when_the_response_is_built():
 
 # --- default Create id -----------------------------------------------------------------
 
+
 def test_default_create_id_is_deterministic():
     again = make()
     assert default_physical_id(again) == default_physical_id(CREATE)
@@ -151,6 +159,7 @@ def test_default_create_id_is_bounded_and_non_empty_for_huge_unicode_ids():
 
 # --- Update ----------------------------------------------------------------------------
 
+
 def test_update_with_no_id_keeps_the_requests_id():
     assert body_of(success(UPDATE, None))["PhysicalResourceId"] == "thing-1"
     assert body_of(success(UPDATE, {"Data": {"a": "b"}}))["PhysicalResourceId"] == "thing-1"
@@ -171,12 +180,16 @@ def test_failed_update_keeps_the_requests_id():
 
 # --- Delete ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("result", [
-    None,
-    "a-different-id",
-    {"PhysicalResourceId": "a-different-id"},
-    {"PhysicalResourceId": "a-different-id", "Data": {"Secret": "s"}, "NoEcho": True},
-])
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        None,
+        "a-different-id",
+        {"PhysicalResourceId": "a-different-id"},
+        {"PhysicalResourceId": "a-different-id", "Data": {"Secret": "s"}, "NoEcho": True},
+    ],
+)
 def test_delete_never_changes_the_id_and_never_carries_data_or_noecho(result):
     resp = success(DELETE, result)
     doc = body_of(resp)
@@ -186,15 +199,18 @@ def test_delete_never_changes_the_id_and_never_carries_data_or_noecho(result):
     assert not resp.no_echo
 
 
-@pytest.mark.parametrize("result", [
-    pytest.param(True, id="true"),
-    pytest.param([1, 2], id="list"),
-    pytest.param({"ResponseMetadata": {"HTTPStatusCode": 204}}, id="boto-response"),
-    pytest.param({"Data": {"When": object()}}, id="non-json-data"),
-    pytest.param({"Data": {"X": float("nan")}}, id="nan-data"),
-    pytest.param({"PhysicalResourceId": ""}, id="empty-id"),
-    pytest.param(42, id="int"),
-])
+@pytest.mark.parametrize(
+    "result",
+    [
+        pytest.param(True, id="true"),
+        pytest.param([1, 2], id="list"),
+        pytest.param({"ResponseMetadata": {"HTTPStatusCode": 204}}, id="boto-response"),
+        pytest.param({"Data": {"When": object()}}, id="non-json-data"),
+        pytest.param({"Data": {"X": float("nan")}}, id="nan-data"),
+        pytest.param({"PhysicalResourceId": ""}, id="empty-id"),
+        pytest.param(42, id="int"),
+    ],
+)
 def test_a_deletes_return_value_is_ignored_so_it_cannot_fail_the_delete(result):
     # Lambda code ported over returns such values; the Delete did its work and must answer SUCCESS
     doc = body_of(success(DELETE, result))
@@ -223,6 +239,7 @@ def test_delete_without_a_physical_id_still_answers_with_a_non_empty_id():
 
 
 # --- failed Create marker --------------------------------------------------------------
+
 
 def test_failed_create_carries_a_recognisable_marker():
     resp = failure(CREATE, "boom")
@@ -258,21 +275,25 @@ def test_failure_reason_that_fits_is_kept_exactly():
 
 # --- invalid results -------------------------------------------------------------------
 
-@pytest.mark.parametrize("result, mentions", [
-    (["a", "b"], "list"),
-    (42, "int"),
-    (True, "bool"),
-    (b"bucket-123", "bytes"),
-    (object(), "object"),
-    ("", "PhysicalResourceId"),
-    ({"PhysicalResourceId": ""}, "PhysicalResourceId"),
-    ({"PhysicalResourceId": 5}, "PhysicalResourceId"),
-    ({"PhysicalResourceId": ["x"]}, "PhysicalResourceId"),
-    ({"Data": ["a"]}, "Data"),
-    ({"Data": "text"}, "Data"),
-    ({"Data": {"x": object()}}, "Data"),
-    ({"Data": {"x": {1, 2}}}, "Data"),
-])
+
+@pytest.mark.parametrize(
+    "result, mentions",
+    [
+        (["a", "b"], "list"),
+        (42, "int"),
+        (True, "bool"),
+        (b"bucket-123", "bytes"),
+        (object(), "object"),
+        ("", "PhysicalResourceId"),
+        ({"PhysicalResourceId": ""}, "PhysicalResourceId"),
+        ({"PhysicalResourceId": 5}, "PhysicalResourceId"),
+        ({"PhysicalResourceId": ["x"]}, "PhysicalResourceId"),
+        ({"Data": ["a"]}, "Data"),
+        ({"Data": "text"}, "Data"),
+        ({"Data": {"x": object()}}, "Data"),
+        ({"Data": {"x": {1, 2}}}, "Data"),
+    ],
+)
 @pytest.mark.parametrize("kind", ["Create", "Update"])
 def test_invalid_result_is_failed_with_a_clear_reason(result, mentions, kind):
     req = make(RequestType=kind)
@@ -283,12 +304,15 @@ def test_invalid_result_is_failed_with_a_clear_reason(result, mentions, kind):
     assert doc["PhysicalResourceId"]
 
 
-@pytest.mark.parametrize("result, key", [
-    ({"Foo": 1}, "Foo"),
-    ({"physicalResourceId": "x"}, "physicalResourceId"),  # wrong case is a mistake worth reporting
-    ({"PhysicalResourceId": "ok", "Status": "SUCCESS"}, "Status"),
-    ({"Data": {"a": 1}, "Reason": "fine"}, "Reason"),
-])
+@pytest.mark.parametrize(
+    "result, key",
+    [
+        ({"Foo": 1}, "Foo"),
+        ({"physicalResourceId": "x"}, "physicalResourceId"),  # wrong case is a mistake worth reporting
+        ({"PhysicalResourceId": "ok", "Status": "SUCCESS"}, "Status"),
+        ({"Data": {"a": 1}, "Reason": "fine"}, "Reason"),
+    ],
+)
 def test_unknown_keys_in_result_are_failed_naming_them(result, key):
     doc = body_of(success(CREATE, result))
     assert doc["Status"] == "FAILED" and key in doc["Reason"]
@@ -308,6 +332,7 @@ def test_physical_id_over_1024_bytes_is_failed(pid):
 
 
 # --- body size: encoded bytes, 4096 at most -------------------------------------------
+
 
 def _largest_fitting(build) -> Response:
     """The response for the largest n where build(n) still succeeds."""
@@ -365,8 +390,11 @@ def test_long_reason_is_trimmed_to_fit(reason):
 
 
 def test_long_reason_with_ids_at_their_limits_still_fits():
-    req = make(RequestType="Update", PhysicalResourceId="p" * MAX_PHYSICAL_ID,
-               **{k: "i" * v for k, v in ID_LIMITS.items() if k != "ResponseURL"})
+    req = make(
+        RequestType="Update",
+        PhysicalResourceId="p" * MAX_PHYSICAL_ID,
+        **{k: "i" * v for k, v in ID_LIMITS.items() if k != "ResponseURL"},
+    )
     resp = failure(req, "reason " * 2000)
     assert len(resp.body) <= MAX_BODY
     assert body_of(resp)["StackId"] == "i" * ID_LIMITS["StackId"]
@@ -379,6 +407,7 @@ def test_trimmed_reason_uses_the_space_available():
 
 # --- hostile input: the body is still valid, bounded JSON -----------------------------
 
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_numbers_in_data_never_produce_invalid_json(value):
     """JSON has no NaN/Infinity: CloudFormation cannot read such a body. Expect FAILED (or a valid body)."""
@@ -386,11 +415,15 @@ def test_non_finite_numbers_in_data_never_produce_invalid_json(value):
     body_of(resp)  # strict JSON
 
 
-@pytest.mark.parametrize("result", [
-    {"Data": {"Text": "lone \ud800 surrogate"}},
-    "id-\udfff",
-    {"PhysicalResourceId": "id-\ud83d"},
-], ids=["data", "str-id", "mapping-id"])
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"Data": {"Text": "lone \ud800 surrogate"}},
+        "id-\udfff",
+        {"PhysicalResourceId": "id-\ud83d"},
+    ],
+    ids=["data", "str-id", "mapping-id"],
+)
 def test_lone_surrogates_in_a_result_give_a_valid_body_not_an_exception(result):
     body_of(success(CREATE, result))
 
@@ -400,8 +433,16 @@ def test_lone_surrogate_in_a_reason_gives_a_valid_body_not_an_exception():
 
 
 def test_lone_surrogate_in_an_id_is_refused_or_answered_validly():
-    text = json.dumps({"RequestType": "Create", "ResourceType": "Custom::X", "LogicalResourceId": "L",
-                       "ResponseURL": "https://bucket.s3.amazonaws.com/k", "StackId": "s", "RequestId": "r\ud800"})
+    text = json.dumps(
+        {
+            "RequestType": "Create",
+            "ResourceType": "Custom::X",
+            "LogicalResourceId": "L",
+            "ResponseURL": "https://bucket.s3.amazonaws.com/k",
+            "StackId": "s",
+            "RequestId": "r\ud800",
+        }
+    )
     try:
         req = parse(text)
     except ValueError:  # NotARequest: cannot be answered, fine
@@ -452,17 +493,25 @@ def bounded_text(limit: int) -> st.SearchStrategy[str]:
 
 SMALL_TEXT = st.text(CHARS, max_size=12)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | SMALL_TEXT,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(SMALL_TEXT, children, max_size=4),
     max_leaves=12,
 )
 JSON_OBJECTS = st.dictionaries(SMALL_TEXT, JSON_VALUES, max_size=6)
-BIG_DATA = st.builds(lambda k, t, n: {k: t * n}, SMALL_TEXT, st.text(CHARS, min_size=1, max_size=3), st.integers(0, 5000))
+BIG_DATA = st.builds(
+    lambda k, t, n: {k: t * n}, SMALL_TEXT, st.text(CHARS, min_size=1, max_size=3), st.integers(0, 5000)
+)
 STACK_IDS = st.one_of(
     bounded_text(ID_LIMITS["StackId"]),
-    st.builds(lambda n, g: _clip(f"arn:aws:cloudformation:us-east-1:123456789012:stack/{n}/{g}", ID_LIMITS["StackId"]),
-              bounded_text(200), st.uuids().map(str)),
+    st.builds(
+        lambda n, g: _clip(f"arn:aws:cloudformation:us-east-1:123456789012:stack/{n}/{g}", ID_LIMITS["StackId"]),
+        bounded_text(200),
+        st.uuids().map(str),
+    ),
 )
 
 
@@ -489,17 +538,21 @@ RESULTS = st.one_of(
     st.none(),
     bounded_text(MAX_PHYSICAL_ID + 100),
     st.just(""),
-    st.fixed_dictionaries({}, optional={
-        "PhysicalResourceId": st.one_of(bounded_text(MAX_PHYSICAL_ID + 100), st.none(), st.integers()),
-        "Data": st.one_of(JSON_OBJECTS, BIG_DATA, st.none(), JSON_VALUES),
-        "NoEcho": st.booleans(),
-    }),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "PhysicalResourceId": st.one_of(bounded_text(MAX_PHYSICAL_ID + 100), st.none(), st.integers()),
+            "Data": st.one_of(JSON_OBJECTS, BIG_DATA, st.none(), JSON_VALUES),
+            "NoEcho": st.booleans(),
+        },
+    ),
     st.builds(lambda k, v: {k: v}, SMALL_TEXT, JSON_VALUES),  # possibly unknown keys
     JSON_VALUES,
 )
 REASONS = st.one_of(st.just(""), bounded_text(12_000)).map(lambda t: str(RuntimeError(t)))
 PROPERTY_SETTINGS = settings(
-    max_examples=200, deadline=None,
+    max_examples=200,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 
@@ -545,8 +598,12 @@ PROPS = {"ServiceToken": "arn:aws:sns:us-east-1:123456789012:t", "Bucket": "b-1"
 
 def rollback_delete(marker: str, **overrides: Any) -> Request:
     """CloudFormation's rollback Delete of CREATE (same stack, logical id, type and properties)."""
-    fields = dict(RequestType="Delete", RequestId="9d0f6c43-0000-4000-8000-000000000001",
-                  PhysicalResourceId=marker, ResourceProperties=PROPS)
+    fields = dict(
+        RequestType="Delete",
+        RequestId="9d0f6c43-0000-4000-8000-000000000001",
+        PhysicalResourceId=marker,
+        ResourceProperties=PROPS,
+    )
     return make(**{**fields, **overrides})
 
 
@@ -570,24 +627,30 @@ def test_the_rollback_delete_of_a_create_cut_short_names_that_create():
     assert timed_out_create(rollback_delete(marker)) == create.request_id
 
 
-@pytest.mark.parametrize("change", [
-    pytest.param(dict(ResourceProperties={**PROPS, "Bucket": "someone-elses"}), id="other-properties"),
-    pytest.param(dict(ResourceProperties={k: v for k, v in PROPS.items() if k != "Tags"}), id="fewer-properties"),
-    pytest.param(dict(LogicalResourceId="Other"), id="other-logical-id"),
-    pytest.param(dict(ResourceType="Custom::Other"), id="other-type"),
-    pytest.param(dict(StackId=STACK_ID.replace("my-stack", "their-stack")), id="other-stack"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(dict(ResourceProperties={**PROPS, "Bucket": "someone-elses"}), id="other-properties"),
+        pytest.param(dict(ResourceProperties={k: v for k, v in PROPS.items() if k != "Tags"}), id="fewer-properties"),
+        pytest.param(dict(LogicalResourceId="Other"), id="other-logical-id"),
+        pytest.param(dict(ResourceType="Custom::Other"), id="other-type"),
+        pytest.param(dict(StackId=STACK_ID.replace("my-stack", "their-stack")), id="other-stack"),
+    ],
+)
 def test_a_marker_does_not_verify_for_anything_but_its_own_resource(change):
     marker = cut_short(make(ResourceProperties=PROPS), "x").physical_id
     assert timed_out_create(rollback_delete(marker, **change)) is None
 
 
-@pytest.mark.parametrize("forged", [
-    TIMED_OUT_PREFIX,
-    TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51",
-    TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51-" + "0" * 32,
-    TIMED_OUT_PREFIX + "-" + "0" * 32,
-])
+@pytest.mark.parametrize(
+    "forged",
+    [
+        TIMED_OUT_PREFIX,
+        TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51",
+        TIMED_OUT_PREFIX + "0c6bb5b3-4b10-4c3f-9a51-1f0b2b6f6f51-" + "0" * 32,
+        TIMED_OUT_PREFIX + "-" + "0" * 32,
+    ],
+)
 def test_a_made_up_marker_does_not_verify(forged):
     assert timed_out_create(rollback_delete(forged)) is None
 

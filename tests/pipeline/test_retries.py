@@ -1,11 +1,17 @@
 """cfn_provider.pipeline.retries.first_try_then: a plain first try, then tenacity exactly as it would have run."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 from tenacity import (
-    AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type, stop_after_attempt, wait_none,
+    AsyncRetrying,
+    RetryCallState,
+    RetryError,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_none,
 )
 
 from cfn_provider.pipeline.retries import first_try_then
@@ -37,8 +43,13 @@ def policy(slept: list[int], attempts: int = 3, reraise: bool = True):
     def before_sleep(state: RetryCallState) -> None:
         slept.append(state.attempt_number)
 
-    return lambda: AsyncRetrying(retry=retry_if_exception_type(Flaky), stop=stop_after_attempt(attempts),
-                                 wait=wait_none(), before_sleep=before_sleep, reraise=reraise)
+    return lambda: AsyncRetrying(
+        retry=retry_if_exception_type(Flaky),
+        stop=stop_after_attempt(attempts),
+        wait=wait_none(),
+        before_sleep=before_sleep,
+        reraise=reraise,
+    )
 
 
 async def tenacity_alone(call, retrying):
@@ -56,13 +67,16 @@ async def test_a_first_try_that_succeeds_never_builds_the_policy():
     assert tries == [1] and built == []
 
 
-@pytest.mark.parametrize("outcomes, attempts", [
-    ((Flaky("a"), "ok"), 3),  # one failure, then success
-    ((Flaky("a"), Flaky("b"), "ok"), 3),
-    ((Flaky("a"), Flaky("b"), Flaky("c"), "never"), 3),  # stops after 3: the last error, re-raised
-    ((Final("x"), "never"), 3),  # not retryable: raised at once
-    ((Flaky("a"), Final("x"), "never"), 3),
-])
+@pytest.mark.parametrize(
+    "outcomes, attempts",
+    [
+        ((Flaky("a"), "ok"), 3),  # one failure, then success
+        ((Flaky("a"), Flaky("b"), "ok"), 3),
+        ((Flaky("a"), Flaky("b"), Flaky("c"), "never"), 3),  # stops after 3: the last error, re-raised
+        ((Final("x"), "never"), 3),  # not retryable: raised at once
+        ((Flaky("a"), Final("x"), "never"), 3),
+    ],
+)
 async def test_it_runs_exactly_as_tenacity_alone(outcomes, attempts):
     results = []
     for runner in (first_try_then, tenacity_alone):

@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.router: ResourceType -> handler, from configuration and entry points."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -24,6 +25,7 @@ def handler_for(router: Router, resource_type: str):
 
 
 # --- precedence -------------------------------------------------------------------------
+
 
 def test_exact_type_beats_a_matching_glob():
     r = configured(("Custom::*", f"{SPEC}:short_glob"), ("Custom::Bucket", f"{SPEC}:exact"))
@@ -61,7 +63,9 @@ def test_configured_objects_are_used_as_they_are():
 
 
 def test_configured_module_spec_without_attribute_is_the_module():
-    assert handler_for(configured(("Custom::E", "cfn_provider.handlers.echo")), "Custom::E") is cfn_provider.handlers.echo
+    assert (
+        handler_for(configured(("Custom::E", "cfn_provider.handlers.echo")), "Custom::E") is cfn_provider.handlers.echo
+    )
 
 
 # --- entry points -----------------------------------------------------------------------
@@ -86,15 +90,18 @@ def test_a_bare_type_serves_the_entry_point_of_that_name_and_only_it():
 
 
 def test_naming_a_type_no_entry_point_has_fails_at_start_listing_what_is_available():
-    with pytest.raises(HandlerError, match="no built-in or installed entry point is registered as Custom::Nope") as info:
+    with pytest.raises(
+        HandlerError, match="no built-in or installed entry point is registered as Custom::Nope"
+    ) as info:
         Router([("Custom::Nope", None)])
     assert "Custom::RandomSecret" in str(info.value)
     with pytest.raises(HandlerError, match="registered as Custom::Echo; available: none"):
         Router([("Custom::Echo", None)], use_entry_points=False)
 
 
-@pytest.mark.parametrize("value, parsed", [("Custom::Echo", ("Custom::Echo", None)),
-                                           (" Custom::X = m.x ", ("Custom::X", "m.x"))])
+@pytest.mark.parametrize(
+    "value, parsed", [("Custom::Echo", ("Custom::Echo", None)), (" Custom::X = m.x ", ("Custom::X", "m.x"))]
+)
 def test_handler_option_takes_a_bare_type_or_type_equals_module(value, parsed):
     assert parse_handler_option(value) == parsed
 
@@ -112,8 +119,9 @@ def test_configured_handler_overrides_the_entry_point():
 
 
 def test_named_entry_points_load_at_start_and_fail_naming_the_plugin(monkeypatch):
-    broken = importlib.metadata.EntryPoint(name="Custom::Broken", value="tests.support.no_such_module",
-                                           group=ENTRY_POINT_GROUP)
+    broken = importlib.metadata.EntryPoint(
+        name="Custom::Broken", value="tests.support.no_such_module", group=ENTRY_POINT_GROUP
+    )
     monkeypatch.setattr(router_module, "entry_points", lambda group: [broken] if group == ENTRY_POINT_GROUP else [])
     r = Router()  # available, not named: not loaded
     assert r.route("Custom::Broken") is None
@@ -123,6 +131,7 @@ def test_named_entry_points_load_at_start_and_fail_naming_the_plugin(monkeypatch
 
 
 # --- load failures fail fast, naming the spec -------------------------------------------
+
 
 @pytest.mark.parametrize("attr, missing", [("no_delete", "delete"), ("not_callable_update", "update")])
 def test_handler_missing_an_action_fails_at_construction_naming_the_spec(attr, missing):
@@ -159,11 +168,15 @@ def test_module_that_raises_on_import_fails_naming_it(tmp_path, monkeypatch):
 
 # --- parse_handler_option ---------------------------------------------------------------
 
-@pytest.mark.parametrize("value, expected", [
-    ("Custom::Thing=mypkg.thing", ("Custom::Thing", "mypkg.thing")),
-    ("Custom::Thing=mypkg.thing:handler", ("Custom::Thing", "mypkg.thing:handler")),
-    (" Custom::Acme* = mypkg.acme ", ("Custom::Acme*", "mypkg.acme")),
-])
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("Custom::Thing=mypkg.thing", ("Custom::Thing", "mypkg.thing")),
+        ("Custom::Thing=mypkg.thing:handler", ("Custom::Thing", "mypkg.thing:handler")),
+        (" Custom::Acme* = mypkg.acme ", ("Custom::Acme*", "mypkg.acme")),
+    ],
+)
 def test_parse_handler_option(value, expected):
     assert parse_handler_option(value) == expected
 

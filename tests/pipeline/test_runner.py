@@ -1,4 +1,5 @@
 """cfn_provider.pipeline.runner: calling a handler action with the event, an optional context, and a time limit."""
+
 from __future__ import annotations
 
 import asyncio
@@ -54,12 +55,15 @@ def context_for(request: Request, budget: float = 30.0) -> Context:
 
 def handler_of(**actions: Any) -> SimpleNamespace:
     """A handler object; actions not given raise, so a wrong dispatch is visible."""
+
     def wrong(*_: Any) -> None:
         raise AssertionError("wrong action called")
+
     return SimpleNamespace(**{"create": wrong, "update": wrong, "delete": wrong, **actions})
 
 
 # --- where actions run ------------------------------------------------------------------
+
 
 async def test_sync_action_runs_in_the_executor_thread_with_the_callers_log_context(executor):
     seen: dict[str, Any] = {}
@@ -124,6 +128,7 @@ async def test_the_action_named_by_the_request_type_is_called(executor, kind):
 
 # --- arguments --------------------------------------------------------------------------
 
+
 async def test_one_argument_action_gets_the_read_only_event(executor):
     got = []
     req = make_request()
@@ -182,6 +187,7 @@ async def test_context_carries_the_request_session_and_a_logger():
 
 # --- remaining time ---------------------------------------------------------------------
 
+
 def test_remaining_counts_down_from_the_deadline():
     ctx = Context(make_request(), time.monotonic() + 100)
     assert 90 < ctx.remaining() <= 100
@@ -198,12 +204,17 @@ def test_remaining_is_never_negative():
 async def test_handler_sees_its_remaining_time(executor):
     seen = []
     req = make_request()
-    await call(handler_of(create=lambda event, context: seen.append(context.get_remaining_time_in_millis())),
-               req, context_for(req, budget=50), executor)
+    await call(
+        handler_of(create=lambda event, context: seen.append(context.get_remaining_time_in_millis())),
+        req,
+        context_for(req, budget=50),
+        executor,
+    )
     assert 40_000 < seen[0] <= 50_000
 
 
 # --- time limits ------------------------------------------------------------------------
+
 
 async def test_async_action_over_budget_raises_handler_timeout(executor):
     cancelled = asyncio.Event()
@@ -250,8 +261,7 @@ async def test_handlers_own_timeout_error_propagates_as_itself(executor, style):
 
     req = make_request()
     with pytest.raises(TimeoutError, match="database did not answer") as info:
-        await call(handler_of(create=sync_create if style == "sync" else async_create), req,
-                   context_for(req), executor)
+        await call(handler_of(create=sync_create if style == "sync" else async_create), req, context_for(req), executor)
     assert not isinstance(info.value, HandlerTimeout)
 
 
@@ -288,12 +298,17 @@ async def test_zero_budget_times_out_without_calling_the_handler(executor, style
     req = make_request()
     for deadline in (time.monotonic(), time.monotonic() - 60):
         with pytest.raises(HandlerTimeout, match="timed out after 0 s"):
-            await call(handler_of(create=sync_create if style == "sync" else async_create), req,
-                       Context(req, deadline), executor)
+            await call(
+                handler_of(create=sync_create if style == "sync" else async_create),
+                req,
+                Context(req, deadline),
+                executor,
+            )
     assert called == []
 
 
 # --- the answer goes out at the deadline, whatever the handler does ------------------------
+
 
 async def _stubborn(event):
     """Swallows every cancellation and runs on for a while."""
@@ -375,9 +390,15 @@ async def test_handler_orphaned_says_what_becomes_of_the_request(executor):
     with structlog.testing.capture_logs() as logs:
         with pytest.raises(HandlerTimeout):
             await call(handler_of(create=lambda event: release.wait(30)), req, context_for(req, budget=0.3), executor)
-        running = asyncio.ensure_future(call(handler_of(create=lambda event: release.wait(30)), req,
-                                             context_for(req, budget=30), executor,
-                                             on_cancel=lambda: "the request is handed back to the queue"))
+        running = asyncio.ensure_future(
+            call(
+                handler_of(create=lambda event: release.wait(30)),
+                req,
+                context_for(req, budget=30),
+                executor,
+                on_cancel=lambda: "the request is handed back to the queue",
+            )
+        )
         await asyncio.sleep(0.2)
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -392,8 +413,10 @@ async def test_handler_orphaned_says_what_becomes_of_the_request(executor):
 
 # --- the response margin: a fair share of a short budget ----------------------------------
 
-@pytest.mark.parametrize("service_timeout, margin", [(1, 0.25), (2, 0.5), (5, 1.0), (60, 6.0), (300, 30.0),
-                                                     (3600, 30.0)])
+
+@pytest.mark.parametrize(
+    "service_timeout, margin", [(1, 0.25), (2, 0.5), (5, 1.0), (60, 6.0), (300, 30.0), (3600, 30.0)]
+)
 def test_the_margin_is_a_tenth_at_least_1_s_never_over_a_quarter_at_most_30_s(service_timeout, margin):
     assert response_margin(service_timeout) == pytest.approx(margin)
     assert response_margin(service_timeout) <= service_timeout / 4

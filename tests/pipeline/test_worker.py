@@ -5,6 +5,7 @@ the idempotency store is a real SQLite file, the answer is a real HTTP PUT to a 
 the worker returns is what the poller would do with the message. Requests arrive by raw
 delivery with signature checks off (the signature path has its own tests, tests/trust).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,7 +52,10 @@ class Thing:
             await self.during(event)
         if self.hold is not None:
             await self.hold.wait()
-        return {"PhysicalResourceId": f"thing-{len(self.created)}", "Data": {"Size": event["ResourceProperties"]["Size"]}}
+        return {
+            "PhysicalResourceId": f"thing-{len(self.created)}",
+            "Data": {"Size": event["ResourceProperties"]["Size"]},
+        }
 
     async def update(self, event: dict[str, Any], context: Any) -> None:
         return None
@@ -71,16 +75,20 @@ class Clock:
 
 
 class Setup:
-    def __init__(self, queue: MemoryQueue, store: SQLiteStore, clock: Clock, worker: Worker, thing: Thing,
-                 s3: StubS3) -> None:
+    def __init__(
+        self, queue: MemoryQueue, store: SQLiteStore, clock: Clock, worker: Worker, thing: Thing, s3: StubS3
+    ) -> None:
         self.queue, self.store, self.clock, self.worker, self.thing, self.s3 = queue, store, clock, worker, thing, s3
 
     def request(self, **fields: Any) -> dict[str, Any]:
         request_id = str(uuid.uuid4())
         return {
-            "RequestType": "Create", "ResponseURL": self.s3.url(f"responses/{request_id}"),
+            "RequestType": "Create",
+            "ResponseURL": self.s3.url(f"responses/{request_id}"),
             "StackId": f"arn:aws:cloudformation:us-east-1:123456789012:stack/s/{uuid.uuid4()}",
-            "RequestId": request_id, "LogicalResourceId": "Thing", "ResourceType": "Custom::Thing",
+            "RequestId": request_id,
+            "LogicalResourceId": "Thing",
+            "ResourceType": "Custom::Thing",
             "ResourceProperties": {"ServiceToken": "arn:aws:sns:us-east-1:123456789012:t", "Size": "3"},
             **fields,
         }
@@ -106,9 +114,13 @@ async def setup(tmp_path: Path, stub_s3: StubS3) -> AsyncIterator[Setup]:
     executor = ThreadPoolExecutor(max_workers=2)
     async with aiohttp.ClientSession() as http:
         worker = Worker(
-            router=Router([("Custom::Thing", thing)], use_entry_points=False), store=store,
-            responder=Responder(http, max_backoff=0.1), url_policy=ResponseUrlPolicy((stub_s3.base_url,)),
-            verifier=None, policy=Policy(verify_signatures=False, lease_seconds=60), executor=executor,
+            router=Router([("Custom::Thing", thing)], use_entry_points=False),
+            store=store,
+            responder=Responder(http, max_backoff=0.1),
+            url_policy=ResponseUrlPolicy((stub_s3.base_url,)),
+            verifier=None,
+            policy=Policy(verify_signatures=False, lease_seconds=60),
+            executor=executor,
             owner="worker-under-test",
         )
         yield Setup(MemoryQueue(), store, clock, worker, thing, stub_s3)

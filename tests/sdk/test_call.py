@@ -1,4 +1,5 @@
 """cfn_provider.sdk.call: what an SDK action reads of its request, and its helpers without the daemon."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,16 @@ STACK_ID = "arn:aws:cloudformation:eu-west-2:123456789012:stack/shop/6a1b-guid"
 
 
 def event(kind: str = "Create", **extra: Any) -> Any:
-    doc = {"RequestType": kind, "ResponseURL": "https://bucket.s3.amazonaws.com/key", "StackId": STACK_ID,
-           "RequestId": "req-1", "LogicalResourceId": "Thing", "ResourceType": "Custom::Thing",
-           "ResourceProperties": {}, **extra}
+    doc = {
+        "RequestType": kind,
+        "ResponseURL": "https://bucket.s3.amazonaws.com/key",
+        "StackId": STACK_ID,
+        "RequestId": "req-1",
+        "LogicalResourceId": "Thing",
+        "ResourceType": "Custom::Thing",
+        "ResourceProperties": {},
+        **extra,
+    }
     return parse(json.dumps(doc)).wire
 
 
@@ -28,8 +36,12 @@ def test_call_helpers_without_a_daemon():
 
 def test_the_typed_reads_of_the_request():
     call = Call(event("Update", PhysicalResourceId="thing-1"))
-    assert (call.request_type, call.resource_type, call.logical_id, call.request_id) == \
-        ("Update", "Custom::Thing", "Thing", "req-1")
+    assert (call.request_type, call.resource_type, call.logical_id, call.request_id) == (
+        "Update",
+        "Custom::Thing",
+        "Thing",
+        "req-1",
+    )
     assert call.stack_id == STACK_ID and call.stack_name == "shop"
     assert call.physical_id == "thing-1"
     assert Call(event()).physical_id is None  # Create: no resource yet

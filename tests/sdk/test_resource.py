@@ -1,6 +1,7 @@
 """cfn_provider.sdk.resource: properties checked and converted per schema before an action, replacement on
 Update, and the plain create/update/delete the router and runner see (the schema rules themselves:
 tests/sdk/test_schema.py; the Call: tests/sdk/test_call.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,13 @@ from tests.support.aws import response_of
 STACK_ID = "arn:aws:cloudformation:eu-west-2:123456789012:stack/shop/6a1b-guid"
 
 
-def event(kind: str = "Create", props: dict[str, Any] | None = None, old: dict[str, Any] | None = None,
-          physical_id: str | None = "thing-1", request_id: str = "req-1") -> Any:
+def event(
+    kind: str = "Create",
+    props: dict[str, Any] | None = None,
+    old: dict[str, Any] | None = None,
+    physical_id: str | None = "thing-1",
+    request_id: str = "req-1",
+) -> Any:
     doc: dict[str, Any] = {
         "RequestType": kind,
         "ResponseURL": "https://bucket.s3.amazonaws.com/key",
@@ -44,27 +50,34 @@ def event(kind: str = "Create", props: dict[str, Any] | None = None, old: dict[s
 
 # ---------------------------------------------------------------------------------- the class
 
+
 def test_an_invalid_schema_fails_when_the_class_is_defined():
     with pytest.raises(TypeError, match="Broken.schema is not a valid JSON Schema"):
+
         class Broken(Resource):
             schema = {"type": "no-such-type"}
 
 
 def test_replace_on_must_not_be_a_bare_string():
     with pytest.raises(TypeError, match="replace_on"):
+
         class Oops(Resource):
             replace_on = "Name"
 
 
 # ---------------------------------------------------------------------------------- resources
 
+
 class Recorder(Resource):
     """Records what each action saw; ids from Name."""
 
     schema = {
         "type": "object",
-        "properties": {"Name": {"type": "string"}, "Size": {"type": "integer", "minimum": 1},
-                       "Fast": {"type": "boolean"}},
+        "properties": {
+            "Name": {"type": "string"},
+            "Size": {"type": "integer", "minimum": 1},
+            "Fast": {"type": "boolean"},
+        },
         "required": ["Size"],
         "additionalProperties": False,
     }
@@ -191,10 +204,12 @@ def test_base_create_says_it_is_missing():
 @pytest.mark.parametrize("make_async", [False, True])
 async def test_an_authors_stop_iteration_is_an_error_not_a_silent_success(make_async):
     if make_async:
+
         class Leaky(Resource):
             async def create(self, props, call):
                 return next(iter(()))
     else:
+
         class Leaky(Resource):
             def create(self, props, call):
                 return next(iter(()))
@@ -212,6 +227,7 @@ def test_handler_needs_a_resource():
 
 
 # ---------------------------------------------------------------------------------- sync and async
+
 
 class AsyncThing(Resource):
     replace_on = ("Name",)
@@ -251,11 +267,20 @@ async def test_async_actions_replace_and_update():
 
 # ---------------------------------------------------------------------------------- the daemon's view
 
+
 class Probe(Resource):
     async def create(self, props, call: Call):
-        return {"Data": {"Remaining": call.remaining() > 0, "Region": call.region, "Stack": call.stack_name,
-                         "Logical": call.logical_id, "HasLog": hasattr(call.log, "info"),
-                         "SameSession": call.session is call.context.session, "Type": call.resource_type}}
+        return {
+            "Data": {
+                "Remaining": call.remaining() > 0,
+                "Region": call.region,
+                "Stack": call.stack_name,
+                "Logical": call.logical_id,
+                "HasLog": hasattr(call.log, "info"),
+                "SameSession": call.session is call.context.session,
+                "Type": call.resource_type,
+            }
+        }
 
 
 async def test_the_router_and_runner_take_an_sdk_handler_as_it_is():
@@ -266,8 +291,15 @@ async def test_the_router_and_runner_take_an_sdk_handler_as_it_is():
     marker = object()
     with ThreadPoolExecutor(1) as pool:
         result = await run_action(handler, request, Context(request, time.monotonic() + 30, marker), pool)
-    assert result["Data"] == {"Remaining": True, "Region": "eu-west-2", "Stack": "shop", "Logical": "Thing",
-                              "HasLog": True, "SameSession": True, "Type": "Custom::Probe"}
+    assert result["Data"] == {
+        "Remaining": True,
+        "Region": "eu-west-2",
+        "Stack": "shop",
+        "Logical": "Thing",
+        "HasLog": True,
+        "SameSession": True,
+        "Type": "Custom::Probe",
+    }
 
 
 async def test_sync_sdk_actions_run_in_the_runners_thread_pool():
@@ -281,9 +313,14 @@ async def test_sync_sdk_actions_run_in_the_runners_thread_pool():
 
 # ---------------------------------------------------------------------------------- through the queue
 
+
 class Sized(Resource):
-    schema = {"type": "object", "properties": {"Size": {"type": "integer", "minimum": 1}, "On": {"type": "boolean"}},
-              "required": ["Size"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"Size": {"type": "integer", "minimum": 1}, "On": {"type": "boolean"}},
+        "required": ["Size"],
+        "additionalProperties": False,
+    }
     replace_on = ("On",)
 
     async def create(self, props, call):
@@ -310,21 +347,34 @@ async def test_an_sdk_handler_through_the_real_queue(run_daemon, stack):
     assert failed["Status"] == "FAILED"
     assert failed["Reason"] == "invalid ResourceProperties: Size: must be of type integer (type)"
 
-    update = stack.request("Update", "Box", resource_type="Custom::Sized", properties={"Size": "5", "On": "false"},
-                           old_properties={"Size": "21", "On": "false"}, physical_id=first_id)
+    update = stack.request(
+        "Update",
+        "Box",
+        resource_type="Custom::Sized",
+        properties={"Size": "5", "On": "false"},
+        old_properties={"Size": "21", "On": "false"},
+        physical_id=first_id,
+    )
     stack.publish(update)
     resp = await response_of(stack, update)
     assert resp["PhysicalResourceId"] == first_id and resp["Data"]["Doubled"] == 10
 
-    replace = stack.request("Update", "Box", resource_type="Custom::Sized", properties={"Size": "5", "On": "true"},
-                            old_properties={"Size": "5", "On": "false"}, physical_id=first_id)
+    replace = stack.request(
+        "Update",
+        "Box",
+        resource_type="Custom::Sized",
+        properties={"Size": "5", "On": "true"},
+        old_properties={"Size": "5", "On": "false"},
+        physical_id=first_id,
+    )
     stack.publish(replace)
     resp = await response_of(stack, replace)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] != first_id
     assert resp["PhysicalResourceId"].startswith(f"{stack.name}-Box-") and resp["Data"]["On"] is True
 
-    delete = stack.request("Delete", "Box", resource_type="Custom::Sized", properties={"Size": "nonsense"},
-                           physical_id=first_id)
+    delete = stack.request(
+        "Delete", "Box", resource_type="Custom::Sized", properties={"Size": "nonsense"}, physical_id=first_id
+    )
     stack.publish(delete)
     resp = await response_of(stack, delete)
     assert resp["Status"] == "SUCCESS" and resp["PhysicalResourceId"] == first_id

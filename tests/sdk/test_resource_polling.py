@@ -1,6 +1,7 @@
 """cfn_provider.sdk.resource, long-running resources: a Resource's InProgress and its poll methods
 (poll_create / poll_update / poll_delete, or one is_complete) as the plain handler's poll functions,
 with properties validated as for the action. Through the real queue: tests/integration/test_polling.py."""
+
 from __future__ import annotations
 
 import inspect
@@ -12,8 +13,11 @@ from cfn_provider import Call, InProgress, PropertyError, Resource
 from cfn_provider.long_running.progress import poll_function
 from tests.sdk.test_resource import event
 
-SCHEMA = {"type": "object", "properties": {"Size": {"type": "integer"}, "Name": {"type": "string"}},
-          "required": ["Size"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"Size": {"type": "integer"}, "Name": {"type": "string"}},
+    "required": ["Size"],
+}
 
 
 class Snapshot(Resource):

@@ -1,6 +1,7 @@
 """cfn_provider.sdk.types: a handler annotated with CustomResourceRequest / HandlerResult passes mypy
 (strict), mypy flags the mistakes the types exist to catch, and the daemon serves the annotated
 handler exactly like a plain one (the types change nothing at run time)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -59,9 +60,24 @@ def mypy(tmp_path: Path, source: str, cache: Path) -> subprocess.CompletedProces
     config, finding cfn_provider where it is installed (its py.typed)."""
     (tmp_path / "handler.py").write_text(source)
     (tmp_path / "mypy.ini").write_text("[mypy]\n")
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini",
-                           "--cache-dir", str(cache), "handler.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--config-file",
+            "mypy.ini",
+            "--cache-dir",
+            str(cache),
+            "handler.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.slow  # mypy runs: the first analyses cfn_provider and its dependencies
@@ -74,19 +90,24 @@ def test_an_annotated_handler_passes_strict_mypy(tmp_path: Path, mypy_cache: Pat
 MISTAKES = {
     "a misspelt request key": (
         'return {"PhysicalResourceId": event["PhysicalResourceID"]}',
-        'TypedDict "CustomResourceRequest" has no key "PhysicalResourceID"'),
+        'TypedDict "CustomResourceRequest" has no key "PhysicalResourceID"',
+    ),
     "a misspelt result key": (
         'return {"PhysicalId": event["LogicalResourceId"]}',
-        'Extra key "PhysicalId" for TypedDict "HandlerResult"'),
+        'Extra key "PhysicalId" for TypedDict "HandlerResult"',
+    ),
     "a request type that never comes": (
         'return {} if event["RequestType"] == "Crate" else {"Data": {}}',
-        "Non-overlapping equality check"),
+        "Non-overlapping equality check",
+    ),
     "writing to the read-only properties": (
         'event["ResourceProperties"]["Size"] = "2"\n    return {}',
-        'Unsupported target for indexed assignment ("Mapping[str, Any]")'),
+        'Unsupported target for indexed assignment ("Mapping[str, Any]")',
+    ),
     "a Data that is not a mapping": (
         'return {"Data": ["a", "b"]}',
-        'TypedDict item "Data" has type "Mapping[str, Any]"'),
+        'TypedDict item "Data" has type "Mapping[str, Any]"',
+    ),
 }
 
 
@@ -109,13 +130,31 @@ def test_mypy_flags_a_wrong_key_or_value(tmp_path: Path, mistake: str, mypy_cach
 
 # ---------------------------------------------------------------------------------- at run time
 
+
 def test_the_types_import_from_the_top_and_describe_the_contract():
     assert "CustomResourceRequest" in cfn_provider.__all__ and "HandlerResult" in cfn_provider.__all__
     hints = get_type_hints(CustomResourceRequest)
-    assert {"RequestType", "ResourceProperties", "OldResourceProperties", "PhysicalResourceId", "StackId",
-            "RequestId", "LogicalResourceId", "ResourceType", "ResponseURL", "ServiceToken"} <= set(hints)
-    assert CustomResourceRequest.__required_keys__ >= {"RequestType", "ResponseURL", "StackId", "RequestId",
-                                                       "LogicalResourceId", "ResourceType", "ResourceProperties"}
+    assert {
+        "RequestType",
+        "ResourceProperties",
+        "OldResourceProperties",
+        "PhysicalResourceId",
+        "StackId",
+        "RequestId",
+        "LogicalResourceId",
+        "ResourceType",
+        "ResponseURL",
+        "ServiceToken",
+    } <= set(hints)
+    assert CustomResourceRequest.__required_keys__ >= {
+        "RequestType",
+        "ResponseURL",
+        "StackId",
+        "RequestId",
+        "LogicalResourceId",
+        "ResourceType",
+        "ResourceProperties",
+    }
     assert {"PhysicalResourceId", "OldResourceProperties"} <= CustomResourceRequest.__optional_keys__
     assert HandlerResult.__optional_keys__ == {"PhysicalResourceId", "Data", "NoEcho"}
 
@@ -150,14 +189,21 @@ async def test_an_annotated_handler_is_served_like_a_plain_one(run_daemon, stack
     assert resp is not None and resp["Status"] == "SUCCESS", resp
     assert resp["PhysicalResourceId"] == "typed-21" and resp["Data"] == {"Twice": 42, "Left": True}
 
-    update = stack.request("Update", "Box", resource_type="Custom::Typed", properties={"Size": "5"},
-                           old_properties={"Size": "21"}, physical_id="typed-21")
+    update = stack.request(
+        "Update",
+        "Box",
+        resource_type="Custom::Typed",
+        properties={"Size": "5"},
+        old_properties={"Size": "21"},
+        physical_id="typed-21",
+    )
     stack.publish(update)
     resp = await response_of(stack, update)
     assert resp is not None and resp["PhysicalResourceId"] == "typed-21" and resp["Data"] == {"Old": "21"}
 
-    delete = stack.request("Delete", "Box", resource_type="Custom::Typed", properties={"Size": "5"},
-                           physical_id="typed-21")
+    delete = stack.request(
+        "Delete", "Box", resource_type="Custom::Typed", properties={"Size": "5"}, physical_id="typed-21"
+    )
     stack.publish(delete)
     resp = await response_of(stack, delete)
     assert resp is not None and resp["Status"] == "SUCCESS"

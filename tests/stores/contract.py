@@ -8,6 +8,7 @@ Time is the fake `clock`: nothing sleeps.
 
     from tests.stores.contract import *  # noqa: F401,F403 - the shared cases
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,6 +51,7 @@ async def answered(store, owner="w1", status="SUCCESS", body=b'{"Status":"SUCCES
 
 
 # --- claim ------------------------------------------------------------------------------
+
 
 async def test_claim_on_absent_key_is_acquired(store, clock):
     claim = await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
@@ -119,6 +121,7 @@ async def test_a_stored_answer_stays_leased_to_its_owner_until_sent(store, clock
 
 # --- save_response ----------------------------------------------------------------------
 
+
 async def test_save_response_by_the_owner_stores_the_exact_body(store):
     body = '{"Status":"SUCCESS","Data":{"k":"ü"}}'.encode()
     await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
@@ -154,6 +157,7 @@ async def test_save_response_happens_once(store):
 
 
 # --- redelivery after an answer ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("status", ["SUCCESS", "FAILED"])
 async def test_stored_answer_for_the_same_url_is_resent_never_rerun(store, clock, status):
@@ -249,6 +253,7 @@ async def test_resent_success_can_be_marked_sent_to_the_new_url(store):
 
 # --- release ----------------------------------------------------------------------------
 
+
 async def test_release_frees_your_own_claim(store):
     await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
     await store.release(KEY, "w1")
@@ -275,6 +280,7 @@ async def test_release_never_drops_a_stored_answer(store):
 
 # --- expiry -----------------------------------------------------------------------------
 
+
 async def test_record_lives_until_its_ttl(store, clock):
     await answered(store)
     await store.mark_sent(KEY, URL_A, token="w1")
@@ -298,6 +304,7 @@ async def test_expired_record_is_as_if_absent(store, clock, state):
 
 # --- more than one store on the same data -----------------------------------------------
 
+
 async def test_data_survives_closing_and_reopening(make_store):
     first = make_store()
     await first.claim(KEY, "w1", URL_A, LEASE, token="w1")
@@ -319,9 +326,9 @@ async def test_concurrent_claims_from_two_stores_on_one_file_acquire_exactly_onc
     two = make_store()
     try:
         keys = [f"stack|req-{i}" for i in range(40)]
-        claims = await asyncio.gather(*(
-            s.claim(k, owner, URL_A, LEASE, token=owner) for k in keys for s, owner in ((one, "w1"), (two, "w2"))
-        ))
+        claims = await asyncio.gather(
+            *(s.claim(k, owner, URL_A, LEASE, token=owner) for k in keys for s, owner in ((one, "w1"), (two, "w2")))
+        )
         for i, k in enumerate(keys):
             a, b = claims[2 * i], claims[2 * i + 1]
             assert a.acquired != b.acquired, k
@@ -348,6 +355,7 @@ def test_concurrent_claims_from_threads_acquire_exactly_once(make_store):
                 results.append((owner, claim.acquired))
             finally:
                 await s.close()
+
         asyncio.run(run())
 
     threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(6)]
@@ -404,13 +412,15 @@ async def rival(request, make_store, clock):
         await other.close()
 
 
-LIES = [pytest.param(set(), id="no-lie"), *(pytest.param({n}, id=f"lie-at-write-{n}") for n in range(1, 5)),
-        pytest.param(set(range(1, 20, 2)), id="every-write-lies-once")]  # each write's first try; its retry gets through
+LIES = [
+    pytest.param(set(), id="no-lie"),
+    *(pytest.param({n}, id=f"lie-at-write-{n}") for n in range(1, 5)),
+    pytest.param(set(range(1, 20, 2)), id="every-write-lies-once"),
+]  # each write's first try; its retry gets through
 
 
 @pytest.mark.parametrize("lie_at", LIES)
-async def test_a_lost_answer_at_any_write_of_a_request_is_recognised_as_this_attempts_own(
-        store, clock, rival, lie_at):
+async def test_a_lost_answer_at_any_write_of_a_request_is_recognised_as_this_attempts_own(store, clock, rival, lie_at):
     """claim -> extend -> save_response -> mark_sent, each answer possibly lost after it was applied."""
     w1 = LyingStore(store, lie_at)
     token = "attempt-1"
@@ -422,8 +432,9 @@ async def test_a_lost_answer_at_any_write_of_a_request_is_recognised_as_this_att
     clock.advance(LEASE / 2)
     assert await retried(lambda: w1.extend(KEY, token, LEASE))
     await rival.tries()
-    assert await retried(lambda: w1.save_response(KEY, token, "SUCCESS", BODY)), \
+    assert await retried(lambda: w1.save_response(KEY, token, "SUCCESS", BODY)), (
         "a retried save_response met its own stored answer and called it a lost claim"
+    )
     blocked = await rival.tries()
     if blocked is not None:  # the stored answer is still being delivered: the rival must wait
         assert blocked.record.state == RESPONSE_READY and blocked.record.leased(clock.now)
@@ -578,7 +589,11 @@ async def test_list_records_lists_every_state_and_leaves_out_expired_ones(store,
     await store.claim(KEY + "-claimed", "w3", URL_A, LEASE, token="w3", request=REQUEST)
     records = {r.key: r for r in await listing.list_records()}
     assert {k: r.state for k, r in records.items()} == {
-        "old": CLAIMED, KEY: RESPONSE_READY, KEY + "-sent": SENT, KEY + "-claimed": CLAIMED}
+        "old": CLAIMED,
+        KEY: RESPONSE_READY,
+        KEY + "-sent": SENT,
+        KEY + "-claimed": CLAIMED,
+    }
     assert records[KEY + "-claimed"].request == REQUEST and records[KEY + "-claimed"].owner == "w3"
     assert [r.key for r in await listing.list_records()][0] == KEY + "-claimed"  # the newest claim first
     clock.advance(TTL / 2)  # "old" has expired: as if absent

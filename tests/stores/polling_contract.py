@@ -6,6 +6,7 @@
 Imported by tests/stores/test_sqlite.py and tests/stores/test_dynamodb.py, with their `store`,
 `make_store` and `clock` fixtures.
 """
+
 from __future__ import annotations
 
 import json
@@ -150,13 +151,15 @@ async def test_an_expired_polling_record_is_as_if_absent(store, clock):
     assert record.state == CLAIMED and record.progress is None and record.next_poll is None
 
 
-LIES = [pytest.param(set(), id="no-lie"), *(pytest.param({n}, id=f"lie-at-write-{n}") for n in range(1, 8)),
-        pytest.param(set(range(1, 30, 2)), id="every-write-lies-once")]
+LIES = [
+    pytest.param(set(), id="no-lie"),
+    *(pytest.param({n}, id=f"lie-at-write-{n}") for n in range(1, 8)),
+    pytest.param(set(range(1, 30, 2)), id="every-write-lies-once"),
+]
 
 
 @pytest.mark.parametrize("lie_at", LIES)
-async def test_a_lost_answer_at_any_polling_write_is_recognised_as_this_attempts_own(
-        store, clock, make_store, lie_at):
+async def test_a_lost_answer_at_any_polling_write_is_recognised_as_this_attempts_own(store, clock, make_store, lie_at):
     """claim -> save_progress -> take_poll -> save_progress -> take_poll -> save_response -> mark_sent,
     each answer possibly lost after the write was applied, with a rival on the same data."""
     rival = Rival(make_store(), clock)

@@ -8,6 +8,7 @@ moto's DynamoDB is not atomic under concurrency (tests/support/moto_dynamodb.py 
 With CFN_TEST_DYNAMODB_URL set (e.g. http://127.0.0.1:4567 for a local `dynalite`, an
 independent in-memory implementation from npm), the tables live there instead, unserialised.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -49,8 +50,13 @@ def dynamodb(emulator: Emulator, monkeypatch):
     import boto3
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", OTHER_DYNAMODB)
-    return boto3.client("dynamodb", endpoint_url=OTHER_DYNAMODB, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=OTHER_DYNAMODB,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 @pytest.fixture
@@ -92,11 +98,11 @@ def test_default_ttl_outlives_sqs_retention():
 
 # --- the items --------------------------------------------------------------------------
 
+
 async def test_item_is_keyed_on_pk_with_a_ttl_and_a_binary_body(store, table, clock, dynamodb):
     await answered(store, body=b'{"Status":"SUCCESS"}')
     await store.mark_sent(KEY, URL_A, token="w1")
-    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": KEY}},
-                                                ConsistentRead=True)["Item"]
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": KEY}}, ConsistentRead=True)["Item"]
     assert item["ttl"] == {"N": str(math.ceil(clock.now + TTL))}  # epoch seconds, for DynamoDB's TTL
     assert float(item["expires_at"]["N"]) == pytest.approx(clock.now + TTL)
     assert item["body"] == {"B": b'{"Status":"SUCCESS"}'}
@@ -111,8 +117,7 @@ async def test_answered_urls_accumulate_in_a_string_set(store, table, dynamodb):
     assert (await store.claim(KEY, "w2", URL_B, LEASE, token="w2")).acquired
     assert await store.save_response(KEY, "w2", "FAILED", b"again")
     await store.mark_sent(KEY, URL_B, token="w2")
-    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": KEY}},
-                                                ConsistentRead=True)["Item"]
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": KEY}}, ConsistentRead=True)["Item"]
     assert sorted(item["sent_digests"]["SS"]) == [URL_A, URL_B]
     record = await store.get(KEY)
     assert record.answered(URL_A) and record.answered(URL_B) and not record.answered("digest-of-url-c")
@@ -143,7 +148,6 @@ def test_no_region_anywhere_is_a_config_error(monkeypatch, tmp_path):
         DynamoDBStore("cfn-state")
 
 
-
 def test_open_store_gives_the_dynamodb_store_its_region(monkeypatch, tmp_path):
     """The service passes `run --region` here, so it is the store's region too, not only the queue's."""
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
@@ -157,6 +161,7 @@ def test_open_store_gives_the_dynamodb_store_its_region(monkeypatch, tmp_path):
 
 # --- open_store -------------------------------------------------------------------------
 
+
 async def test_open_store_dynamodb_table(table):
     s = open_store(f"dynamodb://{table}")
     try:
@@ -167,8 +172,9 @@ async def test_open_store_dynamodb_table(table):
         await s.close()
 
 
-@pytest.mark.parametrize("url", ["dynamodb://", "dynamodb://ab", "dynamodb://a/b", "dynamodb://tab le",
-                                 "dynamodb://" + "x" * 256])
+@pytest.mark.parametrize(
+    "url", ["dynamodb://", "dynamodb://ab", "dynamodb://a/b", "dynamodb://tab le", "dynamodb://" + "x" * 256]
+)
 def test_open_store_refuses_bad_table_names(url):
     with pytest.raises(StoreConfigError, match="dynamodb://TABLE"):
         open_store(url)

@@ -3,6 +3,7 @@
 The behavioural cases are the shared Store contract (tests/stores/contract.py), run here
 against SQLiteStore; the cases below are about the SQLite file itself and `open_store`.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -54,6 +55,7 @@ def test_default_ttl_outlives_sqs_retention(factory):
 
 # --- the file ---------------------------------------------------------------------------
 
+
 async def test_file_and_its_companions_are_private(store, db_path):
     await answered(store, body=b"secret-data")
     assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600
@@ -75,6 +77,7 @@ async def test_missing_parent_directory_is_created_private(tmp_path, clock):
 
 # --- open_store -------------------------------------------------------------------------
 
+
 async def test_open_store_sqlite_absolute_path(tmp_path):
     s = open_store(f"sqlite://{tmp_path}/x.db")
     try:
@@ -91,8 +94,10 @@ def test_open_store_refuses_relative_paths(url):
         open_store(url)
 
 
-@pytest.mark.parametrize("url", ["", "/var/lib/state.db", "redis://localhost/0", "file:///tmp/x.db",
-                                 "postgres://db/state", "SQLITE:///tmp/x.db"])
+@pytest.mark.parametrize(
+    "url",
+    ["", "/var/lib/state.db", "redis://localhost/0", "file:///tmp/x.db", "postgres://db/state", "SQLITE:///tmp/x.db"],
+)
 def test_open_store_refuses_unknown_schemes(url):
     with pytest.raises(StoreConfigError, match="sqlite:///PATH or dynamodb://TABLE"):
         open_store(url)
@@ -105,7 +110,9 @@ async def test_a_write_locked_elsewhere_never_blocks_the_event_loop(store, db_pa
     import sqlite3
     import threading
 
-    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # the first claim also purges, on the thread
+    await store.claim(
+        "first-key", "owner-a", URL_A, LEASE, token="owner-a"
+    )  # the first claim also purges, on the thread
     other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a second daemon mid-write would
     ticks = 0
@@ -140,16 +147,23 @@ async def test_a_closed_store_refuses_work_instead_of_hanging(db_path, clock):
     import asyncio
 
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
-    await store.claim("first-key", "owner-a", URL_A, LEASE, token="owner-a")  # past the purge: the next claim would go on the loop
+    await store.claim(
+        "first-key", "owner-a", URL_A, LEASE, token="owner-a"
+    )  # past the purge: the next claim would go on the loop
     await store.close()
     await store.close()  # twice is fine
-    for attempt in (store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"), store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
-                    store.mark_sent(KEY, URL_A), store.get(KEY)):
+    for attempt in (
+        store.claim(KEY, "owner-a", URL_A, LEASE, token="owner-a"),
+        store.save_response(KEY, "owner-a", "SUCCESS", b"{}"),
+        store.mark_sent(KEY, URL_A),
+        store.get(KEY),
+    ):
         with pytest.raises(RuntimeError, match="closed"):
             await asyncio.wait_for(attempt, 5)
 
 
 # --- which store errors are retried -----------------------------------------------------
+
 
 def test_transient_errors_are_the_ones_a_retry_can_get_past():
     """Retried with the same token (the worker's tenacity loop): connection errors, timeouts,
@@ -186,8 +200,10 @@ async def test_a_state_file_from_before_claim_tokens_is_upgraded_in_place(db_pat
     old.execute("""CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL,
                    url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL,
                    sent_digests TEXT NOT NULL DEFAULT '')""")
-    old.execute("INSERT INTO records VALUES (?, 'SENT', 'old-daemon', NULL, ?, 'SUCCESS', ?, ?, ?)",
-                (KEY, URL_A, b"old-body", clock.now + TTL, URL_A))
+    old.execute(
+        "INSERT INTO records VALUES (?, 'SENT', 'old-daemon', NULL, ?, 'SUCCESS', ?, ?, ?)",
+        (KEY, URL_A, b"old-body", clock.now + TTL, URL_A),
+    )
     old.commit()
     old.close()
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
@@ -212,8 +228,10 @@ async def test_a_state_file_from_before_stored_requests_is_upgraded_in_place(db_
     old.execute("""CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL,
                    url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL,
                    sent_digests TEXT NOT NULL DEFAULT '', scrub_at REAL, token TEXT)""")
-    old.execute("INSERT INTO records VALUES (?, 'CLAIMED', 'old-daemon', ?, ?, NULL, NULL, ?, '', NULL, 'old')",
-                (KEY, clock.now - 1, URL_A, clock.now + TTL))
+    old.execute(
+        "INSERT INTO records VALUES (?, 'CLAIMED', 'old-daemon', ?, ?, NULL, NULL, ?, '', NULL, 'old')",
+        (KEY, clock.now - 1, URL_A, clock.now + TTL),
+    )
     old.commit()
     old.close()
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
@@ -253,7 +271,8 @@ async def test_stored_bodies_queued_together_share_one_durable_commit(store):
     for k in keys:
         assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
     outcomes, statements = await _queued_together(
-        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys])
+        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys]
+    )
     assert outcomes == [True] * len(keys)
     commits = [s for s in statements if s.strip().upper() == "COMMIT"]
     assert len(commits) == 1, statements  # one transaction, so one fsync, for all eight
@@ -269,11 +288,14 @@ async def test_a_write_that_fails_in_a_group_fails_alone(store):
     keys = [f"{KEY}-{i}" for i in range(3)]
     for k in keys:
         await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")
-    outcomes, _ = await _queued_together(store, [
-        lambda: store.save_response(keys[0], f"t-{keys[0]}", "SUCCESS", b"{}"),
-        lambda: store.save_response(keys[1], f"t-{keys[1]}", "SUCCESS", object()),  # type: ignore[arg-type]
-        lambda: store.save_response(keys[2], "someone-else", "SUCCESS", b"{}"),
-    ])
+    outcomes, _ = await _queued_together(
+        store,
+        [
+            lambda: store.save_response(keys[0], f"t-{keys[0]}", "SUCCESS", b"{}"),
+            lambda: store.save_response(keys[1], f"t-{keys[1]}", "SUCCESS", object()),  # type: ignore[arg-type]
+            lambda: store.save_response(keys[2], "someone-else", "SUCCESS", b"{}"),
+        ],
+    )
     assert outcomes[0] is True
     assert isinstance(outcomes[1], TypeError)
     assert outcomes[2] is False
@@ -294,7 +316,8 @@ async def test_a_group_whose_commit_fails_fails_every_caller(store, db_path):
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock past the busy timeout
     try:
         outcomes, _ = await _queued_together(
-            store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", b"{}") for k in keys])
+            store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", b"{}") for k in keys]
+        )
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -311,15 +334,18 @@ def _trigger(db_path, key: str, action: str) -> None:
 
     db = sqlite3.connect(db_path, isolation_level=None)
     try:
-        db.execute(f"CREATE TRIGGER injected BEFORE UPDATE ON records WHEN NEW.key = '{key}' "
-                   f"AND NEW.state = 'RESPONSE_READY' BEGIN SELECT RAISE({action}, 'injected failure'); END")
+        db.execute(
+            f"CREATE TRIGGER injected BEFORE UPDATE ON records WHEN NEW.key = '{key}' "
+            f"AND NEW.state = 'RESPONSE_READY' BEGIN SELECT RAISE({action}, 'injected failure'); END"
+        )
     finally:
         db.close()
 
 
 @pytest.mark.parametrize("action", ["ROLLBACK", "ABORT"])
-async def test_a_write_that_fails_a_group_fails_alone_and_the_rest_commit_as_a_group(store, db_path, make_store,
-                                                                                     action):
+async def test_a_write_that_fails_a_group_fails_alone_and_the_rest_commit_as_a_group(
+    store, db_path, make_store, action
+):
     """Whether the failing write ends the transaction (ROLLBACK) or only its own statement (ABORT),
     its caller hears its own error, every other caller's write is committed durably (in a fresh
     group, never one by one outside a transaction), and each of them is told so."""
@@ -330,7 +356,8 @@ async def test_a_write_that_fails_a_group_fails_alone_and_the_rest_commit_as_a_g
         assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
     _trigger(db_path, keys[2], action)
     outcomes, statements = await _queued_together(
-        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys])
+        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", f'{{"k":"{k}"}}'.encode()) for k in keys]
+    )
     assert isinstance(outcomes[2], sqlite3.IntegrityError) and "injected failure" in str(outcomes[2]), outcomes
     assert [o for i, o in enumerate(outcomes) if i != 2] == [True] * 4, outcomes
     begins = [s for s in statements if s.upper().startswith("BEGIN")]
@@ -359,8 +386,9 @@ async def test_a_full_disk_fails_each_write_with_its_true_error_and_is_retried(s
     pages = store._thread.call(lambda: store._db.execute("PRAGMA page_count").fetchone()[0])
     store._thread.call(lambda: store._db.execute(f"PRAGMA max_page_count = {pages}").fetchone())  # the disk is full
     body = b'{"Data":"' + b"x" * 20000 + b'"}'
-    outcomes, _ = await _queued_together(store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", body)
-                                                 for k in keys])
+    outcomes, _ = await _queued_together(
+        store, [lambda k=k: store.save_response(k, f"t-{k}", "SUCCESS", body) for k in keys]
+    )
     assert all(isinstance(o, sqlite3.OperationalError) and "full" in str(o) for o in outcomes), outcomes
     assert all(transient(o) for o in outcomes)
     for k in keys:

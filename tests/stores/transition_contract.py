@@ -26,6 +26,7 @@ A poll step holds its POLLING record only while its lease lives: once `save_prog
 (or it lapsed) the step's token writes nothing more there, so a stale write (a cancelled step's
 progress, a late answer) loses to whoever takes the poll next.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -35,8 +36,18 @@ from tests.stores.contract import LEASE, URL_A, URL_B
 
 BODY = b'{"Status":"SUCCESS"}'
 FAILED_BODY = b'{"Status":"FAILED"}'
-OPERATIONS = ("claim A", "claim B", "extend", "save_response", "save_progress", "mark_sent A", "mark_sent B",
-              "release", "take_poll", "park")
+OPERATIONS = (
+    "claim A",
+    "claim B",
+    "extend",
+    "save_response",
+    "save_progress",
+    "mark_sent A",
+    "mark_sent B",
+    "release",
+    "take_poll",
+    "park",
+)
 TABLE = """
 state               | claim A | claim B | extend | save_response | save_progress | mark_sent A | mark_sent B | release | take_poll | park
 absent              | +C      | +C      | -0     | -0            | -0            | =0          | =0          | =0      | -0        | -0
@@ -84,7 +95,9 @@ async def bring(store, clock, key: str, state: str) -> None:
         assert (await store.claim(key, "holder", URL_A, LEASE, token="h")).acquired
         if base != "claimed":
             failed = base.endswith("failed")
-            assert await store.save_response(key, "h", "FAILED" if failed else "SUCCESS", FAILED_BODY if failed else BODY)
+            assert await store.save_response(
+                key, "h", "FAILED" if failed else "SUCCESS", FAILED_BODY if failed else BODY
+            )
         if base.startswith("sent"):
             await store.mark_sent(key, URL_A, "h")
     elif base in ("polling", "polling-due"):

@@ -1,4 +1,5 @@
 """Reading what the daemon did, from the emulator's side."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,7 @@ def exhaust(provider: Provider, bodies: list[str]) -> None:
     deadline = time.monotonic() + 30
     while queue_counts(sqs, provider.dlq_url)[0] < before + len(bodies):
         assert time.monotonic() < deadline, "the redrive policy did not move the messages"
-        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
-                            WaitTimeSeconds=0)
+        sqs.receive_message(QueueUrl=provider.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=0)
     assert queue_counts(sqs, provider.queue_url) == (0, 0)
 
 
@@ -81,8 +81,12 @@ def publish_all(stack: Stack, requests: list[dict[str, Any]]) -> None:
     a deleted one can come back: a delete lost that way shows as a later `duplicate`)."""
     sns = stack.provider.emulator.client("sns")
     for i in range(0, len(requests), 10):
-        sns.publish_batch(TopicArn=stack.provider.topic_arn, PublishBatchRequestEntries=[
-            {"Id": str(n), "Message": json.dumps(r)} for n, r in enumerate(requests[i:i + 10])])
+        sns.publish_batch(
+            TopicArn=stack.provider.topic_arn,
+            PublishBatchRequestEntries=[
+                {"Id": str(n), "Message": json.dumps(r)} for n, r in enumerate(requests[i : i + 10])
+            ],
+        )
 
 
 def answered_keys(s3: Any, bucket: str, prefix: str) -> set[str]:
@@ -98,5 +102,7 @@ def bodies_by_key(s3: Any, bucket: str, prefix: str) -> dict[str, list[bytes]]:
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
         for v in page.get("Versions", []):
             versions[v["Key"]].append((v["IsLatest"], v["LastModified"], v["VersionId"]))
-    return {key: [s3.get_object(Bucket=bucket, Key=key, VersionId=vid)["Body"].read() for _, _, vid in sorted(vs)]
-            for key, vs in versions.items()}
+    return {
+        key: [s3.get_object(Bucket=bucket, Key=key, VersionId=vid)["Body"].read() for _, _, vid in sorted(vs)]
+        for key, vs in versions.items()
+    }

@@ -15,6 +15,7 @@ quotes it. One resource per stack (what invoke makes).
     with CloudFormationApi(emulator) as cfn:      # AWS_ENDPOINT_URL_CLOUDFORMATION=cfn.endpoint
         ...
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,9 +32,11 @@ from xml.sax.saxutils import escape
 from cfn_provider.local.emulator import ACCOUNT, REGION, Emulator, key_of
 
 _NS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
-NO_RESPONSE = ("CloudFormation did not receive a response from your Custom Resource. Please check your logs for "
-               "requestId [{}]. If you are using the Python cfn-response module, you may need to update your "
-               "Lambda function code so that CloudFormation can attach the updated version.")
+NO_RESPONSE = (
+    "CloudFormation did not receive a response from your Custom Resource. Please check your logs for "
+    "requestId [{}]. If you are using the Python cfn-response module, you may need to update your "
+    "Lambda function code so that CloudFormation can attach the updated version."
+)
 
 
 @dataclass
@@ -62,8 +65,10 @@ class CloudFormationApi:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
-                form = {k: v[0] for k, v in parse_qs(self.rfile.read(int(self.headers["Content-Length"] or 0))
-                                                     .decode()).items()}
+                form = {
+                    k: v[0]
+                    for k, v in parse_qs(self.rfile.read(int(self.headers["Content-Length"] or 0)).decode()).items()
+                }
                 status, body = api.handle(form)
                 data = body.encode()
                 self.send_response(status)
@@ -94,18 +99,26 @@ class CloudFormationApi:
             return self._create(form)
         stack = self._find(form.get("StackName", ""))
         if stack is None:
-            return 400, (f'<ErrorResponse xmlns="{_NS}"><Error><Type>Sender</Type><Code>ValidationError</Code>'
-                         f'<Message>Stack with id {escape(form.get("StackName", ""))} does not exist</Message>'
-                         '</Error><RequestId>x</RequestId></ErrorResponse>')
+            return 400, (
+                f'<ErrorResponse xmlns="{_NS}"><Error><Type>Sender</Type><Code>ValidationError</Code>'
+                f"<Message>Stack with id {escape(form.get('StackName', ''))} does not exist</Message>"
+                "</Error><RequestId>x</RequestId></ErrorResponse>"
+            )
         if action == "DescribeStacks":
             reason = f"<StackStatusReason>{escape(stack.reason)}</StackStatusReason>" if stack.reason else ""
-            member = (f"<member><StackName>{stack.name}</StackName><StackId>{stack.stack_id}</StackId>"
-                      f"<CreationTime>{stack.events[0]['Timestamp']}</CreationTime>"
-                      f"<StackStatus>{stack.status}</StackStatus>{reason}</member>")
+            member = (
+                f"<member><StackName>{stack.name}</StackName><StackId>{stack.stack_id}</StackId>"
+                f"<CreationTime>{stack.events[0]['Timestamp']}</CreationTime>"
+                f"<StackStatus>{stack.status}</StackStatus>{reason}</member>"
+            )
             return 200, _answer(action, f"<Stacks>{member}</Stacks>")
         if action == "DescribeStackEvents":
-            members = "".join("<member>" + "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in e.items() if v is not None)
-                              + "</member>" for e in reversed(stack.events))  # newest first, as CloudFormation
+            members = "".join(
+                "<member>"
+                + "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in e.items() if v is not None)
+                + "</member>"
+                for e in reversed(stack.events)
+            )  # newest first, as CloudFormation
             return 200, _answer(action, f"<StackEvents>{members}</StackEvents>")
         if action == "DeleteStack":
             threading.Thread(target=self._delete, args=(stack,), daemon=True).start()
@@ -142,8 +155,12 @@ class CloudFormationApi:
             return
         stack.physical_id = (answer or {}).get("PhysicalResourceId") or request_id
         self._event(stack, stack.logical_id, "CREATE_FAILED", self._failure(answer, request_id))
-        self._event(stack, None, "ROLLBACK_IN_PROGRESS", "The following resource(s) failed to create: "
-                                                         f"[{stack.logical_id}]. Rollback requested by user.")
+        self._event(
+            stack,
+            None,
+            "ROLLBACK_IN_PROGRESS",
+            f"The following resource(s) failed to create: [{stack.logical_id}]. Rollback requested by user.",
+        )
         ok = self._remove(stack)
         self._event(stack, None, "ROLLBACK_COMPLETE" if ok else "ROLLBACK_FAILED")
 
@@ -151,7 +168,9 @@ class CloudFormationApi:
         was = stack.status
         self._event(stack, None, "DELETE_IN_PROGRESS", "User Initiated")
         if was in ("CREATE_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED") and not self._remove(stack):
-            self._event(stack, None, "DELETE_FAILED", f"The following resource(s) failed to delete: [{stack.logical_id}].")
+            self._event(
+                stack, None, "DELETE_FAILED", f"The following resource(s) failed to delete: [{stack.logical_id}]."
+            )
             return
         self._event(stack, None, "DELETE_COMPLETE")
 
@@ -168,12 +187,19 @@ class CloudFormationApi:
     def _request(self, stack: _Stack, request_type: str) -> tuple[dict[str, Any] | None, str]:
         request_id = str(uuid.uuid4())
         props = {k: v if isinstance(v, (dict, list)) else str(v) for k, v in stack.properties.items()}
-        url = self.s3.generate_presigned_url("put_object", Params={
-            "Bucket": self.bucket, "Key": f"{stack.name}/{request_id}"}, ExpiresIn=7200)
+        url = self.s3.generate_presigned_url(
+            "put_object", Params={"Bucket": self.bucket, "Key": f"{stack.name}/{request_id}"}, ExpiresIn=7200
+        )
         request: dict[str, Any] = {
-            "RequestType": request_type, "ServiceToken": props["ServiceToken"], "ResponseURL": url,
-            "StackId": stack.stack_id, "RequestId": request_id, "LogicalResourceId": stack.logical_id,
-            "ResourceType": stack.resource_type, "ResourceProperties": props}
+            "RequestType": request_type,
+            "ServiceToken": props["ServiceToken"],
+            "ResponseURL": url,
+            "StackId": stack.stack_id,
+            "RequestId": request_id,
+            "LogicalResourceId": stack.logical_id,
+            "ResourceType": stack.resource_type,
+            "ResourceProperties": props,
+        }
         if request_type != "Create":
             request["PhysicalResourceId"] = stack.physical_id
         self.requests.append(request)
@@ -191,23 +217,33 @@ class CloudFormationApi:
     def _failure(answer: dict[str, Any] | None, request_id: str) -> str:
         if answer is None:
             return NO_RESPONSE.format(request_id)
-        return (f"Received response status [{answer.get('Status')}] from custom resource. Message returned: "
-                f"{answer.get('Reason', '')} (RequestId: {request_id})")
+        return (
+            f"Received response status [{answer.get('Status')}] from custom resource. Message returned: "
+            f"{answer.get('Reason', '')} (RequestId: {request_id})"
+        )
 
     def _event(self, stack: _Stack, logical_id: str | None, status: str, reason: str | None = None) -> None:
         resource = logical_id is not None
         with self._lock:
-            stack.events.append({
-                "StackId": stack.stack_id, "EventId": str(uuid.uuid4()), "StackName": stack.name,
-                "LogicalResourceId": logical_id or stack.name,
-                "PhysicalResourceId": (stack.physical_id or "") if resource else stack.stack_id,
-                "ResourceType": stack.resource_type if resource else "AWS::CloudFormation::Stack",
-                "Timestamp": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-                "ResourceStatus": status, "ResourceStatusReason": reason})
+            stack.events.append(
+                {
+                    "StackId": stack.stack_id,
+                    "EventId": str(uuid.uuid4()),
+                    "StackName": stack.name,
+                    "LogicalResourceId": logical_id or stack.name,
+                    "PhysicalResourceId": (stack.physical_id or "") if resource else stack.stack_id,
+                    "ResourceType": stack.resource_type if resource else "AWS::CloudFormation::Stack",
+                    "Timestamp": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+                    "ResourceStatus": status,
+                    "ResourceStatusReason": reason,
+                }
+            )
             if not resource:
                 stack.status, stack.reason = status, reason
 
 
 def _answer(action: str, inner: str) -> str:
-    return (f'<{action}Response xmlns="{_NS}"><{action}Result>{inner}</{action}Result>'
-            f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata></{action}Response>")
+    return (
+        f'<{action}Response xmlns="{_NS}"><{action}Result>{inner}</{action}Result>'
+        f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata></{action}Response>"
+    )

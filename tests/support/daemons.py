@@ -1,4 +1,5 @@
 """Run the daemon for a test: in-process (an asyncio task) or as a subprocess."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,15 +20,23 @@ from cfn_provider.service import Service
 
 REPO = Path(__file__).resolve().parents[2]
 # Custom::Echo is the built-in, named (nothing is served unless named); the others are test handlers.
-TEST_HANDLERS = (("Custom::Test", "tests.support.handlers"), ("Custom::AsyncTest", "tests.support.handlers:async_handler"),
-                 ("Custom::Echo", None))
+TEST_HANDLERS = (
+    ("Custom::Test", "tests.support.handlers"),
+    ("Custom::AsyncTest", "tests.support.handlers:async_handler"),
+    ("Custom::Echo", None),
+)
 
 
 def settings_for(provider: Provider, state_dir: Path, **overrides: Any) -> Settings:
     base = Settings(
-        queue_url=provider.queue_url, topic_arns=(provider.topic_arn,), handlers=TEST_HANDLERS,
-        state=f"sqlite://{state_dir}/state.db", verify_signatures=False,
-        allow_response_urls=(provider.emulator.endpoint + "/",), wait_seconds=1, visibility_timeout=30,
+        queue_url=provider.queue_url,
+        topic_arns=(provider.topic_arn,),
+        handlers=TEST_HANDLERS,
+        state=f"sqlite://{state_dir}/state.db",
+        verify_signatures=False,
+        allow_response_urls=(provider.emulator.endpoint + "/",),
+        wait_seconds=1,
+        visibility_timeout=30,
         max_backoff=1.0,
     )
     return replace(base, **overrides)
@@ -43,8 +52,9 @@ class InProcessDaemon:
         ready = asyncio.Event()
         service = Service(settings, on_ready=ready.set)
         task = asyncio.create_task(service.run())
-        done, _ = await asyncio.wait({task, asyncio.create_task(ready.wait())}, timeout=30,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {task, asyncio.create_task(ready.wait())}, timeout=30, return_when=asyncio.FIRST_COMPLETED
+        )
         if task in done:
             task.result()  # raises what stopped it
             raise RuntimeError("daemon exited before its first receive")
@@ -86,22 +96,49 @@ class SubprocessDaemon:
     _log: Any = field(default=None, repr=False)
 
     @classmethod
-    def for_provider(cls, emulator: Emulator, provider: Provider, state_dir: Path, log_path: Path,
-                     extra_args: list[str] = (), env: dict[str, str] | None = None) -> "SubprocessDaemon":
+    def for_provider(
+        cls,
+        emulator: Emulator,
+        provider: Provider,
+        state_dir: Path,
+        log_path: Path,
+        extra_args: list[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> "SubprocessDaemon":
         args = [
-            sys.executable, "-m", "cfn_provider", "run", "--queue-url", provider.queue_url,
-            "--topic-arn", provider.topic_arn, "--state", f"sqlite://{state_dir}/state.db",
-            "--no-verify-signatures", "--allow-response-url", emulator.endpoint + "/",
-            "--handler", "Custom::Test=tests.support.handlers", "--handler", "Custom::Echo", "--wait-seconds", "1",
-            "--max-backoff", "1", "--log-format", "json", *extra_args,
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--queue-url",
+            provider.queue_url,
+            "--topic-arn",
+            provider.topic_arn,
+            "--state",
+            f"sqlite://{state_dir}/state.db",
+            "--no-verify-signatures",
+            "--allow-response-url",
+            emulator.endpoint + "/",
+            "--handler",
+            "Custom::Test=tests.support.handlers",
+            "--handler",
+            "Custom::Echo",
+            "--wait-seconds",
+            "1",
+            "--max-backoff",
+            "1",
+            "--log-format",
+            "json",
+            *extra_args,
         ]
         full_env = {**os.environ, **emulator.env(), "PYTHONPATH": str(REPO), **(env or {})}
         return cls(args, full_env, log_path)
 
     def start(self, wait_ready: float = 30) -> "SubprocessDaemon":
         self._log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=REPO)
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO
+        )
         deadline = time.monotonic() + wait_ready
         while time.monotonic() < deadline:
             if any(e.get("event") == "started" for e in self.events()):
@@ -183,8 +220,9 @@ def exit_code(daemon: SubprocessDaemon, timeout: float, what: str) -> int:
     try:
         return daemon.wait(timeout)
     except Exception as exc:  # subprocess.TimeoutExpired
-        raise AssertionError(f"the daemon did not exit within {timeout} s {what}; log tail:\n"
-                             f"{daemon.log_path.read_text()[-2500:]}") from exc
+        raise AssertionError(
+            f"the daemon did not exit within {timeout} s {what}; log tail:\n{daemon.log_path.read_text()[-2500:]}"
+        ) from exc
 
 
 def stop_gracefully(daemon: SubprocessDaemon, timeout: float = 30, what: str = "after SIGTERM") -> int:
@@ -202,15 +240,19 @@ class DaemonSpawner:
         spawner.stop_all()                                   # kills whatever still runs
     """
 
-    def __init__(self, emulator: Emulator, provider: Provider, state_dir: Path, calls_file: Path,
-                 base_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, emulator: Emulator, provider: Provider, state_dir: Path, calls_file: Path, base_args: Sequence[str] = ()
+    ) -> None:
         self.emulator, self.provider, self.state_dir = emulator, provider, state_dir
         self.calls_file, self.base_args = calls_file, tuple(base_args)
         self.started: list[SubprocessDaemon] = []
 
     def __call__(self, name: str, *extra_args: str, env: dict[str, str] | None = None) -> SubprocessDaemon:
         daemon = SubprocessDaemon.for_provider(
-            self.emulator, self.provider, self.state_dir, self.state_dir / f"{name}.log",
+            self.emulator,
+            self.provider,
+            self.state_dir,
+            self.state_dir / f"{name}.log",
             extra_args=[*self.base_args, *extra_args],
             env={"CFN_TEST_CALLS_FILE": str(self.calls_file), **(env or {})},
         )
@@ -222,9 +264,21 @@ class DaemonSpawner:
             daemon.stop()
 
 
-def fleet_member(emulator: Emulator, provider: Provider, table: str, log_path: Path,
-                 extra_args: list[str] = (), env: dict[str, str] | None = None) -> SubprocessDaemon:
+def fleet_member(
+    emulator: Emulator,
+    provider: Provider,
+    table: str,
+    log_path: Path,
+    extra_args: list[str] = (),
+    env: dict[str, str] | None = None,
+) -> SubprocessDaemon:
     """A fleet-mode daemon subprocess: `SubprocessDaemon.for_provider` with `--state dynamodb://TABLE`
     (given after the default sqlite --state, so it is the one click keeps)."""
-    return SubprocessDaemon.for_provider(emulator, provider, log_path.parent, log_path,
-                                         extra_args=["--state", f"dynamodb://{table}", *extra_args], env=env)
+    return SubprocessDaemon.for_provider(
+        emulator,
+        provider,
+        log_path.parent,
+        log_path,
+        extra_args=["--state", f"dynamodb://{table}", *extra_args],
+        env=env,
+    )

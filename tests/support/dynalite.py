@@ -13,6 +13,7 @@ Makefile's dynalite stamp); `$CFN_DYNALITE` may name another cli.js. It has no U
         db.endpoint, db.port
         db.create_table("fleet-state")      # cfn_provider.ops.bootstrap.ensure_table, on this endpoint
 """
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,11 @@ from botocore.config import Config
 from cfn_provider.local.emulator import REGION, TEST_CREDENTIALS
 
 VERSION = "4.0.0"
-INSTALL_HINT = (f"run `make test` (its dynalite stamp target installs it), or by hand: "
-                f"`npm install --no-save --prefix {Path(sys.prefix) / 'node'} dynalite@{VERSION}` "
-                "(needs node >= 20 and npm: `apt-get install nodejs npm`); or set CFN_DYNALITE to its cli.js")
+INSTALL_HINT = (
+    f"run `make test` (its dynalite stamp target installs it), or by hand: "
+    f"`npm install --no-save --prefix {Path(sys.prefix) / 'node'} dynalite@{VERSION}` "
+    "(needs node >= 20 and npm: `apt-get install nodejs npm`); or set CFN_DYNALITE to its cli.js"
+)
 
 
 class DynaliteMissing(RuntimeError):
@@ -74,9 +77,24 @@ class Dynalite:
             self.port = _free_port()
             log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
             self.proc = subprocess.Popen(
-                ["node", str(self.cli), "--host", "127.0.0.1", "--port", str(self.port), "--createTableMs", "0",
-                 "--deleteTableMs", "0", "--updateTableMs", "0"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [
+                    "node",
+                    str(self.cli),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--createTableMs",
+                    "0",
+                    "--deleteTableMs",
+                    "0",
+                    "--updateTableMs",
+                    "0",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:
@@ -100,10 +118,14 @@ class Dynalite:
         self.stop()
 
     def client(self) -> Any:
-        return boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION,
-                            aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                            config=Config(retries={"max_attempts": 3}))
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"max_attempts": 3}),
+        )
 
     def create_table(self, table: str) -> None:
         """The fleet table as `cfn-provider bootstrap --dynamodb-table` makes it (see make_table)."""

@@ -5,6 +5,7 @@ connection to anything but the allowed 127.0.0.1 ports is recorded, and refused 
 127.0.0.1; a name lookup of anything but localhost is recorded and refused. So a URL to
 169.254.169.254, or to a host that would need DNS, never leaves the machine, and is counted if tried.
 """
+
 from __future__ import annotations
 
 import ipaddress

@@ -40,6 +40,7 @@ answered by the proxy itself. An asyncio loop in a thread: it serves subprocess 
 blocks the test's loop. `observe(exchange, request_body, response_body)`, when given, sees every
 call the service answered (also the dropped ones), e.g. to read SQS's receive counts.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -165,7 +166,7 @@ def _unchunk(raw: bytes) -> bytes:
         size = int(raw[i:end].split(b";")[0] or b"0", 16)
         if size == 0:
             break
-        out += raw[end + 2:end + 2 + size]
+        out += raw[end + 2 : end + 2 + size]
         i = end + 4 + size
     return bytes(out)
 
@@ -180,16 +181,24 @@ def _operation(service: str, method: str, target: str, head: bytes, body: bytes)
     if service == "mns":
         path = target.partition("?")[0].strip("/").split("/")
         if len(path) >= 3 and path[2] == "messages":
-            return {"GET": "ReceiveMessage", "DELETE": "DeleteMessage", "PUT": "ChangeMessageVisibility",
-                    "POST": "SendMessage"}.get(method, method)
+            return {
+                "GET": "ReceiveMessage",
+                "DELETE": "DeleteMessage",
+                "PUT": "ChangeMessageVisibility",
+                "POST": "SendMessage",
+            }.get(method, method)
         return "GetQueueAttributes" if method == "GET" else method
     return method
 
 
 def _response(status: int, reason: str, content_type: str, body: bytes, extra: Mapping[str, str] = {}) -> bytes:
-    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}",
-             f"x-amzn-RequestId: fault-proxy-{random.getrandbits(48):012x}",
-             *(f"{k}: {v}" for k, v in extra.items())]
+    lines = [
+        f"HTTP/1.1 {status} {reason}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        f"x-amzn-RequestId: fault-proxy-{random.getrandbits(48):012x}",
+        *(f"{k}: {v}" for k, v in extra.items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
@@ -197,42 +206,64 @@ def synthetic(service: str, fault: str, json_protocol: bool, nth: int) -> bytes:
     """What the service answers for `fault` ("throttle" or "error"), without the call being applied."""
     if service == "dynamodb":
         if fault == "throttle":
-            doc = {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-                   "message": "The level of configured provisioned throughput for the table was exceeded."}
+            doc = {
+                "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                "message": "The level of configured provisioned throughput for the table was exceeded.",
+            }
             return _response(400, "Bad Request", "application/x-amz-json-1.0", json.dumps(doc).encode())
         doc = {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "Internal server error"}
         return _response(500, "Internal Server Error", "application/x-amz-json-1.0", json.dumps(doc).encode())
     if service == "sqs":
-        code, status, reason = (("ThrottlingException" if nth % 2 else "RequestThrottled"), 400, "Bad Request") \
-            if fault == "throttle" else ("ServiceUnavailable", 503, "Service Unavailable")
+        code, status, reason = (
+            (("ThrottlingException" if nth % 2 else "RequestThrottled"), 400, "Bad Request")
+            if fault == "throttle"
+            else ("ServiceUnavailable", 503, "Service Unavailable")
+        )
         message = "Rate exceeded" if fault == "throttle" else "Service is unavailable. Try again later."
         if json_protocol:
-            extra = {"x-amzn-query-error": f"{code};{'Sender' if status < 500 else 'Receiver'}"} \
-                if code != "ThrottlingException" else {}
+            extra = (
+                {"x-amzn-query-error": f"{code};{'Sender' if status < 500 else 'Receiver'}"}
+                if code != "ThrottlingException"
+                else {}
+            )
             doc = {"__type": f"com.amazonaws.sqs#{code}", "message": message}
             return _response(status, reason, "application/x-amz-json-1.0", json.dumps(doc).encode(), extra)
-        xml = (f"<ErrorResponse><Error><Type>{'Sender' if status < 500 else 'Receiver'}</Type><Code>{code}</Code>"
-               f"<Message>{message}</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>")
+        xml = (
+            f"<ErrorResponse><Error><Type>{'Sender' if status < 500 else 'Receiver'}</Type><Code>{code}</Code>"
+            f"<Message>{message}</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"
+        )
         return _response(status, reason, "text/xml", xml.encode())
     if service == "s3":
-        code, status, reason, message = ("SlowDown", 503, "Slow Down", "Please reduce your request rate.") \
-            if fault == "throttle" else ("InternalError", 500, "Internal Server Error",
-                                         "We encountered an internal error. Please try again.")
-        xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-               f"<RequestId>FAULTPROXY</RequestId><HostId>fault-proxy</HostId></Error>")
+        code, status, reason, message = (
+            ("SlowDown", 503, "Slow Down", "Please reduce your request rate.")
+            if fault == "throttle"
+            else ("InternalError", 500, "Internal Server Error", "We encountered an internal error. Please try again.")
+        )
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+            f"<RequestId>FAULTPROXY</RequestId><HostId>fault-proxy</HostId></Error>"
+        )
         return _response(status, reason, "application/xml", xml.encode())
     code = "Throttling" if fault == "throttle" else "InternalError"
     status, reason = (503, "Service Unavailable") if fault == "throttle" else (500, "Internal Server Error")
-    xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error xmlns="http://mns.aliyuncs.com/doc/v1/"><Code>{code}'
-           f"</Code><Message>{code}</Message><RequestId>FAULTPROXY</RequestId><HostId>fault-proxy</HostId></Error>")
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error xmlns="http://mns.aliyuncs.com/doc/v1/"><Code>{code}'
+        f"</Code><Message>{code}</Message><RequestId>FAULTPROXY</RequestId><HostId>fault-proxy</HostId></Error>"
+    )
     return _response(status, reason, "text/xml;charset=utf-8", xml.encode())
 
 
 class FaultProxy:
     """See the module docstring. A context manager, or start()/stop()."""
 
-    def __init__(self, service: str, upstream_port: int, schedule: Schedule, upstream_host: str = "127.0.0.1",
-                 observe: Callable[[Exchange, bytes, bytes], None] | None = None):
+    def __init__(
+        self,
+        service: str,
+        upstream_port: int,
+        schedule: Schedule,
+        upstream_host: str = "127.0.0.1",
+        observe: Callable[[Exchange, bytes, bytes], None] | None = None,
+    ):
         if service not in SERVICES:
             raise ValueError(f"service is one of {SERVICES}")
         self.service, self.schedule, self.observe = service, schedule, observe
@@ -253,7 +284,8 @@ class FaultProxy:
     def start(self) -> FaultProxy:
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, "127.0.0.1", 0, limit=_MAX_HEAD * 4), self._loop).result(10)
+            asyncio.start_server(self._accept, "127.0.0.1", 0, limit=_MAX_HEAD * 4), self._loop
+        ).result(10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -264,6 +296,7 @@ class FaultProxy:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
         if self._server is not None:
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(15)
             self._server = None
@@ -311,9 +344,12 @@ class FaultProxy:
                 upstream[1].close()
             self._tasks.discard(task)
 
-    async def _one(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
-                   upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None
-                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _one(
+        self,
+        client_r: asyncio.StreamReader,
+        client_w: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """Serve one request; the upstream connection to use for the next (None: open a new one)."""
         try:
             head = await client_r.readuntil(b"\r\n\r\n")
@@ -327,8 +363,10 @@ class FaultProxy:
         if headers.get("expect", "").lower() == "100-continue":
             client_w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await client_w.drain()
-            head = b"\r\n".join(line for line in head.split(b"\r\n")
-                                if not line.lower().startswith(b"expect:")) + b"\r\n\r\n"
+            head = (
+                b"\r\n".join(line for line in head.split(b"\r\n") if not line.lower().startswith(b"expect:"))
+                + b"\r\n\r\n"
+            )
         body = await _read_body(client_r, headers)
         plain = _unchunk(body) if "chunked" in headers.get("transfer-encoding", "").lower() else body
         operation = _operation(self.service, method, target, head, plain)

@@ -7,6 +7,7 @@ is summed across workers, one that was set (`set`) keeps the last value received
 run the last test to set it wins. The controller prints the one table at the end of the session
 and writes it as JSON to $CFN_CHAOS_REPORT (default chaos-report.json).
 """
+
 from __future__ import annotations
 
 import json

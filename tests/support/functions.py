@@ -1,6 +1,7 @@
 """Helpers for tests of `lambda:` functions called without the queue: write a function's folder,
 load it the way the daemon does (the router, with its settings), answer a request the way the
 worker does (runner.call, then response.success or response.failure) and read the body."""
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,22 @@ from cfn_provider.pipeline.runner import Context, HandlerTimeout, call
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_ID = "arn:aws:cloudformation:eu-west-1:123456789012:stack/my-stack/5b8e2c10-1111-2222-3333-444455556666"
-SIGNED_URL = ("https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/key"
-              "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=deadbeefcafe")
+SIGNED_URL = (
+    "https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/key"
+    "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=deadbeefcafe"
+)
 
 
 def event_for(kind: str = "Create", rtype: str = "Custom::Thing", **props: Any) -> dict[str, Any]:
     doc = {
-        "RequestType": kind, "ServiceToken": "arn:aws:sns:eu-west-1:123456789012:cfn-provider",
-        "ResponseURL": SIGNED_URL, "StackId": STACK_ID, "RequestId": str(uuid.uuid4()),
-        "LogicalResourceId": "Thing", "ResourceType": rtype, "ResourceProperties": {"Name": "n1", **props},
+        "RequestType": kind,
+        "ServiceToken": "arn:aws:sns:eu-west-1:123456789012:cfn-provider",
+        "ResponseURL": SIGNED_URL,
+        "StackId": STACK_ID,
+        "RequestId": str(uuid.uuid4()),
+        "LogicalResourceId": "Thing",
+        "ResourceType": rtype,
+        "ResourceProperties": {"Name": "n1", **props},
     }
     if kind != "Create":
         doc["PhysicalResourceId"] = "existing-id"
@@ -71,8 +79,7 @@ async def answer(handler: Any, doc: dict[str, Any], executor: Any, budget: float
     return json.loads(resp.body)
 
 
-async def raw_call(handler: Any, doc: dict[str, Any], executor: Any, budget: float = 30.0,
-                   progress: Any = None) -> Any:
+async def raw_call(handler: Any, doc: dict[str, Any], executor: Any, budget: float = 30.0, progress: Any = None) -> Any:
     """The handler's own result (InProgress, a mapping) for `doc`; a poll when `progress` is given."""
     request = parse(json.dumps(doc))
     context = Context(request, time.monotonic() + budget)

@@ -3,6 +3,7 @@
 Recorded in `calls` (in-process daemons) and, when CFN_TEST_CALLS_FILE is set, appended as one
 line "RequestId RequestType" per completed call (subprocess daemons).
 """
+
 from __future__ import annotations
 
 import asyncio

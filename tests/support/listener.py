@@ -1,4 +1,5 @@
 """A TCP listener on 127.0.0.1 that only counts connections: proof that nothing called it."""
+
 from __future__ import annotations
 
 import socket

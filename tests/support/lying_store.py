@@ -7,6 +7,7 @@ Each chosen write is applied by the real store, then a botocore ReadTimeoutError
 when DynamoDB applied a write and the answer never arrived (a timeout, a reset): the caller
 cannot tell it was applied. A retry with identical arguments is let through truthfully.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -38,4 +39,5 @@ class LyingStore:
                 self.lies += 1
                 raise ReadTimeoutError(endpoint_url="http://store.invalid/")
             return result
+
         return write

@@ -30,6 +30,7 @@ Query parameter names are matched case-insensitively; values are percent-decoded
 Everything is recorded (`requests`: method, target, headers, status, code); `fail_next()`
 scripts errors; `queue(name)` exposes the messages for assertions.
 """
+
 from __future__ import annotations
 
 import base64
@@ -60,8 +61,10 @@ def string_to_sign(method: str, headers: dict[str, str], resource: str) -> str:
     """Written here from the documentation, independently of cfn_provider.transports.mns."""
     lower = {k.lower(): v.strip() for k, v in headers.items()}
     canonical = "".join(f"{k}:{lower[k]}\n" for k in sorted(lower) if k.startswith("x-mns-"))
-    return (f"{method}\n{lower.get('content-md5', '')}\n{lower.get('content-type', '')}\n"
-            f"{lower.get('date', '')}\n{canonical}{resource}")
+    return (
+        f"{method}\n{lower.get('content-md5', '')}\n{lower.get('content-type', '')}\n"
+        f"{lower.get('date', '')}\n{canonical}{resource}"
+    )
 
 
 def sign(secret: str, method: str, headers: dict[str, str], resource: str) -> str:
@@ -113,8 +116,9 @@ class Seen:
 
 
 class MnsServer:
-    def __init__(self, access_key_id: str = "LTAI5tTestKeyId0001", secret: str | None = None,
-                 security_token: str | None = None):
+    def __init__(
+        self, access_key_id: str = "LTAI5tTestKeyId0001", secret: str | None = None, security_token: str | None = None
+    ):
         self.access_key_id = access_key_id
         self.secret = secret or "mns-test-secret-" + uuid.uuid4().hex
         self.security_token = security_token  # required on every request when set
@@ -161,8 +165,9 @@ class MnsServer:
         return env
 
     # ---- direct access for tests ----------------------------------------------------------------
-    def create_queue(self, name: str, visibility_timeout: int = 30, polling_wait: int = 0,
-                     dlq: dict[str, str] | None = None) -> QueueState:
+    def create_queue(
+        self, name: str, visibility_timeout: int = 30, polling_wait: int = 0, dlq: dict[str, str] | None = None
+    ) -> QueueState:
         with self._cond:
             return self.queues.setdefault(name, QueueState(name, visibility_timeout, polling_wait, dlq))
 
@@ -272,17 +277,24 @@ class MnsServer:
         dlq = ""
         if queue.dlq is not None:
             dlq = "<DlqPolicy>" + "".join(f"<{k}>{escape(v)}</{k}>" for k, v in queue.dlq.items()) + "</DlqPolicy>"
-        return 200, "", _doc("Queue", f"<QueueName>{escape(name)}</QueueName>"
-                             f"<VisibilityTimeout>{queue.visibility_timeout}</VisibilityTimeout>"
-                             f"<PollingWaitSeconds>{queue.polling_wait}</PollingWaitSeconds>"
-                             f"<ActiveMessages>{len(queue.live) - queue.in_flight}</ActiveMessages>"
-                             f"<InactiveMessages>{queue.in_flight}</InactiveMessages>{dlq}")
+        return (
+            200,
+            "",
+            _doc(
+                "Queue",
+                f"<QueueName>{escape(name)}</QueueName>"
+                f"<VisibilityTimeout>{queue.visibility_timeout}</VisibilityTimeout>"
+                f"<PollingWaitSeconds>{queue.polling_wait}</PollingWaitSeconds>"
+                f"<ActiveMessages>{len(queue.live) - queue.in_flight}</ActiveMessages>"
+                f"<InactiveMessages>{queue.in_flight}</InactiveMessages>{dlq}",
+            ),
+        )
 
     def _send(self, name: str, body: bytes) -> tuple[int, str, str]:
         root = ElementTree.fromstring(body)
         batch = _local(root.tag) == "Messages"
         out = []
-        for element in (list(root) if batch else [root]):
+        for element in list(root) if batch else [root]:
             f = _fields(element)
             delay = int(f.get("DelaySeconds") or 0)
             message_id = self.send(name, f.get("MessageBody", ""), delay)
@@ -290,7 +302,7 @@ class MnsServer:
             out.append(f"<Message><MessageId>{message_id}</MessageId><MessageBodyMD5>{md5}</MessageBodyMD5></Message>")
         if batch:
             return 201, "", _doc("Messages", "".join(out))
-        return 201, "", _doc("Message", out[0][len("<Message>"):-len("</Message>")])
+        return 201, "", _doc("Message", out[0][len("<Message>") : -len("</Message>")])
 
     def _receive(self, name: str, query: dict[str, str]) -> tuple[int, str, str]:
         queue = self.queues[name]
@@ -330,8 +342,10 @@ class MnsServer:
             message.visible_at = time.time() + seconds
             message.handle = _handle()
             self._cond.notify_all()
-            body = (f"<ReceiptHandle>{message.handle}</ReceiptHandle>"
-                    f"<NextVisibleTime>{int(message.visible_at * 1000)}</NextVisibleTime>")
+            body = (
+                f"<ReceiptHandle>{message.handle}</ReceiptHandle>"
+                f"<NextVisibleTime>{int(message.visible_at * 1000)}</NextVisibleTime>"
+            )
         return 200, "", _doc("ChangeVisibility", body)
 
     def _delete(self, name: str, query: dict[str, str]) -> tuple[int, str, str]:
@@ -358,9 +372,12 @@ class MnsClient:
             headers["Content-MD5"] = base64.b64encode(hashlib.md5(data).digest()).decode()
         if self.server.security_token:
             headers["security-token"] = self.server.security_token
-        headers["Authorization"] = f"MNS {self.server.access_key_id}:{sign(self.server.secret, method, headers, resource)}"
-        request = urllib.request.Request(self.server.endpoint + resource, data=data or None, method=method,
-                                         headers=headers)
+        headers["Authorization"] = (
+            f"MNS {self.server.access_key_id}:{sign(self.server.secret, method, headers, resource)}"
+        )
+        request = urllib.request.Request(
+            self.server.endpoint + resource, data=data or None, method=method, headers=headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=40) as resp:
                 return resp.status, resp.read().decode()
@@ -369,9 +386,12 @@ class MnsClient:
 
     def send_message(self, queue: str, body: str, base64_encode: bool = False) -> str:
         text = base64.b64encode(body.encode()).decode() if base64_encode else body
-        status, reply = self.call("POST", f"/queues/{queue}/messages",
-                                  f'<?xml version="1.0" encoding="UTF-8"?><Message xmlns="{NS}">'
-                                  f"<MessageBody>{escape(text)}</MessageBody><Priority>8</Priority></Message>")
+        status, reply = self.call(
+            "POST",
+            f"/queues/{queue}/messages",
+            f'<?xml version="1.0" encoding="UTF-8"?><Message xmlns="{NS}">'
+            f"<MessageBody>{escape(text)}</MessageBody><Priority>8</Priority></Message>",
+        )
         assert status == 201, (status, reply)
         return _fields(ElementTree.fromstring(reply))["MessageId"]
 
@@ -411,11 +431,13 @@ def _operation(method: str, target: str) -> str:
 
 def _render(m: StoredMessage) -> str:
     md5 = hashlib.md5(m.body.encode()).hexdigest().upper()
-    return (f"<MessageId>{m.id}</MessageId><ReceiptHandle>{m.handle}</ReceiptHandle>"
-            f"<MessageBodyMD5>{md5}</MessageBodyMD5><MessageBody>{escape(m.body)}</MessageBody>"
-            f"<EnqueueTime>{m.enqueued_ms}</EnqueueTime><NextVisibleTime>{int(m.visible_at * 1000)}</NextVisibleTime>"
-            f"<FirstDequeueTime>{m.first_dequeue_ms}</FirstDequeueTime><DequeueCount>{m.dequeue_count}</DequeueCount>"
-            f"<Priority>{m.priority}</Priority>")
+    return (
+        f"<MessageId>{m.id}</MessageId><ReceiptHandle>{m.handle}</ReceiptHandle>"
+        f"<MessageBodyMD5>{md5}</MessageBodyMD5><MessageBody>{escape(m.body)}</MessageBody>"
+        f"<EnqueueTime>{m.enqueued_ms}</EnqueueTime><NextVisibleTime>{int(m.visible_at * 1000)}</NextVisibleTime>"
+        f"<FirstDequeueTime>{m.first_dequeue_ms}</FirstDequeueTime><DequeueCount>{m.dequeue_count}</DequeueCount>"
+        f"<Priority>{m.priority}</Priority>"
+    )
 
 
 def _doc(root: str, inner: str) -> str:
@@ -423,8 +445,11 @@ def _doc(root: str, inner: str) -> str:
 
 
 def _error(code: str, host: str) -> str:
-    return _doc("Error", f"<Code>{code}</Code><Message>{code}</Message>"
-                         f"<RequestId>{uuid.uuid4().hex[:24].upper()}</RequestId><HostId>{host}</HostId>")
+    return _doc(
+        "Error",
+        f"<Code>{code}</Code><Message>{code}</Message>"
+        f"<RequestId>{uuid.uuid4().hex[:24].upper()}</RequestId><HostId>{host}</HostId>",
+    )
 
 
 def _handler(server: MnsServer) -> type[http.server.BaseHTTPRequestHandler]:
@@ -463,22 +488,38 @@ def _handler(server: MnsServer) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-def notification_json(message: str, topic: str = "ros-topic", publish_ms: int | None = None,
-                      owner: str = "1234567890") -> str:
+def notification_json(
+    message: str, topic: str = "ros-topic", publish_ms: int | None = None, owner: str = "1234567890"
+) -> str:
     """An MNS topic notification in its JSON format (what a queue subscription receives)."""
-    return json.dumps({"TopicOwner": owner, "TopicName": topic, "Subscriber": "1234567890",
-                       "SubscriptionName": "cfn-provider", "MessageId": uuid.uuid4().hex.upper(),
-                       "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(), "Message": message,
-                       "PublishTime": str(publish_ms or _ms())})
+    return json.dumps(
+        {
+            "TopicOwner": owner,
+            "TopicName": topic,
+            "Subscriber": "1234567890",
+            "SubscriptionName": "cfn-provider",
+            "MessageId": uuid.uuid4().hex.upper(),
+            "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(),
+            "Message": message,
+            "PublishTime": str(publish_ms or _ms()),
+        }
+    )
 
 
-def notification_xml(message: str, topic: str = "ros-topic", publish_ms: int | None = None,
-                     owner: str = "1234567890") -> str:
+def notification_xml(
+    message: str, topic: str = "ros-topic", publish_ms: int | None = None, owner: str = "1234567890"
+) -> str:
     """The same in the XML format."""
-    fields = {"TopicOwner": owner, "TopicName": topic, "Subscriber": "1234567890",
-              "SubscriptionName": "cfn-provider", "MessageId": uuid.uuid4().hex.upper(),
-              "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(), "Message": message,
-              "PublishTime": str(publish_ms or _ms())}
+    fields = {
+        "TopicOwner": owner,
+        "TopicName": topic,
+        "Subscriber": "1234567890",
+        "SubscriptionName": "cfn-provider",
+        "MessageId": uuid.uuid4().hex.upper(),
+        "MessageMD5": hashlib.md5(message.encode()).hexdigest().upper(),
+        "Message": message,
+        "PublishTime": str(publish_ms or _ms()),
+    }
     inner = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in fields.items())
     return f'<?xml version="1.0" encoding="utf-8"?><Notification xmlns="{NS}">{inner}</Notification>'
 

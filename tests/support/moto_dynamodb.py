@@ -6,6 +6,7 @@ moment can then both succeed (seen: 31 of 300 keys raced by 6 clients). Real Dyn
 applies each conditional write atomically per item. The tests therefore serialise moto's
 DynamoDB request handling (server side, in this process); clients still talk to it over HTTP.
 """
+
 from __future__ import annotations
 
 import threading

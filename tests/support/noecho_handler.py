@@ -14,6 +14,7 @@ ResourceProperties:
   the handler's structlog logger and through a standard-library logger (a careless handler or
   library; the daemon's last-step redaction must still keep it out of the output).
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,12 +38,16 @@ def _run(event: Mapping[str, Any], context: Any) -> Any:
         key = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
         logging.getLogger("thirdparty.uploader").warning("retry %s with key %s (attempt %d)", event["ResponseURL"], key)
     if props.get("Fail") == "quote-url":
-        raise RuntimeError(f"upload to {event['ResponseURL']} refused: 403 SignatureDoesNotMatch "
-                           f"(url was {event['ResponseURL']!r})")
+        raise RuntimeError(
+            f"upload to {event['ResponseURL']} refused: 403 SignatureDoesNotMatch (url was {event['ResponseURL']!r})"
+        )
     if event["RequestType"] == "Delete":
         return None
-    return {"PhysicalResourceId": f"secret-{event['LogicalResourceId']}",
-            "Data": {key: secret(event["RequestType"], key) for key in DATA_KEYS}, "NoEcho": True}
+    return {
+        "PhysicalResourceId": f"secret-{event['LogicalResourceId']}",
+        "Data": {key: secret(event["RequestType"], key) for key in DATA_KEYS},
+        "NoEcho": True,
+    }
 
 
 create = update = delete = _run

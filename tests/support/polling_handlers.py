@@ -11,6 +11,7 @@ poll-done N, Delete. `no_poll` returns InProgress but has no poll function.
 integer >= 1, AfterSeconds: number) and `poll_create(self, props, call, progress)`: Data Polls
 and PollsType (the type `Polls` had in poll_create: int, converted as for create).
 """
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,13 @@ no_poll = _NoPoll()
 
 
 class SdkPoll(Resource):
-    schema = {"type": "object", "properties": {"Polls": {"type": "integer", "minimum": 1, "default": 2},
-                                               "AfterSeconds": {"type": "number", "default": 1}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "Polls": {"type": "integer", "minimum": 1, "default": 2},
+            "AfterSeconds": {"type": "number", "default": 1},
+        },
+    }
 
     def create(self, props: dict[str, Any], call: Call) -> InProgress:
         _record(call.event, "Create")

@@ -1,4 +1,5 @@
 """Tiny importable handlers for tests/pipeline/test_router.py. Each one says who it is."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -2,6 +2,7 @@
 
 Deliberately independent of cfn_provider.trust.signature, so a bug in the string-to-sign there is caught.
 """
+
 from __future__ import annotations
 
 import base64

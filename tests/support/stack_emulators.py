@@ -1,6 +1,7 @@
 """The emulator processes `simulate` started for stacks under a folder (Linux /proc): to check that
 one is running or gone, and to stop those a test left behind (one that failed before its
 `simulate delete`)."""
+
 from __future__ import annotations
 
 import os

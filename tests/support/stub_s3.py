@@ -39,6 +39,7 @@ answer was sent: reset, or a stall cut short), and what was done (`action`).
 GET /<key> returns the last stored body of a key (404 NoSuchKey when none), which lets a test
 read a response back through plain HTTP.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,7 +60,10 @@ _REASONS = {
     400: ("InvalidRequest", "Bad Request"),
     403: ("AccessDenied", "Access Denied"),
     404: ("NoSuchKey", "The specified key does not exist."),
-    408: ("RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period."),
+    408: (
+        "RequestTimeout",
+        "Your socket connection to the server was not read from or written to within the timeout period.",
+    ),
     409: ("OperationAborted", "A conflicting conditional operation is currently in progress."),
     429: ("SlowDown", "Please reduce your request rate."),
     500: ("InternalError", "We encountered an internal error. Please try again."),
@@ -131,8 +135,9 @@ class StubS3:
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.base_url = f"http://{self.host}:{self.port}/"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True,
-                                        name=f"stub-s3-{self.port}")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True, name=f"stub-s3-{self.port}"
+        )
         self._thread.start()
         return self
 
@@ -169,33 +174,51 @@ class StubS3:
             sig = base64.b64encode(raw).decode("ascii")
             # make sure both characters that need escaping are there
             sig = "+/" + sig[2:]
-            query = (f"AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires={int(now + expires_in)}"
-                     f"&Signature={quote(sig, safe='')}")
+            query = (
+                f"AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires={int(now + expires_in)}&Signature={quote(sig, safe='')}"
+            )
         else:
             stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc)
             day, amz_date = stamp.strftime("%Y%m%d"), stamp.strftime("%Y%m%dT%H%M%SZ")
             credential = quote(f"AKIAIOSFODNN7EXAMPLE/{day}/us-east-1/s3/aws4_request", safe="")
             signature = hashlib.sha256(os.urandom(32)).hexdigest()
-            query = (f"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={credential}&X-Amz-Date={amz_date}"
-                     f"&X-Amz-Expires={int(expires_in)}&X-Amz-SignedHeaders=host&X-Amz-Signature={signature}")
+            query = (
+                f"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={credential}&X-Amz-Date={amz_date}"
+                f"&X-Amz-Expires={int(expires_in)}&X-Amz-SignedHeaders=host&X-Amz-Signature={signature}"
+            )
         return f"{path}?{query}"
 
     # ---- behaviour -------------------------------------------------------------------------
 
-    def fail_with(self, status: int, times: int | None = None, *, key: str | None = None,
-                  append: bool = False, code: str | None = None) -> StubS3:
+    def fail_with(
+        self,
+        status: int,
+        times: int | None = None,
+        *,
+        key: str | None = None,
+        append: bool = False,
+        code: str | None = None,
+    ) -> StubS3:
         """Answer `status` (S3-style XML error body, <Code> `code`) to the next `times` writes (None: all)."""
         return self._set(_Step("status", times, key, status=status, code=code), append)
 
     respond_with = fail_with
 
-    def stall(self, seconds: float, times: int | None = None, status: int = 200, *, key: str | None = None,
-              append: bool = False) -> StubS3:
+    def stall(
+        self,
+        seconds: float,
+        times: int | None = None,
+        status: int = 200,
+        *,
+        key: str | None = None,
+        append: bool = False,
+    ) -> StubS3:
         """Hold the next `times` writes `seconds` before answering `status`."""
         return self._set(_Step("stall", times, key, status=status, seconds=seconds), append)
 
-    def trickle(self, every: float, times: int | None = None, status: int = 200, *, key: str | None = None,
-                append: bool = False) -> StubS3:
+    def trickle(
+        self, every: float, times: int | None = None, status: int = 200, *, key: str | None = None, append: bool = False
+    ) -> StubS3:
         """Answer the next `times` writes one header byte every `every` seconds, never completing."""
         return self._set(_Step("trickle", times, key, status=status, seconds=every), append)
 
@@ -314,8 +337,10 @@ def _error_xml(status: int, message: str | None = None, code: str | None = None)
         phrase = "Error"
     usual, default = _REASONS.get(status, (phrase.replace(" ", ""), phrase))
     code = code or usual
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
-            f"<Message>{message or default}</Message><RequestId>STUBREQUEST</RequestId></Error>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{message or default}</Message><RequestId>STUBREQUEST</RequestId></Error>"
+    ).encode()
 
 
 def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
@@ -341,14 +366,24 @@ def _make_handler(stub: StubS3) -> type[http.server.BaseHTTPRequestHandler]:
 
         def _new_request(self, body: bytes) -> Request:
             request = Request(
-                method=self.command, target=self.path, headers=[(k, v) for k, v in self.headers.items()],
-                body=body, key=unquote(urlsplit(self.path).path).lstrip("/"), received_at=time.time(),
+                method=self.command,
+                target=self.path,
+                headers=[(k, v) for k, v in self.headers.items()],
+                body=body,
+                key=unquote(urlsplit(self.path).path).lstrip("/"),
+                received_at=time.time(),
             )
             stub._record(request)
             return request
 
-        def _send(self, request: Request, status: int, body: bytes = b"", action: str = "pass",
-                  content_type: str | None = None) -> None:
+        def _send(
+            self,
+            request: Request,
+            status: int,
+            body: bytes = b"",
+            action: str = "pass",
+            content_type: str | None = None,
+        ) -> None:
             # settled before the answer leaves, so a client that has read it sees it recorded
             # (and, like S3, a stored object stays stored even if the answer is then lost)
             stub._finish(request, status, action)

@@ -21,6 +21,7 @@ Two ways of being down:
 Each connection attempt is recorded in `attempts` as (time.monotonic(), "forwarded" | "reset" |
 "upstream-failed").
 """
+
 from __future__ import annotations
 
 import selectors
@@ -97,8 +98,9 @@ class _Connection:
 class TcpProxy:
     """See the module docstring. A context manager, or start()/stop()."""
 
-    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1",
-                 connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, target_host: str, target_port: int, host: str = "127.0.0.1", connect_timeout: float = 5.0
+    ) -> None:
         self.target = (target_host, target_port)
         self.host = host
         self.port = 0
@@ -241,8 +243,9 @@ class TcpProxy:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Connection(client, upstream)
-            conn.thread = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                           name=f"tcp-proxy-{self.port}-conn")
+            conn.thread = threading.Thread(
+                target=self._serve, args=(conn,), daemon=True, name=f"tcp-proxy-{self.port}-conn"
+            )
             with self._lock:  # started under the lock: down() and stop() only ever see started threads
                 self._connections.add(conn)
                 if self._mode != "up":  # went down between the check and now

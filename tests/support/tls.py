@@ -1,11 +1,12 @@
 """A test certificate authority and server certificates for 127.0.0.1 / localhost, made with `cryptography`.
 
-    ca = CertAuthority()                                # a fresh self-signed CA (EC P-256)
-    cert, key = ca.issue(tmp_path / "server")           # server.crt (leaf + CA chain) and server.key (mode 600)
-    ctx = ca.client_context()                           # an ssl.SSLContext trusting only this CA
-    ca.path                                             # the CA certificate's PEM file (curl --cacert)
-    serial_of(pem_or_der)                               # which certificate a server presented
+ca = CertAuthority()                                # a fresh self-signed CA (EC P-256)
+cert, key = ca.issue(tmp_path / "server")           # server.crt (leaf + CA chain) and server.key (mode 600)
+ctx = ca.client_context()                           # an ssl.SSLContext trusting only this CA
+ca.path                                             # the CA certificate's PEM file (curl --cacert)
+serial_of(pem_or_der)                               # which certificate a server presented
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,9 +32,13 @@ class CertAuthority:
         now = dt.datetime.now(dt.timezone.utc)
         public = self.key.public_key()
         self.cert = (
-            x509.CertificateBuilder().subject_name(_name("cfn-provider test CA")).issuer_name(_name("cfn-provider test CA"))
-            .public_key(public).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+            x509.CertificateBuilder()
+            .subject_name(_name("cfn-provider test CA"))
+            .issuer_name(_name("cfn-provider test CA"))
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=2))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
@@ -54,9 +59,13 @@ class CertAuthority:
             except ValueError:
                 sans.append(x509.DNSName(name))
         cert = (
-            x509.CertificateBuilder().subject_name(_name(names[0])).issuer_name(self.cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            x509.CertificateBuilder()
+            .subject_name(_name(names[0]))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -64,10 +73,14 @@ class CertAuthority:
             .sign(self.key, hashes.SHA256())
         )
         cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM)
-                              + self.cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+        cert_path.write_bytes(
+            cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(serialization.Encoding.PEM)
+        )
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         os.chmod(key_path, 0o600)
         return cert_path, key_path
 

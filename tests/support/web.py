@@ -5,6 +5,7 @@ certificate from a test CA (tests.support.tls), and the ROS-side helpers the tes
     status, headers, body = await post(https, d.url("sync"), ros_request("Create", s3.url("k")))
     await posted(s3, "k")                            # the async answer, as the ROS response endpoint got it
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,11 @@ from tests.support.daemons import REPO, TEST_HANDLERS, InProcessDaemon, Subproce
 from tests.support.stub_s3 import Request as StubRequest
 from tests.support.stub_s3 import StubS3
 
-WEB_HANDLERS = (*TEST_HANDLERS, ("Custom::Stamped", "tests.support.handlers:stamped"),
-                ("Custom::Started", "tests.transports.web_handlers"))
+WEB_HANDLERS = (
+    *TEST_HANDLERS,
+    ("Custom::Stamped", "tests.support.handlers:stamped"),
+    ("Custom::Started", "tests.transports.web_handlers"),
+)
 
 
 @dataclass
@@ -49,25 +53,47 @@ class WebDaemon:
         return f"{self.base}/{token or self.token}" + ("/sync" if mode == "sync" else "")
 
 
-def web_settings(state_dir: Path, s3: StubS3, *, cert: Path | None, key: Path | None, token_file: Path,
-                 web: Mapping[str, Any] | None = None, **overrides: Any) -> Settings:
+def web_settings(
+    state_dir: Path,
+    s3: StubS3,
+    *,
+    cert: Path | None,
+    key: Path | None,
+    token_file: Path,
+    web: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> Settings:
     base = Settings(
-        queue_url="", transport="web", handlers=WEB_HANDLERS, state=f"sqlite://{state_dir}/state.db",
-        allow_response_urls=(s3.base_url,), visibility_timeout=30, alibaba_cloud=False, grace_period=5.0,
+        queue_url="",
+        transport="web",
+        handlers=WEB_HANDLERS,
+        state=f"sqlite://{state_dir}/state.db",
+        allow_response_urls=(s3.base_url,),
+        visibility_timeout=30,
+        alibaba_cloud=False,
+        grace_period=5.0,
         poll_interval=0.5,
-        web=WebSettings(**{"address": "127.0.0.1", "port": 0, "cert_file": str(cert) if cert else None,
-                           "key_file": str(key) if key else None, "allow_http": cert is None,
-                           "token_file": str(token_file), **(web or {})}),
+        web=WebSettings(
+            **{
+                "address": "127.0.0.1",
+                "port": 0,
+                "cert_file": str(cert) if cert else None,
+                "key_file": str(key) if key else None,
+                "allow_http": cert is None,
+                "token_file": str(token_file),
+                **(web or {}),
+            }
+        ),
     )
     return replace(base, **overrides)
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: Any, *, method: str = "POST",
-               timeout: float = 60, **kwargs: Any) -> tuple[int, Mapping[str, str], bytes]:
+async def post(
+    session: aiohttp.ClientSession, url: str, body: Any, *, method: str = "POST", timeout: float = 60, **kwargs: Any
+) -> tuple[int, Mapping[str, str], bytes]:
     """One request (`body`: a dict is sent as JSON, bytes and str as they are); (status, headers, body)."""
     data = json.dumps(body).encode() if isinstance(body, dict) else body
-    async with session.request(method, url, data=data, timeout=aiohttp.ClientTimeout(total=timeout),
-                               **kwargs) as resp:
+    async with session.request(method, url, data=data, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs) as resp:
         return resp.status, resp.headers, await resp.read()
 
 
@@ -88,16 +114,49 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def web_subprocess(state_dir: Path, s3: StubS3, log_path: Path, *, port: int, token_file: Path, cert: Path | None,
-                   key: Path | None, state: str | None = None, extra: tuple[str, ...] = (),
-                   env: Mapping[str, str] | None = None) -> SubprocessDaemon:
+def web_subprocess(
+    state_dir: Path,
+    s3: StubS3,
+    log_path: Path,
+    *,
+    port: int,
+    token_file: Path,
+    cert: Path | None,
+    key: Path | None,
+    state: str | None = None,
+    extra: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+) -> SubprocessDaemon:
     """`python -m cfn_provider run --transport web ...` on 127.0.0.1:`port` (started with .start())."""
     tls = ["--web-cert", str(cert), "--web-key", str(key)] if cert and key else ["--web-allow-http"]
-    args = [sys.executable, "-m", "cfn_provider", "run", "--transport", "web", "--web-address", "127.0.0.1",
-            "--web-port", str(port), *tls, "--web-token-file", str(token_file),
-            "--state", state or f"sqlite://{state_dir}/state.db", "--allow-response-url", s3.base_url,
-            "--handler", "Custom::Test=tests.support.handlers", "--handler", "Custom::Stamped=tests.support.handlers:stamped",
-            "--handler", "Custom::Started=tests.transports.web_handlers", "--log-format", "json", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "cfn_provider",
+        "run",
+        "--transport",
+        "web",
+        "--web-address",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        *tls,
+        "--web-token-file",
+        str(token_file),
+        "--state",
+        state or f"sqlite://{state_dir}/state.db",
+        "--allow-response-url",
+        s3.base_url,
+        "--handler",
+        "Custom::Test=tests.support.handlers",
+        "--handler",
+        "Custom::Stamped=tests.support.handlers:stamped",
+        "--handler",
+        "Custom::Started=tests.transports.web_handlers",
+        "--log-format",
+        "json",
+        *extra,
+    ]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return SubprocessDaemon(args, full_env, log_path)
 

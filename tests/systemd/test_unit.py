@@ -4,6 +4,7 @@ Also the drop-in systemd/random-secret-key.conf (RandomSecret's key through Load
 hardening score (`systemd-analyze security --offline=true`, printed) and the demo running under
 MemoryDenyWriteExecute (the kernel's own PR_SET_MDWE, which is what systemd applies when it can).
 """
+
 from __future__ import annotations
 
 import configparser
@@ -71,8 +72,12 @@ def test_verify_reads_the_drop_in(tmp_path: Path) -> None:
 
 
 def _exposure(unit_path: Path) -> float:
-    result = subprocess.run([_analyze(), "security", "--offline=true", "--no-pager", str(unit_path)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [_analyze(), "security", "--offline=true", "--no-pager", str(unit_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     found = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
     assert found, result.stdout[-2000:] + result.stderr
     return float(found[1])
@@ -81,8 +86,10 @@ def _exposure(unit_path: Path) -> float:
 def test_exposure_is_printed_and_not_worse_than_round_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exposure = _exposure(_installed_copy(tmp_path))
     with capsys.disabled():
-        print(f"\nsystemd-analyze security --offline=true: exposure {exposure} for cfn-provider.service "
-              f"with {DROP_IN.name} (limit {EXPOSURE_LIMIT}; 1.7 before round 2)")
+        print(
+            f"\nsystemd-analyze security --offline=true: exposure {exposure} for cfn-provider.service "
+            f"with {DROP_IN.name} (limit {EXPOSURE_LIMIT}; 1.7 before round 2)"
+        )
     assert exposure <= EXPOSURE_LIMIT
 
 
@@ -107,14 +114,21 @@ def test_the_daemon_makes_none_of_the_refused_system_calls() -> None:
     except one a drop-in allows again when it is wanted: a lambda: function's process lowering its
     own memory limit (memory_mb; systemd/function-memory.conf re-allows setrlimit and prlimit64,
     and without it the function's start fails saying so)."""
-    refused = re.compile(r"\bos\.(chown|fchown|lchown|setuid|setgid|seteuid|setegid|setreuid|setregid|setgroups|chroot|"
-                         r"nice|setpriority|sched_setaffinity|sched_setscheduler|sched_setparam)\b|"
-                         r"\bresource\.(setrlimit|prlimit)\b|\bPopen\(.*\b(user|group|extra_groups)=")
-    offenders = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
-                 for folder in ("daemon", "handlers") for path in sorted((REPO / folder).rglob("*.py"))
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if refused.search(line)]
+    refused = re.compile(
+        r"\bos\.(chown|fchown|lchown|setuid|setgid|seteuid|setegid|setreuid|setregid|setgroups|chroot|"
+        r"nice|setpriority|sched_setaffinity|sched_setscheduler|sched_setparam)\b|"
+        r"\bresource\.(setrlimit|prlimit)\b|\bPopen\(.*\b(user|group|extra_groups)="
+    )
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for folder in ("daemon", "handlers")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if refused.search(line)
+    ]
     assert [o.split(":")[0] + ": " + o.split(": ", 1)[1] for o in offenders] == [
-        "daemon/functions/runtime.py: resource.setrlimit(resource.RLIMIT_DATA, (size, size))"]
+        "daemon/functions/runtime.py: resource.setrlimit(resource.RLIMIT_DATA, (size, size))"
+    ]
     memory = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
     memory.read(REPO / "systemd" / "function-memory.conf")
     assert memory["Service"]["SystemCallFilter"] == "setrlimit prlimit64"
@@ -146,24 +160,31 @@ def test_random_secret_key_drop_in_uses_load_credential() -> None:
 def test_the_demo_runs_under_memory_deny_write_execute() -> None:
     """PR_SET_MDWE (Linux 6.3+) refuses writable+executable memory to the process and what it
     execs, as MemoryDenyWriteExecute=yes does; the whole demo (moto included) runs under it."""
-    wrapper = ("import ctypes, mmap, os, sys\n"
-               "libc = ctypes.CDLL(None, use_errno=True)\n"
-               "if libc.prctl(65, 1, 0, 0, 0) != 0:  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN\n"
-               "    sys.exit(f'no PR_SET_MDWE: errno {ctypes.get_errno()}')\n"
-               "if sys.argv[1] == 'probe':\n"
-               "    try:\n"
-               "        mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
-               "    except PermissionError:\n"
-               "        sys.exit(0)\n"
-               "    sys.exit('a writable+executable mapping was allowed')\n"
-               "os.execv(sys.argv[1], sys.argv[1:])\n")
+    wrapper = (
+        "import ctypes, mmap, os, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "if libc.prctl(65, 1, 0, 0, 0) != 0:  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN\n"
+        "    sys.exit(f'no PR_SET_MDWE: errno {ctypes.get_errno()}')\n"
+        "if sys.argv[1] == 'probe':\n"
+        "    try:\n"
+        "        mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "    except PermissionError:\n"
+        "        sys.exit(0)\n"
+        "    sys.exit('a writable+executable mapping was allowed')\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
     probe = subprocess.run([sys.executable, "-c", wrapper, "probe"], capture_output=True, text=True, timeout=30)
     if "no PR_SET_MDWE" in probe.stderr:
         pytest.skip(f"this kernel ({os.uname().release}) has no PR_SET_MDWE (Linux 6.3+): {probe.stderr.strip()}")
     assert probe.returncode == 0, probe.stderr  # the mechanism bites
     binary = Path(sys.executable).with_name("cfn-provider")
-    demo = subprocess.run([sys.executable, "-c", wrapper, str(binary), "demo"], capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    demo = subprocess.run(
+        [sys.executable, "-c", wrapper, str(binary), "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "Every request got the answer expected." in demo.stdout
 
@@ -189,8 +210,13 @@ def test_unit_is_hardened_and_keeps_state_in_its_own_directory() -> None:
     service = unit()["Service"]
     assert service["DynamicUser"] == "yes" or service.get("User")
     assert service["StateDirectory"] == "cfn-provider"
-    for key, value in {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
-                       "PrivateTmp": "yes", "CapabilityBoundingSet": ""}.items():
+    for key, value in {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "CapabilityBoundingSet": "",
+    }.items():
         assert service[key] == value, key
     assert service["EnvironmentFile"]
 
@@ -200,8 +226,11 @@ def test_environment_file_names_only_real_options() -> None:
     from cfn_provider.cli import run
 
     known = {p.envvar for p in run.params if getattr(p, "envvar", None)}
-    names = [line.lstrip("#").split("=", 1)[0] for line in ENV_FILE.read_text().splitlines()
-             if line.lstrip("#").startswith("CFN_PROVIDER_")]
+    names = [
+        line.lstrip("#").split("=", 1)[0]
+        for line in ENV_FILE.read_text().splitlines()
+        if line.lstrip("#").startswith("CFN_PROVIDER_")
+    ]
     assert names, "the env file shows no settings"
     unknown = [n for n in names if n not in known]
     assert not unknown, f"not options of `cfn-provider run`: {unknown}"

@@ -1,5 +1,6 @@
 """The transports' tests: MNS shares the ROS dialect's local MNS server and daemon fixtures; the web
 listener's tests get a test CA, a token file, in-process daemons on transport web and an HTTPS client."""
+
 from __future__ import annotations
 
 import os
@@ -45,16 +46,23 @@ def token_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def web_daemon(tmp_path: Path, stub_s3: StubS3, ca: CertAuthority, token_file: Path
-                     ) -> AsyncIterator[Callable[..., Any]]:
+async def web_daemon(
+    tmp_path: Path, stub_s3: StubS3, ca: CertAuthority, token_file: Path
+) -> AsyncIterator[Callable[..., Any]]:
     """`d = await web_daemon(**settings_overrides, web={...})`: an in-process daemon on transport web,
     HTTPS (a certificate from `ca`) on 127.0.0.1, a free port; `tls=False` for plain HTTP."""
     cert, key = ca.issue(tmp_path / "server")
     async with in_process_daemons() as start_daemon:
 
         async def start(tls: bool = True, **overrides: Any) -> WebDaemon:
-            settings = web_settings(tmp_path, stub_s3, cert=cert if tls else None, key=key if tls else None,
-                                    token_file=token_file, **overrides)
+            settings = web_settings(
+                tmp_path,
+                stub_s3,
+                cert=cert if tls else None,
+                key=key if tls else None,
+                token_file=token_file,
+                **overrides,
+            )
             return WebDaemon(await start_daemon(settings), token_file.read_text().split()[0])
 
         yield start

@@ -1,5 +1,6 @@
 """cfn_provider.transports.memory.MemoryQueue keeps SQS's rules: visibility, receipts, receive counts,
 long polls and the redrive policy (the pipeline's tests rely on them: tests/pipeline/test_worker.py)."""
+
 from __future__ import annotations
 
 import asyncio

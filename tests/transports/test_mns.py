@@ -1,4 +1,5 @@
 """cfn_provider.transports.mns against the local MNS server: signing, long polls, receipts, errors, credentials."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +22,19 @@ def test_signature_matches_the_documented_example():
     """Alibaba's own example: GET /MyQueue at Thu, 09 Jul 2015 03:01:34 GMT, key TestAccessSecret."""
     headers = {"Date": "Thu, 09 Jul 2015 03:01:34 GMT", "x-mns-version": "2015-06-06", "Host": "x"}
     assert string_to_sign("GET", headers, "/MyQueue") == (
-        "GET\n\n\nThu, 09 Jul 2015 03:01:34 GMT\nx-mns-version:2015-06-06\n/MyQueue")
+        "GET\n\n\nThu, 09 Jul 2015 03:01:34 GMT\nx-mns-version:2015-06-06\n/MyQueue"
+    )
     assert signature("TestAccessSecret", "GET", headers, "/MyQueue").startswith("uwx3yeWoILzgmvesW0BQSgfM")
 
 
 def test_string_to_sign_with_body_headers_and_sorted_mns_headers():
-    headers = {"Content-MD5": "md5==", "Content-Type": "text/xml", "Date": "D", "x-mns-version": "2015-06-06",
-               "X-MNS-Delay": "3"}
+    headers = {
+        "Content-MD5": "md5==",
+        "Content-Type": "text/xml",
+        "Date": "D",
+        "x-mns-version": "2015-06-06",
+        "X-MNS-Delay": "3",
+    }
     expected = "PUT\nmd5==\ntext/xml\nD\nx-mns-delay:3\nx-mns-version:2015-06-06\n/queues/q?a=1"
     assert string_to_sign("PUT", headers, "/queues/q?a=1") == expected
     assert documented_string_to_sign("PUT", headers, "/queues/q?a=1") == expected
@@ -36,8 +43,9 @@ def test_string_to_sign_with_body_headers_and_sorted_mns_headers():
 @pytest.fixture
 async def queue(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack,
-                                  allow_http=True)
+        yield await MnsQueue.open(
+            mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack, allow_http=True
+        )
 
 
 async def test_batch_receive_change_visibility_and_delete(mns: MnsServer, queue: MnsQueue):
@@ -109,21 +117,25 @@ async def test_dead_letter_policy_and_unreadable_attributes(mns: MnsServer):
     async with AsyncExitStack() as stack:
         creds = Credentials(mns.access_key_id, mns.secret)
         for queue, expected in (("with-dlq", True), ("missing", None)):
-            assert await (await MnsQueue.open(mns.endpoint, queue, creds, stack, allow_http=True)
-                          ).has_dead_letter_queue() is expected
+            assert (
+                await (await MnsQueue.open(mns.endpoint, queue, creds, stack, allow_http=True)).has_dead_letter_queue()
+                is expected
+            )
 
 
 async def test_server_errors_are_raised_without_secrets(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        wrong = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, "not-the-secret-123"), stack,
-                                    allow_http=True)
+        wrong = await MnsQueue.open(
+            mns.endpoint, QUEUE, Credentials(mns.access_key_id, "not-the-secret-123"), stack, allow_http=True
+        )
         with pytest.raises(MnsError, match="403 SignatureDoesNotMatch") as exc:
             await wrong.receive(1, 0, 30)
         assert "not-the-secret-123" not in str(exc.value) and "not-the-secret" not in repr(wrong.credentials)
     mns.fail_next("receive", 503, "ServiceUnavailable")
     async with AsyncExitStack() as stack:
-        right = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack,
-                                    allow_http=True)
+        right = await MnsQueue.open(
+            mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack, allow_http=True
+        )
         with pytest.raises(MnsError, match="503 ServiceUnavailable"):
             await right.receive(1, 0, 30)
         assert await right.receive(1, 0, 30) == []
@@ -132,15 +144,25 @@ async def test_server_errors_are_raised_without_secrets(mns: MnsServer):
 async def test_security_token_is_sent(mns: MnsServer):
     mns.security_token = "sts-token-abcdefgh"
     async with AsyncExitStack() as stack:
-        q = await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret, "sts-token-abcdefgh"),
-                                stack, allow_http=True)
+        q = await MnsQueue.open(
+            mns.endpoint,
+            QUEUE,
+            Credentials(mns.access_key_id, mns.secret, "sts-token-abcdefgh"),
+            stack,
+            allow_http=True,
+        )
         assert await q.receive(1, 0, 30) == []
 
 
-@pytest.mark.parametrize("endpoint, queue", [
-    ("ftp://x.mns.cn-hangzhou.aliyuncs.com", "q"), ("https://x.mns.cn-hangzhou.aliyuncs.com/queues/q", "q"),
-    ("https://x.mns.cn-hangzhou.aliyuncs.com", "a/b"), ("https://x.mns.cn-hangzhou.aliyuncs.com", ""),
-])
+@pytest.mark.parametrize(
+    "endpoint, queue",
+    [
+        ("ftp://x.mns.cn-hangzhou.aliyuncs.com", "q"),
+        ("https://x.mns.cn-hangzhou.aliyuncs.com/queues/q", "q"),
+        ("https://x.mns.cn-hangzhou.aliyuncs.com", "a/b"),
+        ("https://x.mns.cn-hangzhou.aliyuncs.com", ""),
+    ],
+)
 def test_bad_endpoint_or_queue(endpoint, queue):
     with pytest.raises(TransportConfigError):
         MnsQueue(None, endpoint, queue, Credentials("id", "secret"))  # type: ignore[arg-type]
@@ -162,15 +184,25 @@ def test_credentials_sources(tmp_path: Path):
     assert load_credentials(env, tmp_path) == Credentials("LTAIenv", "env-secret-0001", "", "environment")
     ini = tmp_path / ".alibabacloud" / "credentials"
     ini.parent.mkdir()
-    ini.write_text("[default]\ntype = access_key\naccess_key_id = LTAIini\naccess_key_secret = ini-secret-0001\n"
-                   "[other]\naccess_key_id = LTAIother\naccess_key_secret = other-secret-01\n")
+    ini.write_text(
+        "[default]\ntype = access_key\naccess_key_id = LTAIini\naccess_key_secret = ini-secret-0001\n"
+        "[other]\naccess_key_id = LTAIother\naccess_key_secret = other-secret-01\n"
+    )
     assert load_credentials({}, tmp_path).access_key_id == "LTAIini"
     assert load_credentials({"ALIBABA_CLOUD_PROFILE": "other"}, tmp_path).access_key_secret == "other-secret-01"
     ini.unlink()
     cli = tmp_path / ".aliyun" / "config.json"
     cli.parent.mkdir()
-    cli.write_text(json.dumps({"current": "p", "profiles": [{"name": "p", "mode": "AK", "access_key_id": "LTAIcli",
-                                                               "access_key_secret": "cli-secret-0001"}]}))
+    cli.write_text(
+        json.dumps(
+            {
+                "current": "p",
+                "profiles": [
+                    {"name": "p", "mode": "AK", "access_key_id": "LTAIcli", "access_key_secret": "cli-secret-0001"}
+                ],
+            }
+        )
+    )
     creds = load_credentials({}, tmp_path)
     assert creds.access_key_id == "LTAIcli" and "cli-secret-0001" not in repr(creds)
     assert "cli-secret-0001" in logs._registered  # redacted from every log line from now on

@@ -1,6 +1,7 @@
 """`cfn-provider run --transport mns ...`: its options, and a real daemon process serving ROS end to end.
 
 Skipped until daemon/cli.py's `run` has the options of cfn_provider.dialects.ros_options."""
+
 from __future__ import annotations
 
 import json
@@ -17,18 +18,36 @@ from tests.support.daemons import REPO, SubprocessDaemon, stop_gracefully, wait_
 from tests.support.mns_server import MnsClient, MnsServer
 from tests.support.stub_s3 import StubS3
 
-pytestmark = pytest.mark.skipif(not any(p.name == "transport" for p in cli.run.params),
-                                reason="daemon/cli.py's run has no --transport yet (apply the ros_options diff)")
+pytestmark = pytest.mark.skipif(
+    not any(p.name == "transport" for p in cli.run.params),
+    reason="daemon/cli.py's run has no --transport yet (apply the ros_options diff)",
+)
 
 
 def test_options_reach_settings(captured):
-    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
-                                           "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q",
-                                           "--ros-response-url", "intranet"])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "run",
+            "--transport",
+            "mns",
+            "--mns-endpoint",
+            "https://1.mns.cn-hangzhou.aliyuncs.com",
+            "--mns-queue",
+            "q",
+            "--ros-response-url",
+            "intranet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     [s] = captured
     assert (s.transport, s.mns_endpoint, s.mns_queue, s.ros_response_url, s.queue_url) == (
-        "mns", "https://1.mns.cn-hangzhou.aliyuncs.com", "q", "intranet", "")
+        "mns",
+        "https://1.mns.cn-hangzhou.aliyuncs.com",
+        "q",
+        "intranet",
+        "",
+    )
 
 
 def test_environment_and_defaults(captured, monkeypatch):
@@ -39,12 +58,15 @@ def test_environment_and_defaults(captured, monkeypatch):
     assert captured[0].ros_response_url == "auto"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--transport", "mns", "--mns-queue", "q"], "--transport mns needs --mns-endpoint"),
-    (["--transport", "mns", "--mns-endpoint", "https://x"], "--transport mns needs --mns-queue"),
-    ([], "Missing option '--queue-url'"),
-    (["--ros-response-url", "vpc", "--queue-url", "https://sqs"], "Invalid value for '--ros-response-url'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--transport", "mns", "--mns-queue", "q"], "--transport mns needs --mns-endpoint"),
+        (["--transport", "mns", "--mns-endpoint", "https://x"], "--transport mns needs --mns-queue"),
+        ([], "Missing option '--queue-url'"),
+        (["--ros-response-url", "vpc", "--queue-url", "https://sqs"], "Invalid value for '--ros-response-url'"),
+    ],
+)
 def test_usage_errors(captured, args, message):
     result = CliRunner().invoke(cli.main, ["run", *args])
     assert result.exit_code == 2 and message in result.output and not captured
@@ -66,8 +88,10 @@ def test_plain_http_endpoint_is_refused_at_start_naming_the_option(captured, mon
 
 
 def test_https_endpoint_needs_no_opt_in(captured):
-    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint",
-                                           "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"])
+    result = CliRunner().invoke(
+        cli.main,
+        ["run", "--transport", "mns", "--mns-endpoint", "https://1.mns.cn-hangzhou.aliyuncs.com", "--mns-queue", "q"],
+    )
     assert result.exit_code == 0 and captured[0].mns_allow_http is False
 
 
@@ -76,8 +100,21 @@ def test_missing_credentials_exit_2(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
-    result = CliRunner().invoke(cli.main, ["run", "--transport", "mns", "--mns-endpoint", "http://127.0.0.1:9",
-                                           "--mns-allow-http", "--mns-queue", "q", "--state", f"sqlite://{tmp_path}/s.db"])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "run",
+            "--transport",
+            "mns",
+            "--mns-endpoint",
+            "http://127.0.0.1:9",
+            "--mns-allow-http",
+            "--mns-queue",
+            "q",
+            "--state",
+            f"sqlite://{tmp_path}/s.db",
+        ],
+    )
     assert result.exit_code == 2 and "no Alibaba Cloud credentials" in result.output
 
 
@@ -86,20 +123,47 @@ def test_run_serves_ros_over_mns(tmp_path: Path, stub_s3: StubS3):
     with MnsServer() as mns:
         mns.create_queue(QUEUE)
         env = {**os.environ, **mns.env(), "PYTHONPATH": str(REPO)}
-        args = [sys.executable, "-m", "cfn_provider", "run", "--transport", "mns", "--mns-endpoint", mns.endpoint,
-                "--mns-allow-http", "--mns-queue", QUEUE, "--handler", "Custom::Test=tests.support.handlers",
-                "--allow-response-url", stub_s3.base_url, "--state", f"sqlite://{tmp_path}/state.db",
-                "--wait-seconds", "1", "--max-backoff", "1", "--log-format", "json", "--log-level", "debug"]
+        args = [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--transport",
+            "mns",
+            "--mns-endpoint",
+            mns.endpoint,
+            "--mns-allow-http",
+            "--mns-queue",
+            QUEUE,
+            "--handler",
+            "Custom::Test=tests.support.handlers",
+            "--allow-response-url",
+            stub_s3.base_url,
+            "--state",
+            f"sqlite://{tmp_path}/state.db",
+            "--wait-seconds",
+            "1",
+            "--max-backoff",
+            "1",
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+        ]
         daemon = SubprocessDaemon(args, env, tmp_path / "daemon.log").start()
         try:
             client, pid = MnsClient(mns), None
             stack_id = "b0c1d2e3-0000-4000-8000-000000000001"
             for kind in ("Create", "Update", "Delete"):
-                req = ros_request(kind, stub_s3.url(f"cli/{kind}"), stack_id=stack_id, physical_id=pid,
-                                  props={"Size": kind})
+                req = ros_request(
+                    kind, stub_s3.url(f"cli/{kind}"), stack_id=stack_id, physical_id=pid, props={"Size": kind}
+                )
                 client.send_message(QUEUE, json.dumps(req), base64_encode=kind == "Update")
-                wait_until(lambda k=kind: [r for r in stub_s3.requests_for(f"cli/{k}", "POST") if r.ok], 30,
-                           f"the {kind} answer")
+                wait_until(
+                    lambda k=kind: [r for r in stub_s3.requests_for(f"cli/{k}", "POST") if r.ok],
+                    30,
+                    f"the {kind} answer",
+                )
                 [posted] = stub_s3.requests_for(f"cli/{kind}", "POST")
                 doc = json.loads(posted.body)
                 assert doc["Status"] == "SUCCESS" and posted.header("Content-Type") == ["application/json"]
@@ -112,7 +176,10 @@ def test_run_serves_ros_over_mns(tmp_path: Path, stub_s3: StubS3):
         log = daemon.log_path.read_text()
         requests = [e for e in daemon.events() if e.get("event") == "request"]
         assert [(e["request_type"], e["dialect"], e["outcome"]) for e in requests] == [
-            ("Create", "ros", "answered"), ("Update", "ros", "answered"), ("Delete", "ros", "answered")]
+            ("Create", "ros", "answered"),
+            ("Update", "ros", "answered"),
+            ("Delete", "ros", "answered"),
+        ]
         assert mns.secret not in log
 
 
@@ -121,19 +188,22 @@ MNS = ["--transport", "mns", "--mns-endpoint", "https://1234567890.mns.cn-hangzh
 SQS = ["--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"]
 
 
-@pytest.mark.parametrize("base, extra, option", [
-    (MNS, ["--topic-arn", "arn:aws:sns:eu-west-1:123456789012:t"], "--topic-arn"),
-    (MNS, ["--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"], "--queue-url"),
-    (MNS, ["--no-verify-signatures"], "--verify-signatures/--no-verify-signatures"),
-    (MNS, ["--verify-signatures"], "--verify-signatures/--no-verify-signatures"),
-    (MNS, ["--trust-signing-cert-url", "http://127.0.0.1:9/"], "--trust-signing-cert-url"),
-    (SQS, ["--mns-endpoint", "https://1.mns.cn-hangzhou.aliyuncs.com"], "--mns-endpoint"),
-    (SQS, ["--mns-queue", "q"], "--mns-queue"),
-    (SQS, ["--mns-allow-http"], "--mns-allow-http"),
-    (SQS, ["--mns-topic", "acs:mns:cn-hangzhou:1:topics/t"], "--mns-topic"),
-    (SQS, ["--mns-allow-bare-messages"], "--mns-allow-bare-messages"),
-    (SQS, ["--ros-response-url", "public"], "--ros-response-url"),
-])
+@pytest.mark.parametrize(
+    "base, extra, option",
+    [
+        (MNS, ["--topic-arn", "arn:aws:sns:eu-west-1:123456789012:t"], "--topic-arn"),
+        (MNS, ["--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"], "--queue-url"),
+        (MNS, ["--no-verify-signatures"], "--verify-signatures/--no-verify-signatures"),
+        (MNS, ["--verify-signatures"], "--verify-signatures/--no-verify-signatures"),
+        (MNS, ["--trust-signing-cert-url", "http://127.0.0.1:9/"], "--trust-signing-cert-url"),
+        (SQS, ["--mns-endpoint", "https://1.mns.cn-hangzhou.aliyuncs.com"], "--mns-endpoint"),
+        (SQS, ["--mns-queue", "q"], "--mns-queue"),
+        (SQS, ["--mns-allow-http"], "--mns-allow-http"),
+        (SQS, ["--mns-topic", "acs:mns:cn-hangzhou:1:topics/t"], "--mns-topic"),
+        (SQS, ["--mns-allow-bare-messages"], "--mns-allow-bare-messages"),
+        (SQS, ["--ros-response-url", "public"], "--ros-response-url"),
+    ],
+)
 def test_an_option_of_another_transport_is_refused(captured, base, extra, option):
     """Issue 21 item 9: not silently ignored (an operator who sets --topic-arn on MNS believes topics
     are checked)."""
@@ -172,12 +242,15 @@ def test_mns_topics_reach_settings(captured):
     assert captured[0].mns_topics == (topic,) and captured[0].mns_allow_bare_messages is True
 
 
-@pytest.mark.parametrize("topic, message", [
-    ("acs:mns:cn-hangzhou:1234567890:queues/q", "is not a topic like acs:mns:REGION:ACCOUNT:topics/NAME"),
-    ("arn:aws:sns:eu-west-1:1:t", "is not a topic like"),
-    ("acs:mns:cn-beijing:1234567890:topics/t", "not of the queue's account 1234567890 and region cn-hangzhou"),
-    ("acs:mns:cn-hangzhou:999:topics/t", "not of the queue's account"),
-])
+@pytest.mark.parametrize(
+    "topic, message",
+    [
+        ("acs:mns:cn-hangzhou:1234567890:queues/q", "is not a topic like acs:mns:REGION:ACCOUNT:topics/NAME"),
+        ("arn:aws:sns:eu-west-1:1:t", "is not a topic like"),
+        ("acs:mns:cn-beijing:1234567890:topics/t", "not of the queue's account 1234567890 and region cn-hangzhou"),
+        ("acs:mns:cn-hangzhou:999:topics/t", "not of the queue's account"),
+    ],
+)
 def test_a_bad_or_foreign_mns_topic_is_refused_at_start(captured, topic, message):
     result = CliRunner().invoke(cli.main, ["run", *MNS, "--mns-topic", topic])
     assert result.exit_code == 2 and message in result.output and not captured
@@ -192,7 +265,7 @@ def _ros_md_blocks(fence: str) -> list[str]:
 def _run_args(block: str) -> list[str]:
     import shlex
 
-    command = block[block.index("cfn-provider run"):].replace("\\\n", " ")
+    command = block[block.index("cfn-provider run") :].replace("\\\n", " ")
     return shlex.split(command.splitlines()[0])[1:]  # without "cfn-provider"
 
 

@@ -1,4 +1,5 @@
 """MnsQueue.delete_batch (one DELETE per message, failures by index) and DeleteBatcher over MNS, on the local server."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,9 @@ from tests.support.mns_server import MnsServer
 @pytest.fixture
 async def queue(mns: MnsServer):
     async with AsyncExitStack() as stack:
-        yield await MnsQueue.open(mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack, allow_http=True)
+        yield await MnsQueue.open(
+            mns.endpoint, QUEUE, Credentials(mns.access_key_id, mns.secret), stack, allow_http=True
+        )
 
 
 async def received(mns: MnsServer, queue: MnsQueue, count: int) -> list[Message]:

@@ -1,4 +1,5 @@
 """The SQS transport, against a real moto server behind the fault proxy."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,5 +1,6 @@
 """cfn_provider.transports.web end to end, in process: ROS requests POSTed over HTTPS (a certificate
 from a test CA) to the real listener; async answers reach a local ROS response endpoint (StubS3)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,9 @@ from tests.support.tls import CertAuthority, serial_in, serial_of
 from tests.support.web import post, posted
 
 
-async def test_async_answer_goes_to_the_response_url_after_a_durable_claim(web_daemon, https, stub_s3: StubS3,
-                                                                          tmp_path: Path, json_log: JsonLog):
+async def test_async_answer_goes_to_the_response_url_after_a_durable_claim(
+    web_daemon, https, stub_s3: StubS3, tmp_path: Path, json_log: JsonLog
+):
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/async"), props={"SleepSeconds": "1", "Size": "3"})
     status, headers, body = await post(https, d.url(), req)
@@ -41,7 +43,8 @@ async def test_async_answer_goes_to_the_response_url_after_a_durable_claim(web_d
     assert abs(email.utils.parsedate_to_datetime(answer.header("Date")[0]).timestamp() - time.time()) < 60
     doc = json.loads(answer.body)
     assert doc["Status"] == "SUCCESS" and {k: doc[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
-        k: req[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
+        k: req[k] for k in ("StackId", "RequestId", "LogicalResourceId")
+    }
     assert handlers.count(req["RequestId"]) == 1
     for _ in range(100):  # the step's line follows its POST
         lines = [e for e in json_log.events(event="request") if e.get("request_id") == req["RequestId"]]
@@ -89,8 +92,9 @@ async def test_a_caller_that_hangs_up_mid_handler_gets_the_stored_answer_on_retr
     assert handlers.count(req["RequestId"]) == 1
 
 
-async def test_the_disconnected_attempt_stores_its_answer_before_the_retry_comes(web_daemon, https, stub_s3,
-                                                                                 tmp_path: Path):
+async def test_the_disconnected_attempt_stores_its_answer_before_the_retry_comes(
+    web_daemon, https, stub_s3, tmp_path: Path
+):
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/late"), rtype="Custom::Stamped", props={"SleepSeconds": "1"})
     with pytest.raises(asyncio.TimeoutError):
@@ -114,8 +118,9 @@ async def test_retries_while_the_first_call_runs_never_run_it_twice(web_daemon, 
     d = await web_daemon()
     sync = ros_request("Create", stub_s3.url("ros/r-sync"), rtype="Custom::Stamped", props={"SleepSeconds": "1"})
     asyn = ros_request("Create", stub_s3.url("ros/r-async"), rtype="Custom::Stamped", props={"SleepSeconds": "1"})
-    results = await asyncio.gather(*[post(https, d.url("sync"), sync) for _ in range(3)],
-                                   *[post(https, d.url(), asyn) for _ in range(3)])
+    results = await asyncio.gather(
+        *[post(https, d.url("sync"), sync) for _ in range(3)], *[post(https, d.url(), asyn) for _ in range(3)]
+    )
     assert {r[0] for r in results} == {200}
     assert len({r[2] for r in results[:3]}) == 1  # the waiting copies got the first one's answer
     assert all(json.loads(r[2]) == {"Accepted": True} for r in results[3:])  # async copies are acknowledged
@@ -148,16 +153,20 @@ async def test_a_long_running_action_is_refused_to_a_waiting_caller(web_daemon, 
     req = ros_request("Create", stub_s3.url("ros/polled"), rtype="Custom::Polled")
     status, _, body = await post(https, d.url("sync"), req)
     doc = json.loads(body)
-    assert status == 200 and doc["Status"] == "FAILED" and "web[sync]" in doc["Reason"] and "InProgress" in doc["Reason"]
+    assert (
+        status == 200 and doc["Status"] == "FAILED" and "web[sync]" in doc["Reason"] and "InProgress" in doc["Reason"]
+    )
 
 
-async def test_tls_reload_keeps_open_connections_and_serves_the_new_certificate(web_daemon, https, ca: CertAuthority,
-                                                                                stub_s3: StubS3, tmp_path: Path):
+async def test_tls_reload_keeps_open_connections_and_serves_the_new_certificate(
+    web_daemon, https, ca: CertAuthority, stub_s3: StubS3, tmp_path: Path
+):
     d = await web_daemon()
     cert = Path(d.listener.settings.cert_file or "")
     old = serial_in(cert)
-    slow = asyncio.ensure_future(post(https, d.url("sync"), ros_request(
-        "Create", stub_s3.url("ros/tls"), props={"SleepSeconds": "1.5"})))
+    slow = asyncio.ensure_future(
+        post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/tls"), props={"SleepSeconds": "1.5"}))
+    )
     await asyncio.sleep(0.5)
     ca.issue(cert.with_suffix(""))  # new files in place, then the signal's reload
     d.listener.reload()
@@ -172,15 +181,17 @@ async def test_tls_reload_keeps_open_connections_and_serves_the_new_certificate(
 
 
 async def _presented_serial(port: int, ca: CertAuthority) -> int:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ca.client_context(),
-                                                   server_hostname="127.0.0.1")
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=ca.client_context(), server_hostname="127.0.0.1"
+    )
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     return serial_of(der)
 
 
-async def test_two_tokens_are_valid_at_once_and_a_reload_retires_one(web_daemon, https, stub_s3: StubS3,
-                                                                     token_file: Path, json_log: JsonLog):
+async def test_two_tokens_are_valid_at_once_and_a_reload_retires_one(
+    web_daemon, https, stub_s3: StubS3, token_file: Path, json_log: JsonLog
+):
     from cfn_provider.trust.web_tokens import new_token
 
     old = token_file.read_text().split()[0]
@@ -202,9 +213,22 @@ async def test_curl_over_https(web_daemon, stub_s3: StubS3, ca: CertAuthority):
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/curl"), props={"Size": "1"})
     proc = await asyncio.create_subprocess_exec(
-        "curl", "-sS", "--max-time", "30", "--cacert", str(ca.path), "-H", "Content-Type: application/json",
-        "--data-binary", json.dumps(req), "-w", "\n%{http_code}", d.url("sync"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        "curl",
+        "-sS",
+        "--max-time",
+        "30",
+        "--cacert",
+        str(ca.path),
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        json.dumps(req),
+        "-w",
+        "\n%{http_code}",
+        d.url("sync"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     body, _, code = out.decode().rpartition("\n")
     assert (code, json.loads(body)["Status"]) == ("200", "SUCCESS"), err.decode()
@@ -233,16 +257,21 @@ async def test_health_file_and_metrics(web_daemon, https, stub_s3: StubS3, tmp_p
     registry = d.daemon.service.metrics.registry
     assert registry.get_sample_value("cfn_provider_web_responses_total", {"mode": "sync", "status": "200"}) == 1
     assert registry.get_sample_value("cfn_provider_web_responses_total", {"mode": "-", "status": "404"}) == 1
-    assert registry.get_sample_value("cfn_provider_requests_total",
-                                     {"request_type": "Create", "outcome": "answered", "status": "SUCCESS"}) == 1
+    assert (
+        registry.get_sample_value(
+            "cfn_provider_requests_total", {"request_type": "Create", "outcome": "answered", "status": "SUCCESS"}
+        )
+        == 1
+    )
     status, _, body = await post(https, f"{d.base}/healthz", b"", method="GET")
     assert status == 200 and json.loads(body)["Status"] == "ok"
 
 
 async def test_stopping_drains_in_flight_and_refuses_new_requests(web_daemon, https, stub_s3: StubS3):
     d = await web_daemon(grace_period=10.0)
-    running = asyncio.ensure_future(post(https, d.url("sync"), ros_request(
-        "Create", stub_s3.url("ros/drain"), props={"SleepSeconds": "1.5"})))
+    running = asyncio.ensure_future(
+        post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/drain"), props={"SleepSeconds": "1.5"}))
+    )
     await asyncio.sleep(0.5)
     d.daemon.service.stop()
     status, headers, _ = await post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/new")))

@@ -1,6 +1,7 @@
 """What the web listener answers to what it must not run, row by row (docs/ros.md, "Bad input"): nothing
 run, nothing stored, nothing sent to a ResponseURL, a clear status; refusals of the path token logged
 as security events, limited per source, and never showing the token."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,10 +37,24 @@ async def nothing_happened(tmp_path: Path, s3: StubS3, *requests: dict[str, Any]
         await store.close()
 
 
-@pytest.mark.parametrize("path", ["/", "/nope", "/nope/sync", "/{prefix}", "/{token}x", "/{token}/sync/more",
-                                  "/{token}/other", "//{token}", "/{token}/", "/{token}/sync/"])
-async def test_a_wrong_or_missing_token_is_404_and_runs_nothing(web_daemon, https, stub_s3, tmp_path, json_log,
-                                                                path: str):
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/nope",
+        "/nope/sync",
+        "/{prefix}",
+        "/{token}x",
+        "/{token}/sync/more",
+        "/{token}/other",
+        "//{token}",
+        "/{token}/",
+        "/{token}/sync/",
+    ],
+)
+async def test_a_wrong_or_missing_token_is_404_and_runs_nothing(
+    web_daemon, https, stub_s3, tmp_path, json_log, path: str
+):
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/x"))
     status, _, body = await post(https, d.base + path.format(token=d.token, prefix=d.token[:-1]), req)
@@ -53,7 +68,7 @@ async def test_a_wrong_or_missing_token_is_404_and_runs_nothing(web_daemon, http
 async def test_refusals_are_limited_per_source_but_valid_tokens_never(web_daemon, https, stub_s3, json_log: JsonLog):
     d = await web_daemon()
     statuses = [(await post(https, d.url(token="w" * 43), b"{}"))[0] for _ in range(int(sources.BURST) + 5)]
-    assert statuses[: int(sources.BURST)] == [404] * int(sources.BURST) and set(statuses[int(sources.BURST):]) == {429}
+    assert statuses[: int(sources.BURST)] == [404] * int(sources.BURST) and set(statuses[int(sources.BURST) :]) == {429}
     assert len(json_log.events(event="security")) == sources.BURST  # then only a summary line, not one per request
     status, _, body = await post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/ok")))
     assert status == 200 and json.loads(body)["Status"] == "SUCCESS"  # a valid token: never limited
@@ -84,10 +99,16 @@ async def test_other_methods_get_405(web_daemon, https, stub_s3, tmp_path, metho
     await nothing_happened(tmp_path, stub_s3)
 
 
-@pytest.mark.parametrize("body, says", [
-    (b"not json at all", "not JSON"), (b"", "not JSON"), (b"[1, 2]", "not an object"), (b"\xff\xfe", "not UTF-8"),
-    (json.dumps({"RequestType": "Create"}).encode(), "missing or non-string ResponseURL"),
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b"not json at all", "not JSON"),
+        (b"", "not JSON"),
+        (b"[1, 2]", "not an object"),
+        (b"\xff\xfe", "not UTF-8"),
+        (json.dumps({"RequestType": "Create"}).encode(), "missing or non-string ResponseURL"),
+    ],
+)
 async def test_not_a_request_gets_400(web_daemon, https, stub_s3, tmp_path, json_log, body, says):
     d = await web_daemon()
     status, _, text = await post(https, d.url(), body)
@@ -96,8 +117,9 @@ async def test_not_a_request_gets_400(web_daemon, https, stub_s3, tmp_path, json
     assert json_log.events(event="rejected")[0]["status"] == 400
 
 
-@pytest.mark.parametrize("drop, says", [("ResourceType", "missing fields: ResourceType"),
-                                        ("RequestType", "missing fields: RequestType")])
+@pytest.mark.parametrize(
+    "drop, says", [("ResourceType", "missing fields: ResourceType"), ("RequestType", "missing fields: RequestType")]
+)
 async def test_a_request_missing_fields_gets_400_naming_them(web_daemon, https, stub_s3, tmp_path, drop, says):
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/fields"))
@@ -147,8 +169,9 @@ async def test_a_body_over_the_limit_gets_413_unread(web_daemon, https, stub_s3,
 
 async def test_all_slots_busy_gets_503_with_retry_after(web_daemon, https, stub_s3):
     d = await web_daemon(concurrency=1)
-    busy = asyncio.ensure_future(post(https, d.url("sync"), ros_request(
-        "Create", stub_s3.url("ros/busy"), props={"SleepSeconds": "1.5"})))
+    busy = asyncio.ensure_future(
+        post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/busy"), props={"SleepSeconds": "1.5"}))
+    )
     await asyncio.sleep(0.5)
     status, headers, text = await post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/turned-away")))
     assert status == 503 and headers["Retry-After"] == "1" and "slots are busy" in json.loads(text)["Error"]
@@ -172,7 +195,7 @@ async def test_slow_headers_are_cut_off(web_daemon, ca: CertAuthority, stub_s3):
 async def test_a_slow_body_gets_408(web_daemon, ca: CertAuthority, stub_s3):
     d = await web_daemon(web={"body_timeout": 1.5})
     reader, writer = await _raw(d.listener.port or 0, ca)
-    writer.write(f"POST /{d.token}/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{{\"Req".encode())
+    writer.write(f'POST /{d.token}/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{{"Req'.encode())
     await writer.drain()
     head = await asyncio.wait_for(reader.readline(), 15)
     assert head.startswith(b"HTTP/1.1 408") and d.listener.handled == 0
@@ -183,8 +206,10 @@ async def test_expect_100_continue_is_answered_before_the_body(web_daemon, ca: C
     d = await web_daemon()
     body = json.dumps(ros_request("Create", stub_s3.url("ros/expect"))).encode()
     reader, writer = await _raw(d.listener.port or 0, ca)
-    writer.write(f"POST /{d.token}/sync HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
-                 "Expect: 100-continue\r\n\r\n".encode())
+    writer.write(
+        f"POST /{d.token}/sync HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+        "Expect: 100-continue\r\n\r\n".encode()
+    )
     assert await asyncio.wait_for(reader.readline(), 15) == b"HTTP/1.1 100 Continue\r\n"
     await reader.readline()
     writer.write(body)

@@ -1,5 +1,6 @@
 """`cfn-provider run --transport web ...` and `cfn-provider web-token`: their options, and docs/ros.md's
 "Try it locally" recipe, run as written (curl against a real daemon process, plain HTTP on loopback)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,18 +27,56 @@ from tests.support.web import free_port
 
 def test_web_options_reach_settings_without_a_queue_url(captured, token_file: Path, tmp_path: Path):
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    result = CliRunner().invoke(cli.main, [
-        "run", "--transport", "web", "--web-address", "10.0.0.5", "--web-port", "9443", "--web-cert", str(cert),
-        "--web-key", str(key), "--web-token-file", str(token_file), "--web-allow-source", "10.0.0.0/8",
-        "--web-allow-source", "192.168.1.7", "--web-max-body", "65536", "--web-header-timeout", "3",
-        "--web-body-timeout", "4", "--web-sync-timeout", "30"])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "run",
+            "--transport",
+            "web",
+            "--web-address",
+            "10.0.0.5",
+            "--web-port",
+            "9443",
+            "--web-cert",
+            str(cert),
+            "--web-key",
+            str(key),
+            "--web-token-file",
+            str(token_file),
+            "--web-allow-source",
+            "10.0.0.0/8",
+            "--web-allow-source",
+            "192.168.1.7",
+            "--web-max-body",
+            "65536",
+            "--web-header-timeout",
+            "3",
+            "--web-body-timeout",
+            "4",
+            "--web-sync-timeout",
+            "30",
+        ],
+    )
     assert result.exit_code == 0, result.output
     [s] = captured
     w = s.web
     assert (s.transport, s.queue_url, w.address, w.port, w.cert_file, w.key_file, w.token_file) == (
-        "web", "", "10.0.0.5", 9443, str(cert), str(key), str(token_file))
+        "web",
+        "",
+        "10.0.0.5",
+        9443,
+        str(cert),
+        str(key),
+        str(token_file),
+    )
     assert (w.allow_sources, w.max_body, w.header_timeout, w.body_timeout, w.sync_timeout, w.allow_http) == (
-        ("10.0.0.0/8", "192.168.1.7/32"), 65536, 3.0, 4.0, 30.0, False)
+        ("10.0.0.0/8", "192.168.1.7/32"),
+        65536,
+        3.0,
+        4.0,
+        30.0,
+        False,
+    )
 
 
 def test_web_from_the_environment_with_a_token_there(captured, monkeypatch):
@@ -49,20 +88,36 @@ def test_web_from_the_environment_with_a_token_there(captured, monkeypatch):
     assert captured[0].web.allow_http and captured[0].web.port == 8443 and captured[0].web.max_body == 256 * 1024
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--transport", "web", "--web-token-file", "{tokens}"], {}, "needs --web-cert and --web-key"),
-    (["--transport", "web", "--web-cert", "c.pem", "--web-token-file", "{tokens}"], {}, "go together"),
-    (["--transport", "web", "--web-allow-http"], {}, "needs a path token"),
-    (["--transport", "web", "--web-allow-http"], {"CFN_PROVIDER_WEB_TOKEN": "tooshort"}, "too weak"),
-    (["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--web-allow-source", "10.1/33"], {},
-     "is not an IP address or network"),
-    (["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--queue-url", "https://sqs/q"], {},
-     "--queue-url applies to --transport sqs only, not web"),
-    (["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--mns-queue", "q"], {},
-     "--mns-queue applies to --transport mns only"),
-    (["--queue-url", "https://sqs/q", "--web-port", "1"], {}, "--web-port applies to --transport web only, not sqs"),
-    (["--queue-url", "https://sqs/q"], {"CFN_PROVIDER_WEB_ALLOW_HTTP": "1"}, "--web-allow-http applies"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--transport", "web", "--web-token-file", "{tokens}"], {}, "needs --web-cert and --web-key"),
+        (["--transport", "web", "--web-cert", "c.pem", "--web-token-file", "{tokens}"], {}, "go together"),
+        (["--transport", "web", "--web-allow-http"], {}, "needs a path token"),
+        (["--transport", "web", "--web-allow-http"], {"CFN_PROVIDER_WEB_TOKEN": "tooshort"}, "too weak"),
+        (
+            ["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--web-allow-source", "10.1/33"],
+            {},
+            "is not an IP address or network",
+        ),
+        (
+            ["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--queue-url", "https://sqs/q"],
+            {},
+            "--queue-url applies to --transport sqs only, not web",
+        ),
+        (
+            ["--transport", "web", "--web-allow-http", "--web-token-file", "{tokens}", "--mns-queue", "q"],
+            {},
+            "--mns-queue applies to --transport mns only",
+        ),
+        (
+            ["--queue-url", "https://sqs/q", "--web-port", "1"],
+            {},
+            "--web-port applies to --transport web only, not sqs",
+        ),
+        (["--queue-url", "https://sqs/q"], {"CFN_PROVIDER_WEB_ALLOW_HTTP": "1"}, "--web-allow-http applies"),
+    ],
+)
 def test_usage_errors(captured, monkeypatch, token_file: Path, args, env, message):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -99,8 +154,19 @@ def test_web_token_new_rotate_and_print(tmp_path: Path, monkeypatch):
     assert result.exit_code == 0
     assert f"web[idempotent]:https://p.example.com:8443/{second[0]}\n" in result.output
     assert f"web[sync,idempotent]:https://p.example.com:8443/{second[0]}/sync\n" in result.output
-    result = run(cli.main, ["web-token", "--web-token-file", str(path), "--url", "https://p.example.com",
-                            "--mode", "sync", "--no-idempotent"])
+    result = run(
+        cli.main,
+        [
+            "web-token",
+            "--web-token-file",
+            str(path),
+            "--url",
+            "https://p.example.com",
+            "--mode",
+            "sync",
+            "--no-idempotent",
+        ],
+    )
     assert result.output == f"web[sync]:https://p.example.com/{second[0]}/sync\n"
     result = run(cli.main, ["web-token", "--web-token-file", str(path), "--url", "ftp://p.example.com"])
     assert result.exit_code == 2 and "https://HOST" in result.output
@@ -112,11 +178,21 @@ def test_the_try_it_locally_recipe_runs_as_written(tmp_path: Path):
     recipe = re.search(r"<!-- try-it-locally -->\n```sh\n(.*?)```", docs, re.S)
     assert recipe, "docs/ros.md lost its try-it-locally recipe"
     script = recipe.group(1).replace("8080", str(free_port()))  # a free port: tests never use fixed ones
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO),
+    }
     env = {k: v for k, v in env.items() if not k.startswith("CFN_PROVIDER_")}
-    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=90)
     finally:  # the script's daemon too, should the script stop before its `kill`

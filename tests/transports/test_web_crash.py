@@ -2,6 +2,7 @@
 state: the sync request's idempotent retry is run once and answered once; an async request already
 acknowledged (200) is answered anyway, by the restarted daemon, from the store. And SIGHUP reloads the
 certificate of a running daemon."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,10 +30,17 @@ def spawn_web(tmp_path: Path, stub_s3: StubS3, ca: CertAuthority, token_file: Pa
     port, started = free_port(), []
 
     def spawn(name: str) -> SubprocessDaemon:
-        daemon = web_subprocess(tmp_path, stub_s3, tmp_path / f"{name}.log", port=port, token_file=token_file,
-                                cert=cert, key=key, extra=("--visibility-timeout", "5", "--poll-interval", "0.5"),
-                                env={"CFN_TEST_CALLS_FILE": str(tmp_path / "calls"),
-                                     "CFN_TEST_STARTED_FILE": str(tmp_path / "started")})
+        daemon = web_subprocess(
+            tmp_path,
+            stub_s3,
+            tmp_path / f"{name}.log",
+            port=port,
+            token_file=token_file,
+            cert=cert,
+            key=key,
+            extra=("--visibility-timeout", "5", "--poll-interval", "0.5"),
+            env={"CFN_TEST_CALLS_FILE": str(tmp_path / "calls"), "CFN_TEST_STARTED_FILE": str(tmp_path / "started")},
+        )
         started.append(daemon)
         daemon.start()
         listening(daemon)
@@ -51,8 +59,9 @@ def _started(tmp_path: Path, request_id: str) -> int:
     return path.read_text().split().count(request_id) if path.exists() else 0
 
 
-async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(spawn_web, https, stub_s3, tmp_path,
-                                                                        token_file):
+async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(
+    spawn_web, https, stub_s3, tmp_path, token_file
+):
     first = spawn_web("first")
     url = f"https://127.0.0.1:{spawn_web.port}/{token_file.read_text().split()[0]}/sync"
     req = ros_request("Create", stub_s3.url("crash/sync"), rtype="Custom::Started", props={"SleepSeconds": "3"})
@@ -71,8 +80,9 @@ async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(spawn_we
     assert not stub_s3.requests
 
 
-async def test_sigkill_after_an_async_200_is_answered_by_the_next_daemon(spawn_web, https, stub_s3, tmp_path,
-                                                                        token_file):
+async def test_sigkill_after_an_async_200_is_answered_by_the_next_daemon(
+    spawn_web, https, stub_s3, tmp_path, token_file
+):
     first = spawn_web("first")
     url = f"https://127.0.0.1:{spawn_web.port}/{token_file.read_text().split()[0]}"
     req = ros_request("Create", stub_s3.url("crash/async"), rtype="Custom::Started", props={"SleepSeconds": "3"})
@@ -98,8 +108,13 @@ async def test_sighup_reloads_the_certificate(spawn_web, ca: CertAuthority, tmp_
     await asyncio.to_thread(wait_for_event, daemon, 10, event="web.tls_reloaded")
     assert await _presented(spawn_web.port, ca) == serial_in(spawn_web.cert) != before
     assert daemon.proc is not None and daemon.proc.poll() is None  # still serving
-    check = subprocess.run([sys.executable, "-m", "cfn_provider", "check", "--state", f"sqlite://{tmp_path}/state.db"],
-                           capture_output=True, text=True, timeout=60, cwd=REPO)
+    check = subprocess.run(
+        [sys.executable, "-m", "cfn_provider", "check", "--state", f"sqlite://{tmp_path}/state.db"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert check.returncode == 0 and f"ok (pid {daemon.proc.pid})" in check.stdout, check.stdout + check.stderr
     assert stop_gracefully(daemon) == 0
 

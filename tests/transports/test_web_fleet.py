@@ -1,6 +1,7 @@
 """Two web listener processes behind a round-robin proxy, one DynamoDB table (dynalite): ROS-style
 retries of every request land on both members, callers hang up and retry, and still every request runs
 once and gets one answer (sync: the same body for every copy; async: one body POSTed), none lost."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,6 +37,7 @@ def table(tmp_path: Path):
 
 async def _copies(session: aiohttp.ClientSession, url: str, req: dict[str, Any]) -> list[bytes]:
     """COPIES copies at once, one of them hanging up early and retrying; every answer body."""
+
     async def one(hang_up: bool) -> bytes:
         if hang_up:
             try:
@@ -51,19 +53,30 @@ async def _copies(session: aiohttp.ClientSession, url: str, req: dict[str, Any])
             seen.append((status, body[:80]))
             await asyncio.sleep(0.2)
         raise AssertionError(f"never answered: {seen}")
+
     return list(await asyncio.gather(*(one(i == 0) for i in range(COPIES))))
 
 
-async def test_two_members_never_run_a_request_twice_and_lose_none(table, tmp_path: Path, stub_s3: StubS3,
-                                                                  token_file: Path, ca: CertAuthority):
+async def test_two_members_never_run_a_request_twice_and_lose_none(
+    table, tmp_path: Path, stub_s3: StubS3, token_file: Path, ca: CertAuthority
+):
     name, env = table
     cert, key = ca.issue(tmp_path / "server")
     token = token_file.read_text().split()[0]
-    members = [web_subprocess(tmp_path, stub_s3, tmp_path / f"{m}.log", port=free_port(), token_file=token_file,
-                              cert=cert, key=key, state=f"dynamodb://{name}",
-                              env={**env, "CFN_TEST_CALLS_FILE": str(tmp_path / "calls"),
-                                   "STATE_DIRECTORY": str(tmp_path / m)})
-               for m in ("a", "b")]
+    members = [
+        web_subprocess(
+            tmp_path,
+            stub_s3,
+            tmp_path / f"{m}.log",
+            port=free_port(),
+            token_file=token_file,
+            cert=cert,
+            key=key,
+            state=f"dynamodb://{name}",
+            env={**env, "CFN_TEST_CALLS_FILE": str(tmp_path / "calls"), "STATE_DIRECTORY": str(tmp_path / m)},
+        )
+        for m in ("a", "b")
+    ]
     try:
         ports = []
         for member in members:
@@ -71,15 +84,25 @@ async def test_two_members_never_run_a_request_twice_and_lose_none(table, tmp_pa
             ports.append(int(listening(member).rsplit(":", 1)[1]))
         with RoundRobinProxy([("127.0.0.1", p) for p in ports]) as lb:
             base = f"https://127.0.0.1:{lb.port}/{token}"
-            requests = [ros_request("Create", stub_s3.url(f"fleet/{i}"), rtype="Custom::Stamped",
-                                    props={"SleepSeconds": str(random.choice((0, 0.2, 0.5)))})
-                        for i in range(REQUESTS)]
+            requests = [
+                ros_request(
+                    "Create",
+                    stub_s3.url(f"fleet/{i}"),
+                    rtype="Custom::Stamped",
+                    props={"SleepSeconds": str(random.choice((0, 0.2, 0.5)))},
+                )
+                for i in range(REQUESTS)
+            ]
             connector = aiohttp.TCPConnector(ssl=ca.client_context(), force_close=True)  # a connection per copy
             async with aiohttp.ClientSession(connector=connector) as session:
-                answers = await asyncio.gather(*(
-                    _copies(session, base + ("/sync" if i % 2 == 0 else ""), req) for i, req in enumerate(requests)))
-                late = await asyncio.gather(*(  # a retry after it was all answered: the same answers, no runs
-                    post(session, base + ("/sync" if i % 2 == 0 else ""), req) for i, req in enumerate(requests)))
+                answers = await asyncio.gather(
+                    *(_copies(session, base + ("/sync" if i % 2 == 0 else ""), req) for i, req in enumerate(requests))
+                )
+                late = await asyncio.gather(
+                    *(  # a retry after it was all answered: the same answers, no runs
+                        post(session, base + ("/sync" if i % 2 == 0 else ""), req) for i, req in enumerate(requests)
+                    )
+                )
             assert lb.forwarded >= REQUESTS * COPIES
 
         for i, (req, bodies) in enumerate(zip(requests, answers)):

@@ -1,6 +1,7 @@
 """`Custom::Started`, for the web listener's tests: says it started (a line "RequestId" in
 $CFN_TEST_STARTED_FILE), then behaves as tests.support.handlers.stamped: sleeps SleepSeconds, records
 the completed call, and answers with a fresh nonce in Data (two runs give two different answers)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """State at rest: state and key files open to other users are fixed (ours) or refused (not ours)."""
+
 from __future__ import annotations
 
 import os
@@ -123,8 +124,9 @@ def test_run_refuses_at_start_with_a_clear_error(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("CFN_PROVIDER_"):
             monkeypatch.delenv(name)
-    result = CliRunner().invoke(cli.main, ["run", "--queue-url", "http://127.0.0.1:9/1/q",
-                                           "--state", f"sqlite://{path}"])
+    result = CliRunner().invoke(
+        cli.main, ["run", "--queue-url", "http://127.0.0.1:9/1/q", "--state", f"sqlite://{path}"]
+    )
     assert result.exit_code == 2, result.output
     assert f"state file {path} is open to group/others (mode 0644)" in result.output
     assert "chmod go-rwx" in result.output

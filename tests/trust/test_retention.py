@@ -1,5 +1,6 @@
 """NoEcho retention (cfn_provider.trust.retention): stored NoEcho Data leaves both stores after the replay window,
 and a request that comes back after it is answered FAILED, never re-run, never given the secret."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,10 +19,27 @@ from tests.stores.contract import KEY, LEASE, URL_A, URL_B, Clock
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
 SECRET = "hunter2-" + uuid.uuid4().hex
-NOECHO = json.dumps({"Status": "SUCCESS", "PhysicalResourceId": "pid-1", "StackId": "s", "RequestId": "r",
-                     "LogicalResourceId": "L", "NoEcho": True, "Data": {"Password": SECRET}}).encode()
-PLAIN = json.dumps({"Status": "SUCCESS", "PhysicalResourceId": "pid-2", "StackId": "s", "RequestId": "r",
-                    "LogicalResourceId": "L", "Data": {"Url": "https://example.com"}}).encode()
+NOECHO = json.dumps(
+    {
+        "Status": "SUCCESS",
+        "PhysicalResourceId": "pid-1",
+        "StackId": "s",
+        "RequestId": "r",
+        "LogicalResourceId": "L",
+        "NoEcho": True,
+        "Data": {"Password": SECRET},
+    }
+).encode()
+PLAIN = json.dumps(
+    {
+        "Status": "SUCCESS",
+        "PhysicalResourceId": "pid-2",
+        "StackId": "s",
+        "RequestId": "r",
+        "LogicalResourceId": "L",
+        "Data": {"Url": "https://example.com"},
+    }
+).encode()
 W = retention.NOECHO_REPLAY_WINDOW
 TTL = 20 * W  # records outlive the window, as the default TTL (15 days) does
 
@@ -30,13 +48,19 @@ def test_the_window_covers_the_longest_service_timeout_with_a_margin():
     assert 3600 < W <= 2 * 3600
 
 
-@pytest.mark.parametrize("body, secret", [
-    (NOECHO, True), (PLAIN, False),
-    (json.dumps({"Status": "SUCCESS", "NoEcho": True}).encode(), False),  # nothing to hide
-    (json.dumps({"Status": "SUCCESS", "NoEcho": True, "Data": {}}).encode(), False),
-    (json.dumps({"Status": "SUCCESS", "NoEcho": "true", "Data": {"a": "b"}}).encode(), False),  # never sent so
-    (b"not json", False), (b"", False), (None, False),
-])
+@pytest.mark.parametrize(
+    "body, secret",
+    [
+        (NOECHO, True),
+        (PLAIN, False),
+        (json.dumps({"Status": "SUCCESS", "NoEcho": True}).encode(), False),  # nothing to hide
+        (json.dumps({"Status": "SUCCESS", "NoEcho": True, "Data": {}}).encode(), False),
+        (json.dumps({"Status": "SUCCESS", "NoEcho": "true", "Data": {"a": "b"}}).encode(), False),  # never sent so
+        (b"not json", False),
+        (b"", False),
+        (None, False),
+    ],
+)
 def test_holds_secret(body, secret):
     assert retention.holds_secret(body) is secret
 
@@ -44,12 +68,18 @@ def test_holds_secret(body, secret):
 def test_scrub_keeps_everything_but_the_data():
     doc = json.loads(retention.scrub(NOECHO))
     assert SECRET not in retention.scrub(NOECHO).decode()
-    assert doc == {"Status": "SUCCESS", "PhysicalResourceId": "pid-1", "StackId": "s", "RequestId": "r",
-                   "LogicalResourceId": "L"}
+    assert doc == {
+        "Status": "SUCCESS",
+        "PhysicalResourceId": "pid-1",
+        "StackId": "s",
+        "RequestId": "r",
+        "LogicalResourceId": "L",
+    }
     assert retention.physical_id(NOECHO) == "pid-1"
 
 
 # --- both stores ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def clock() -> Clock:
@@ -61,13 +91,18 @@ async def backend(request, tmp_path, clock):
     """(store, make_another_store_on_the_same_backing) for each implementation."""
     if request.param == "sqlite":
         path = tmp_path / "state.db"
-        def make(): return SQLiteStore(path, ttl=TTL, clock=clock)
+
+        def make():
+            return SQLiteStore(path, ttl=TTL, clock=clock)
     else:
         emulator = request.getfixturevalue("emulator")
         make_dynamodb_writes_atomic()
         name = f"cfn-state-{uuid.uuid4().hex[:12]}"
         ensure_table(emulator.client("dynamodb"), name)
-        def make(): return DynamoDBStore(name, ttl=TTL, clock=clock)
+
+        def make():
+            return DynamoDBStore(name, ttl=TTL, clock=clock)
+
     store = make()
     yield store, make
     await store.close()
@@ -139,10 +174,14 @@ async def test_an_older_state_file_gains_the_column(tmp_path, clock):
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL, "
-               "url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL, "
-               "sent_digests TEXT NOT NULL DEFAULT '')")
-    db.execute("INSERT INTO records VALUES ('k', 'SENT', 'w', NULL, 'd', 'SUCCESS', ?, ?, 'd')", (NOECHO, clock.now + TTL))
+    db.execute(
+        "CREATE TABLE records (key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, lease_until REAL, "
+        "url_digest TEXT NOT NULL, status TEXT, body BLOB, expires_at REAL NOT NULL, "
+        "sent_digests TEXT NOT NULL DEFAULT '')"
+    )
+    db.execute(
+        "INSERT INTO records VALUES ('k', 'SENT', 'w', NULL, 'd', 'SUCCESS', ?, ?, 'd')", (NOECHO, clock.now + TTL)
+    )
     db.commit()
     db.close()
     store = SQLiteStore(path, ttl=TTL, clock=clock)
@@ -167,8 +206,8 @@ async def test_a_resend_within_the_window_still_gets_the_whole_body(backend, clo
 
 # --- the replay path, through the real queue -----------------------------------------------------
 
-async def test_a_request_back_after_the_window_is_answered_failed_never_rerun(run_daemon, stack, monkeypatch,
-                                                                             tmp_path):
+
+async def test_a_request_back_after_the_window_is_answered_failed_never_rerun(run_daemon, stack, monkeypatch, tmp_path):
     """Same StackId + RequestId, a new ResponseURL, after the window: FAILED with the stored id, the
     handler not called again, and the secret nowhere in the answer."""
     monkeypatch.setenv("CFN_TEST_NOECHO_SECRET", SECRET)
@@ -195,11 +234,13 @@ async def test_a_request_back_after_the_window_is_answered_failed_never_rerun(ru
 
 # --- the progress of a long-running request --------------------------------------------------------
 
+
 def poll_state(no_echo: bool) -> str:
     from cfn_provider.long_running.steps import PollState
 
-    return PollState({"CrHelperData": {"Password": SECRET}}, "pid-9", time.time() + 3000, 1, time.time(),
-                     no_echo).dumps()
+    return PollState(
+        {"CrHelperData": {"Password": SECRET}}, "pid-9", time.time() + 3000, 1, time.time(), no_echo
+    ).dumps()
 
 
 @pytest.mark.parametrize("answer", ["polling", "SUCCESS", "FAILED"])

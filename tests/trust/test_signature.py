@@ -1,4 +1,5 @@
 """SignatureVerifier against real signatures and a real local certificate server."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,6 +46,7 @@ def signed(identity, cert_url, version="2", **kw):
 
 # --- accepted ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", ["1", "2"])
 @pytest.mark.parametrize("subject", [None, "a subject"])
 async def test_valid_notification_accepted(verifier, identity, cert_url, version, subject):
@@ -67,12 +69,16 @@ async def test_confirmation_string_to_sign(verifier, identity, cert_url, kind):
 
 # --- tampering / malformed --------------------------------------------------------------
 
-@pytest.mark.parametrize("change", [
-    {"Message": "tampered"},
-    {"MessageId": "00000000-0000-0000-0000-000000000000"},
-    {"Subject": "added after signing"},
-    {"TopicArn": TOPIC + "-other"},
-])
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"Message": "tampered"},
+        {"MessageId": "00000000-0000-0000-0000-000000000000"},
+        {"Subject": "added after signing"},
+        {"TopicArn": TOPIC + "-other"},
+    ],
+)
 async def test_tampered_envelope_rejected(verifier, identity, cert_url, change):
     env = dict(signed(identity, cert_url), **change)
     with pytest.raises(SignatureError, match="signature does not match") as exc:
@@ -87,15 +93,18 @@ async def test_tampered_signature_rejected(verifier, identity, cert_url):
         await verifier.verify(dict(env, Signature=other["Signature"]))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"Signature": None}, "Signature"),
-    ({"SignatureVersion": "3"}, "SignatureVersion"),
-    ({"SignatureVersion": None}, "SignatureVersion"),
-    ({"Signature": "not*base64!"}, "base64"),
-    ({"Type": "Bogus"}, "Type"),
-    ({"MessageId": None}, "MessageId"),
-    ({"Timestamp": 12345}, "Timestamp"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"Signature": None}, "Signature"),
+        ({"SignatureVersion": "3"}, "SignatureVersion"),
+        ({"SignatureVersion": None}, "SignatureVersion"),
+        ({"Signature": "not*base64!"}, "base64"),
+        ({"Type": "Bogus"}, "Type"),
+        ({"MessageId": None}, "MessageId"),
+        ({"Timestamp": 12345}, "Timestamp"),
+    ],
+)
 async def test_malformed_envelope_rejected(verifier, identity, cert_url, certs, change, message):
     env = signed(identity, cert_url)
     env.update(change)
@@ -113,6 +122,7 @@ async def test_certificate_from_other_key_rejected(verifier, identity, certs):
 
 # --- certificate URL rules --------------------------------------------------------------
 
+
 class LoopbackResolver(AbstractResolver):
     """Resolves every name to 127.0.0.1 (nothing leaves the machine) and records what was asked."""
 
@@ -121,8 +131,16 @@ class LoopbackResolver(AbstractResolver):
 
     async def resolve(self, host, port=0, family=socket.AF_INET):
         self.hosts.append(host)
-        return [{"hostname": host, "host": "127.0.0.1", "port": port,
-                 "family": socket.AF_INET, "proto": 0, "flags": socket.AI_NUMERICHOST}]
+        return [
+            {
+                "hostname": host,
+                "host": "127.0.0.1",
+                "port": port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
 
     async def close(self) -> None:
         pass
@@ -138,8 +156,7 @@ async def traced():
 
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(on_start)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver),
-                                     trace_configs=[trace]) as http:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver), trace_configs=[trace]) as http:
         yield SignatureVerifier(http=http, fetch_timeout=5), resolver, started
 
 
@@ -147,44 +164,47 @@ REAL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-9c6465fa7f
 PEM = "SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem"
 
 
-@pytest.mark.parametrize("url", [
-    "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
-    "http://sns.us-east-1.amazonaws.com/x.pem",
-    "https://evil.example/x.pem",
-    "https://sns.us-east-1.amazonaws.com@evil.example/x.pem",
-    "https://user:pw@sns.us-east-1.amazonaws.com/x.pem",
-    "https://sns.us-east-1.amazonaws.com:8443/x.pem",
-    "https://sns.us-east-1.amazonaws.com/x.pem.txt",
-    "https://sns.us-east-1.amazonaws.com/x.txt?.pem",
-    "https://sqs.us-east-1.amazonaws.com/x.pem",
-    "https://evil-sns.us-east-1.amazonaws.com/x.pem",
-    "https://sns.us-east-1.amazonaws.com\\@evil.example/x.pem",
-    "https://sns.us-east-1.amazonaws.com./x.pem",
-    "ftp://sns.us-east-1.amazonaws.com/x.pem",
-    "",
-    # SNS's own hosts, but not exactly the one form of a certificate URL (one cache key each)
-    "https://sns.us-east-1.amazonaws.com/x.pem",
-    "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem",
-    REAL + "?x=1",
-    REAL + "?",
-    REAL + "#frag",
-    REAL.replace(".com/", ".com:443/"),
-    REAL.replace("https://", "https://user@"),
-    REAL.upper().replace("HTTPS://", "https://"),
-    REAL.replace("sns.us-east-1", "SNS.us-east-1"),
-    REAL.replace("9c6465fa", "9C6465FA"),
-    REAL.replace("SimpleNotificationService", "simplenotificationservice"),
-    REAL.replace(".com/", ".com//"),
-    REAL.replace(".com/", ".com/a/../"),
-    REAL.replace(".com/", ".com/%2e/"),
-    REAL.replace("-9c6465", "-%39c6465"),
-    REAL.replace("sns.us-east-1", "sns.us-east-\u0661"),  # an Arabic-Indic digit one
-    REAL.replace(".pem", ".pem/"),
-    REAL.replace(".amazonaws.com", ".amazonaws.com.cn"),  # a non-China region under .cn
-    "https://sns.cn-north-1.amazonaws.com/" + PEM,  # a China region outside .cn
-    "https://sns.amazonaws.com/" + PEM,
-    "https://sns.us-east-1.amazonaws.com.evil.example/" + PEM,
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://sns.us-east-1.amazonaws.com.evil.example/x.pem",
+        "http://sns.us-east-1.amazonaws.com/x.pem",
+        "https://evil.example/x.pem",
+        "https://sns.us-east-1.amazonaws.com@evil.example/x.pem",
+        "https://user:pw@sns.us-east-1.amazonaws.com/x.pem",
+        "https://sns.us-east-1.amazonaws.com:8443/x.pem",
+        "https://sns.us-east-1.amazonaws.com/x.pem.txt",
+        "https://sns.us-east-1.amazonaws.com/x.txt?.pem",
+        "https://sqs.us-east-1.amazonaws.com/x.pem",
+        "https://evil-sns.us-east-1.amazonaws.com/x.pem",
+        "https://sns.us-east-1.amazonaws.com\\@evil.example/x.pem",
+        "https://sns.us-east-1.amazonaws.com./x.pem",
+        "ftp://sns.us-east-1.amazonaws.com/x.pem",
+        "",
+        # SNS's own hosts, but not exactly the one form of a certificate URL (one cache key each)
+        "https://sns.us-east-1.amazonaws.com/x.pem",
+        "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem",
+        REAL + "?x=1",
+        REAL + "?",
+        REAL + "#frag",
+        REAL.replace(".com/", ".com:443/"),
+        REAL.replace("https://", "https://user@"),
+        REAL.upper().replace("HTTPS://", "https://"),
+        REAL.replace("sns.us-east-1", "SNS.us-east-1"),
+        REAL.replace("9c6465fa", "9C6465FA"),
+        REAL.replace("SimpleNotificationService", "simplenotificationservice"),
+        REAL.replace(".com/", ".com//"),
+        REAL.replace(".com/", ".com/a/../"),
+        REAL.replace(".com/", ".com/%2e/"),
+        REAL.replace("-9c6465", "-%39c6465"),
+        REAL.replace("sns.us-east-1", "sns.us-east-\u0661"),  # an Arabic-Indic digit one
+        REAL.replace(".pem", ".pem/"),
+        REAL.replace(".amazonaws.com", ".amazonaws.com.cn"),  # a non-China region under .cn
+        "https://sns.cn-north-1.amazonaws.com/" + PEM,  # a China region outside .cn
+        "https://sns.amazonaws.com/" + PEM,
+        "https://sns.us-east-1.amazonaws.com.evil.example/" + PEM,
+    ],
+)
 async def test_untrusted_cert_url_rejected_without_any_request(traced, identity, url):
     verifier, resolver, started = traced
     with pytest.raises(SignatureError, match="SigningCertURL"):
@@ -192,12 +212,15 @@ async def test_untrusted_cert_url_rejected_without_any_request(traced, identity,
     assert resolver.hosts == [] and started == []
 
 
-@pytest.mark.parametrize("url", [
-    REAL,
-    "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-bb750dd426d95ee9390147a5624348ee.pem",
-    "https://sns.cn-north-1.amazonaws.com.cn/" + PEM,
-    "https://sns.us-gov-west-1.amazonaws.com/" + PEM,
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        REAL,
+        "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-bb750dd426d95ee9390147a5624348ee.pem",
+        "https://sns.cn-north-1.amazonaws.com.cn/" + PEM,
+        "https://sns.us-gov-west-1.amazonaws.com/" + PEM,
+    ],
+)
 async def test_sns_cert_url_accepted_and_fetched(traced, identity, url):
     # The resolver points the SNS host at 127.0.0.1:443, where nothing serves TLS: the URL
     # passed the rules (a request was made), and the failure is transient, not a forgery.
@@ -262,6 +285,7 @@ async def test_cert_server_url_needs_trusted_prefix(certs, identity, cert_url):
 
 
 # --- certificate fetching and caching ----------------------------------------------------
+
 
 async def test_certificate_cached(verifier, identity, cert_url, certs):
     await verifier.verify(signed(identity, cert_url))
@@ -345,10 +369,20 @@ async def tricky_server(identity):
     await runner.cleanup()
 
 
-@pytest.mark.parametrize("status, forged", [
-    (400, True), (403, True), (404, True), (410, True), (408, False), (429, False),
-    (500, False), (502, False), (503, False),
-])
+@pytest.mark.parametrize(
+    "status, forged",
+    [
+        (400, True),
+        (403, True),
+        (404, True),
+        (410, True),
+        (408, False),
+        (429, False),
+        (500, False),
+        (502, False),
+        (503, False),
+    ],
+)
 async def test_4xx_is_a_forgery_5xx_is_transient(tricky_server, identity, status, forged):
     base, hits = tricky_server
     v = SignatureVerifier(trusted_cert_prefixes=[base])

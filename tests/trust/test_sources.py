@@ -1,4 +1,5 @@
 """cfn_provider.trust.sources: the source-network allowlist and the per-source limit on refused requests."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """cfn_provider.trust.urls: which ResponseURLs may be called, how they are logged, when they expire."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,6 +25,7 @@ def allowed(url: str, prefixes: tuple[str, ...] = ()) -> bool:
 
 
 # --- default policy: CloudFormation's own response buckets, every S3 endpoint form ---------
+
 
 def bucket(region: str) -> str:
     return "cloudformation-custom-resource-response-" + region.replace("-", "")
@@ -158,17 +160,20 @@ def test_every_refusal_reason_is_free_of_the_query_string():
             assert "SECRETSIG" not in str(exc)
 
 
-@pytest.mark.parametrize("url", [
-    "",
-    "not a url",
-    "https://",
-    "https://[::1/key",  # broken IPv6 literal
-    f"https://{B}.s3.amazonaws.com:notaport/key",
-    f"https://{B}.s3.amazonaws.com:99999/key",
-    "mailto:someone@s3.amazonaws.com",
-    f"https://{B}.s3.amazonaws.com/key with space",
-    f"https://{B}.s3.amazonaws.com/key\r\nX-Injected: 1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "not a url",
+        "https://",
+        "https://[::1/key",  # broken IPv6 literal
+        f"https://{B}.s3.amazonaws.com:notaport/key",
+        f"https://{B}.s3.amazonaws.com:99999/key",
+        "mailto:someone@s3.amazonaws.com",
+        f"https://{B}.s3.amazonaws.com/key with space",
+        f"https://{B}.s3.amazonaws.com/key\r\nX-Injected: 1",
+    ],
+)
 def test_garbage_is_rejected_not_crashed_on(url):
     with pytest.raises(UrlRejected):
         ResponseUrlPolicy().check(url)
@@ -190,6 +195,7 @@ def test_ros_hosts_keep_their_own_rule():
 
 
 # --- configured prefixes: compared as parsed URLs ----------------------------------------
+
 
 def test_configured_prefix_allows_an_emulator_url():
     assert allowed("http://127.0.0.1:5000/bucket/key?X-Amz-Signature=x", ("http://127.0.0.1:5000/",))
@@ -255,8 +261,10 @@ def test_redact_is_idempotent(url):
 
 
 def test_redact_text_removes_every_query_string_in_free_text():
-    text = (f"PUT {SECRET_URL} failed: 403; retried via \"http://127.0.0.1:5000/b/k?X-Amz-Signature=deadbeef\" "
-            f"and '{SECRET_URL}'")
+    text = (
+        f'PUT {SECRET_URL} failed: 403; retried via "http://127.0.0.1:5000/b/k?X-Amz-Signature=deadbeef" '
+        f"and '{SECRET_URL}'"
+    )
     out = redact_text(text)
     for secret in ("0123456789abcdef", "deadbeef", "AKIAEXAMPLE", "X-Amz-Credential"):
         assert secret not in out
@@ -270,11 +278,14 @@ def test_redact_text_leaves_text_without_urls_alone():
     assert redact_text(text) == text
 
 
-@pytest.mark.parametrize("text", [
-    f"error at {SECRET_URL} then {SECRET_URL}",
-    "https://h/p?a=b",
-    "already https://h/p?<redacted> done",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"error at {SECRET_URL} then {SECRET_URL}",
+        "https://h/p?a=b",
+        "already https://h/p?<redacted> done",
+    ],
+)
 def test_redact_text_is_idempotent(text):
     once = redact_text(text)
     assert redact_text(once) == once
@@ -286,6 +297,7 @@ def test_redact_text_matches_redact_for_a_bare_url():
 
 # --- expiry of presigned URLs -----------------------------------------------------------
 
+
 def test_expires_at_sigv4_is_date_plus_expires():
     expected = dt.datetime(2024, 5, 1, 14, 0, 0, tzinfo=dt.timezone.utc).timestamp()  # 12:00Z + 7200 s
     assert expires_at(SECRET_URL) == expected
@@ -296,29 +308,35 @@ def test_expires_at_sigv2_is_the_expires_epoch():
     assert expires_at(url) == 1714572000.0
 
 
-@pytest.mark.parametrize("url", [
-    "https://bucket.s3.amazonaws.com/key",
-    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z",  # no X-Amz-Expires
-    "https://bucket.s3.amazonaws.com/key?X-Amz-Expires=7200",  # no X-Amz-Date
-    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=yesterday&X-Amz-Expires=7200",
-    "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z&X-Amz-Expires=soon",
-    "https://bucket.s3.amazonaws.com/key?Expires=tomorrow",
-    "https://bucket.s3.amazonaws.com/key?Expires=" + "9" * 400,
-    "not a url at all",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://bucket.s3.amazonaws.com/key",
+        "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z",  # no X-Amz-Expires
+        "https://bucket.s3.amazonaws.com/key?X-Amz-Expires=7200",  # no X-Amz-Date
+        "https://bucket.s3.amazonaws.com/key?X-Amz-Date=yesterday&X-Amz-Expires=7200",
+        "https://bucket.s3.amazonaws.com/key?X-Amz-Date=20240501T120000Z&X-Amz-Expires=soon",
+        "https://bucket.s3.amazonaws.com/key?Expires=tomorrow",
+        "https://bucket.s3.amazonaws.com/key?Expires=" + "9" * 400,
+        "not a url at all",
+    ],
+)
 def test_expires_at_is_none_when_unknown_or_unreadable(url):
     assert expires_at(url) is None
 
 
-@pytest.mark.parametrize("url, prefix, expected", [
-    ("http://127.0.0.1:5000/cfn/../admin", "http://127.0.0.1:5000/cfn/", False),
-    ("http://127.0.0.1:5000/cfn/%2e%2e/admin", "http://127.0.0.1:5000/cfn/", False),
-    ("http://127.0.0.1:5000/cfn/./x", "http://127.0.0.1:5000/cfn/", False),
-    ("http://127.0.0.1:5000/cfnother/x", "http://127.0.0.1:5000/cfn", False),
-    ("http://127.0.0.1:5000/cfn/x", "http://127.0.0.1:5000/cfn", True),
-    ("http://127.0.0.1:5000/cfn", "http://127.0.0.1:5000/cfn", True),
-    ("http://127.0.0.1:5000/bucket/key?X-Amz-Signature=a", "http://127.0.0.1:5000", True),
-])
+@pytest.mark.parametrize(
+    "url, prefix, expected",
+    [
+        ("http://127.0.0.1:5000/cfn/../admin", "http://127.0.0.1:5000/cfn/", False),
+        ("http://127.0.0.1:5000/cfn/%2e%2e/admin", "http://127.0.0.1:5000/cfn/", False),
+        ("http://127.0.0.1:5000/cfn/./x", "http://127.0.0.1:5000/cfn/", False),
+        ("http://127.0.0.1:5000/cfnother/x", "http://127.0.0.1:5000/cfn", False),
+        ("http://127.0.0.1:5000/cfn/x", "http://127.0.0.1:5000/cfn", True),
+        ("http://127.0.0.1:5000/cfn", "http://127.0.0.1:5000/cfn", True),
+        ("http://127.0.0.1:5000/bucket/key?X-Amz-Signature=a", "http://127.0.0.1:5000", True),
+    ],
+)
 def test_prefixes_match_whole_path_segments_without_dot_segments(url, prefix, expected):
     from cfn_provider.trust.urls import matches_prefix
 
@@ -327,12 +345,23 @@ def test_prefixes_match_whole_path_segments_without_dot_segments(url, prefix, ex
 
 # --- the one prefix rule: whole segments, exactly as fetched (issue 21 item 3) ------------
 
-@pytest.mark.parametrize("path, why", [
-    ("/cfn/../admin", "dot-segments"), ("/cfn/%2e%2e/admin", "dot-segments"), ("/cfn/%2E./admin", "dot-segments"),
-    ("/cfn/%252e%252e/admin", "dot-segments"), ("/cfn/..;/admin", "dot-segments"), ("/cfn/.;x/a", "dot-segments"),
-    ("/cfn/a%2fb", "percent-encoded slashes"), ("/cfn%2F..%2Fadmin", "dot-segments"),
-    ("/cfn/a%252Fb", "percent-encoded slashes"), ("/cfn/a\\b", "backslashes"), ("/cfn/a%5cb", "backslashes"),
-])
+
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("/cfn/../admin", "dot-segments"),
+        ("/cfn/%2e%2e/admin", "dot-segments"),
+        ("/cfn/%2E./admin", "dot-segments"),
+        ("/cfn/%252e%252e/admin", "dot-segments"),
+        ("/cfn/..;/admin", "dot-segments"),
+        ("/cfn/.;x/a", "dot-segments"),
+        ("/cfn/a%2fb", "percent-encoded slashes"),
+        ("/cfn%2F..%2Fadmin", "dot-segments"),
+        ("/cfn/a%252Fb", "percent-encoded slashes"),
+        ("/cfn/a\\b", "backslashes"),
+        ("/cfn/a%5cb", "backslashes"),
+    ],
+)
 def test_a_path_that_could_reach_elsewhere_is_refused_by_one_rule(path, why):
     from cfn_provider.trust.urls import path_refusal, prefix_refusal
 
@@ -367,19 +396,29 @@ def test_cloudformation_bucket_paths_follow_the_same_rule():
 EMULATOR = ("http://127.0.0.1:5000/",)
 
 
-@pytest.mark.parametrize("url, says, never", [
-    # another host: its host is what failed, whatever its scheme; no prefix covers it
-    ("http://evil.example/loot", ["host 'evil.example' is not CloudFormation's", "under no --allow-response-url"], ""),
-    ("http://169.254.169.254/latest/meta-data/", ["host '169.254.169.254' is not", "scheme 'http'"], ""),
-    ("https://attacker.oss-cn-hangzhou.aliyuncs.com/k", ["host 'attacker.oss-cn-hangzhou.aliyuncs.com' is not"],
-     "scheme"),
-    ("http://127.0.0.1:6000/bucket/k", ["host '127.0.0.1' is not", "under no --allow-response-url prefix"], ""),
-    # the operator's prefix names this scheme, host and port: why this URL is not under it
-    ("http://127.0.0.1:5000/bucket/../admin", ["not under --allow-response-url prefix", "dot-segments"], "scheme"),
-    ("http://127.0.0.1:5000/bucket/%2e%2e/admin", ["dot-segments"], "scheme"),
-    ("http://127.0.0.1:5000/b/a%2Fb", ["percent-encoded slashes"], "scheme"),
-    ("http://u@127.0.0.1:5000/bucket/k", ["userinfo"], "scheme"),
-])
+@pytest.mark.parametrize(
+    "url, says, never",
+    [
+        # another host: its host is what failed, whatever its scheme; no prefix covers it
+        (
+            "http://evil.example/loot",
+            ["host 'evil.example' is not CloudFormation's", "under no --allow-response-url"],
+            "",
+        ),
+        ("http://169.254.169.254/latest/meta-data/", ["host '169.254.169.254' is not", "scheme 'http'"], ""),
+        (
+            "https://attacker.oss-cn-hangzhou.aliyuncs.com/k",
+            ["host 'attacker.oss-cn-hangzhou.aliyuncs.com' is not"],
+            "scheme",
+        ),
+        ("http://127.0.0.1:6000/bucket/k", ["host '127.0.0.1' is not", "under no --allow-response-url prefix"], ""),
+        # the operator's prefix names this scheme, host and port: why this URL is not under it
+        ("http://127.0.0.1:5000/bucket/../admin", ["not under --allow-response-url prefix", "dot-segments"], "scheme"),
+        ("http://127.0.0.1:5000/bucket/%2e%2e/admin", ["dot-segments"], "scheme"),
+        ("http://127.0.0.1:5000/b/a%2Fb", ["percent-encoded slashes"], "scheme"),
+        ("http://u@127.0.0.1:5000/bucket/k", ["userinfo"], "scheme"),
+    ],
+)
 def test_a_refusal_says_what_actually_failed(url, says, never):
     with pytest.raises(UrlRejected) as caught:
         ResponseUrlPolicy(EMULATOR).check(url + "?X-Amz-Signature=SECRETSIG")

@@ -1,4 +1,5 @@
 """cfn_provider.trust.web_tokens: what makes a usable path token, where tokens come from, which paths they open."""
+
 from __future__ import annotations
 
 import io
@@ -20,12 +21,17 @@ def test_new_tokens_are_strong_url_safe_and_fresh():
 
 
 # fixed values: parallel workers must collect the same test ids (a random token in an id differs per worker)
-@pytest.mark.parametrize("token, why", [
-    ("short-token-123", "too weak"), ("a" * 64, "too weak"), ("6ac3a1f08e7d24b95c0f17e3d2a6b8", "too weak"),
-    ("Xq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t/", "URL-safe"),
-    ("Xq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t%2F", "URL-safe"),
-    ("tökXq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t", "URL-safe"),
-])
+@pytest.mark.parametrize(
+    "token, why",
+    [
+        ("short-token-123", "too weak"),
+        ("a" * 64, "too weak"),
+        ("6ac3a1f08e7d24b95c0f17e3d2a6b8", "too weak"),
+        ("Xq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t/", "URL-safe"),
+        ("Xq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t%2F", "URL-safe"),
+        ("tökXq7Lr0vN2kP9sT4wY6zB1cD3fG5hJ8mQ0aE2iU4oR6t", "URL-safe"),
+    ],
+)
 def test_unusable_tokens_are_refused_without_being_shown(token: str, why: str):
     with pytest.raises(TokenError, match=why) as exc:
         check(token, "the file")
@@ -62,8 +68,19 @@ def test_paths_open_exactly_two_modes_for_every_valid_token(tmp_path: Path):
     tokens = Tokens(None, f"{a},{b}")
     for token in (a, b):
         assert tokens.route(f"/{token}").mode == ASYNC and tokens.route(f"/{token}/sync").mode == SYNC
-    for path in (f"/{a}/", f"/{a}/sync/", f"//{a}", f"/{a}x", f"/{a[:-1]}", f"/{a}/SYNC", f"{a}", "/", "",
-                 f"/{a}%00", f"/x/{a}"):
+    for path in (
+        f"/{a}/",
+        f"/{a}/sync/",
+        f"//{a}",
+        f"/{a}x",
+        f"/{a[:-1]}",
+        f"/{a}/SYNC",
+        f"{a}",
+        "/",
+        "",
+        f"/{a}%00",
+        f"/x/{a}",
+    ):
         assert tokens.route(path).mode is None, path
 
 
@@ -84,7 +101,9 @@ def test_service_tokens_carry_the_first_token(tmp_path: Path):
     a, b = new_token(), new_token()
     tokens = Tokens(None, f"{a},{b}")
     assert tokens.service_tokens("https://p.example.com:8443/") == [
-        f"web[idempotent]:https://p.example.com:8443/{a}", f"web[sync,idempotent]:https://p.example.com:8443/{a}/sync"]
+        f"web[idempotent]:https://p.example.com:8443/{a}",
+        f"web[sync,idempotent]:https://p.example.com:8443/{a}/sync",
+    ]
     assert tokens.service_tokens("https://p.example.com", idempotent=False)[0] == f"web:https://p.example.com/{a}"
 
 

@@ -11,6 +11,7 @@ NoEcho Data) is never printed, and a FAILED without a reason says where the func
 went (the provider's log) rather than CloudWatch. A function that ships its own cfnresponse.py
 gets that one instead: this module is last on the function's path.
 """
+
 import json
 import urllib.request
 
@@ -18,22 +19,36 @@ SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 
 
-def send(event, context, responseStatus, responseData, physicalResourceId=None, noEcho=False,  # noqa: N803
-         reason=None):
+def send(
+    event,
+    context,
+    responseStatus,
+    responseData,
+    physicalResourceId=None,
+    noEcho=False,  # noqa: N803
+    reason=None,
+):
     """PUT the answer for `event`; prints the status CloudFormation's store returned (or the error)."""
-    body = json.dumps({
-        "Status": responseStatus,
-        "Reason": reason or ("See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), "
-                             f"lines with request_id={event['RequestId']}"),
-        "PhysicalResourceId": physicalResourceId or context.log_stream_name,
-        "StackId": event["StackId"],
-        "RequestId": event["RequestId"],
-        "LogicalResourceId": event["LogicalResourceId"],
-        "NoEcho": noEcho,
-        "Data": responseData,
-    }, default=str).encode("utf-8")
-    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
-                                     headers={"Content-Type": "", "Content-Length": str(len(body))})
+    body = json.dumps(
+        {
+            "Status": responseStatus,
+            "Reason": reason
+            or (
+                "See the details in the cfn-provider log (e.g. journalctl -u cfn-provider), "
+                f"lines with request_id={event['RequestId']}"
+            ),
+            "PhysicalResourceId": physicalResourceId or context.log_stream_name,
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+            "NoEcho": noEcho,
+            "Data": responseData,
+        },
+        default=str,
+    ).encode("utf-8")
+    request = urllib.request.Request(
+        event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             print("Status code:", response.reason)

@@ -34,6 +34,7 @@ seed.py, fast_polls.py (--poll-every), steps.py (one resource's requests) and en
 invocation, its summary and exit status) and commands.py (the click group). Tests that must not os._exit() patch
 session.HARD_EXIT_PAST_STUCK_HANDLERS.
 """
+
 from __future__ import annotations
 
 from .backend import Answer, Backend, Endpoint
@@ -58,8 +59,29 @@ from .state import (
 from .steps import generated_physical_id, service_timeout
 
 __all__ = [
-    "COMPLETE", "DEFAULT_SERVICE_TIMEOUT", "DEFAULT_STATE_DIR", "INTERRUPTED", "STACK_TYPE", "STATE_VERSION",
-    "UPDATABLE", "Answer", "Backend", "Console", "EmbeddedDaemon", "Endpoint", "Engine", "Event", "Resource",
-    "SimulateError", "StackState", "default_stack_name", "generated_physical_id", "load_template_or_fail",
-    "make_template", "read_state", "service_timeout", "simulate", "write_state",
+    "COMPLETE",
+    "DEFAULT_SERVICE_TIMEOUT",
+    "DEFAULT_STATE_DIR",
+    "INTERRUPTED",
+    "STACK_TYPE",
+    "STATE_VERSION",
+    "UPDATABLE",
+    "Answer",
+    "Backend",
+    "Console",
+    "EmbeddedDaemon",
+    "Endpoint",
+    "Engine",
+    "Event",
+    "Resource",
+    "SimulateError",
+    "StackState",
+    "default_stack_name",
+    "generated_physical_id",
+    "load_template_or_fail",
+    "make_template",
+    "read_state",
+    "service_timeout",
+    "simulate",
+    "write_state",
 ]

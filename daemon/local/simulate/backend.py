@@ -1,5 +1,6 @@
 """The AWS side of a simulation: topic -> queue and bucket on the embedded moto server (or an
 --endpoint), the embedded daemon serving the queue, and one request's round trip (`send`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -55,19 +56,27 @@ class Answer:
         rid = self.request_id
         if self.response is None:
             if self.daemon_error:
-                return (f"Failed to receive a response from the custom resource: the embedded daemon stopped "
-                        f"({self.daemon_error}). RequestId [{rid}]")
+                return (
+                    f"Failed to receive a response from the custom resource: the embedded daemon stopped "
+                    f"({self.daemon_error}). RequestId [{rid}]"
+                )
             if self.limited_by_option:
-                return (f"No response from the custom resource within {self.limit:.0f} seconds (--wait-limit; "
-                        f"CloudFormation would wait up to the ServiceTimeout of {self.service_timeout} seconds). "
-                        f"Check the provider's logs for RequestId [{rid}]")
-            return (f"Failed to receive a response from the custom resource within {self.service_timeout} seconds "
-                    f"(ServiceTimeout). Check the provider's logs for RequestId [{rid}]")
+                return (
+                    f"No response from the custom resource within {self.limit:.0f} seconds (--wait-limit; "
+                    f"CloudFormation would wait up to the ServiceTimeout of {self.service_timeout} seconds). "
+                    f"Check the provider's logs for RequestId [{rid}]"
+                )
+            return (
+                f"Failed to receive a response from the custom resource within {self.service_timeout} seconds "
+                f"(ServiceTimeout). Check the provider's logs for RequestId [{rid}]"
+            )
         status = self.response.get("Status")
         if status not in ("SUCCESS", "FAILED"):
             return f"Invalid response from the custom resource: Status {status!r}. RequestId [{rid}]"
         message = self.response.get("Reason") or ""
-        return f"Received response status [{status}] from custom resource. Message returned: {message} (RequestId: {rid})"
+        return (
+            f"Received response status [{status}] from custom resource. Message returned: {message} (RequestId: {rid})"
+        )
 
 
 class Endpoint:
@@ -80,15 +89,28 @@ class Endpoint:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(service, endpoint_url=self.endpoint, region_name=self.region,
-                            config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}))
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}),
+        )
 
     def stop(self) -> None:
         pass
 
 
-_ENV_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-             "AWS_ENDPOINT_URL_SNS", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION")
+_ENV_KEYS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_SNS",
+    "AWS_ENDPOINT_URL_SQS",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+)
 
 
 @contextlib.contextmanager
@@ -143,11 +165,20 @@ class Backend:
         from .stack_emulator import StackEmulator
 
         if self.endpoint_url:
-            self.region = self.requested_region or os.environ.get("AWS_REGION") or os.environ.get(
-                "AWS_DEFAULT_REGION") or "us-east-1"
-            env: dict[str, str | None] = {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_DEFAULT_REGION": self.region,
-                                          "AWS_REGION": self.region, "AWS_ENDPOINT_URL_SNS": None,
-                                          "AWS_ENDPOINT_URL_SQS": None, "AWS_ENDPOINT_URL_S3": None}
+            self.region = (
+                self.requested_region
+                or os.environ.get("AWS_REGION")
+                or os.environ.get("AWS_DEFAULT_REGION")
+                or "us-east-1"
+            )
+            env: dict[str, str | None] = {
+                "AWS_ENDPOINT_URL": self.endpoint_url,
+                "AWS_DEFAULT_REGION": self.region,
+                "AWS_REGION": self.region,
+                "AWS_ENDPOINT_URL_SNS": None,
+                "AWS_ENDPOINT_URL_SQS": None,
+                "AWS_ENDPOINT_URL_S3": None,
+            }
             import boto3
 
             with _environment({"AWS_EC2_METADATA_DISABLED": "true"}):  # no instance-metadata probe for this
@@ -163,8 +194,10 @@ class Backend:
             if not self.emulator.reused:  # a create that fails before its stack is saved keeps nothing running
                 self._exit.callback(lambda: None if self.state_path.exists() else self.emulator.discard())
             if had and not self.emulator.reused:
-                self.warnings.append("the stack's emulator process is gone (stopped, or the machine restarted): a new "
-                                     "one starts, without what earlier operations made in it")
+                self.warnings.append(
+                    "the stack's emulator process is gone (stopped, or the machine restarted): a new "
+                    "one starts, without what earlier operations made in it"
+                )
             self.region = "us-east-1"
             env = {k: None for k in _ENV_KEYS}
             env.update(self.emulator.env())
@@ -176,16 +209,27 @@ class Backend:
         try:
             self.provider = Provider.create(self.emulator, name=name)
         except Exception as exc:
-            raise SimulateError(f"cannot create the topic, queue and bucket at {self.emulator.endpoint}: {exc}") from None
+            raise SimulateError(
+                f"cannot create the topic, queue and bucket at {self.emulator.endpoint}: {exc}"
+            ) from None
         self._exit.callback(self._remove_provider)
         self.account_id = self.provider.topic_arn.split(":")[4] or "123456789012"
         self._tmp = self._exit.enter_context(tempfile.TemporaryDirectory(prefix="cfn-simulate-"))
         settings = Settings(
-            queue_url=self.provider.queue_url, region=self.region, topic_arns=(self.provider.topic_arn,),
-            handlers=self._handlers(), handler_paths=tuple(self.remembered.handler_paths),
-            state=f"sqlite://{self._tmp}/state.db", verify_signatures=False,
-            allow_response_urls=(self.emulator.endpoint + "/",), wait_seconds=1, grace_period=0.2, max_backoff=1.0,
-            concurrency=8, health_file=f"{self._tmp}/health.json", summary_interval=3600.0,
+            queue_url=self.provider.queue_url,
+            region=self.region,
+            topic_arns=(self.provider.topic_arn,),
+            handlers=self._handlers(),
+            handler_paths=tuple(self.remembered.handler_paths),
+            state=f"sqlite://{self._tmp}/state.db",
+            verify_signatures=False,
+            allow_response_urls=(self.emulator.endpoint + "/",),
+            wait_seconds=1,
+            grace_period=0.2,
+            max_backoff=1.0,
+            concurrency=8,
+            health_file=f"{self._tmp}/health.json",
+            summary_interval=3600.0,
         )
         self.daemon = EmbeddedDaemon(settings)
         self.daemon.start()
@@ -205,8 +249,9 @@ class Backend:
     def _stop_daemon(self) -> None:
         assert self.daemon is not None
         if not self.daemon.stop():
-            click.echo("warning: the embedded daemon did not stop in time (a handler blocks it); leaving it behind",
-                       err=True)
+            click.echo(
+                "warning: the embedded daemon did not stop in time (a handler blocks it); leaving it behind", err=True
+            )
 
     def _remove_provider(self) -> None:
         """Remove what this invocation created (the endpoint may be shared)."""
@@ -262,14 +307,23 @@ class Backend:
 
         try:
             with contextlib.closing(sqlite3.connect(f"file:{self._tmp}/state.db?mode=ro", uri=True, timeout=1)) as db:
-                row = db.execute("SELECT progress FROM records WHERE key = ? AND state = 'POLLING'",
-                                 (json.dumps([request["StackId"], request["RequestId"]]),)).fetchone()
+                row = db.execute(
+                    "SELECT progress FROM records WHERE key = ? AND state = 'POLLING'",
+                    (json.dumps([request["StackId"], request["RequestId"]]),),
+                ).fetchone()
         except sqlite3.Error:
             return None
         return row[0] if row else None
 
-    def send(self, stack: Any, request: dict[str, Any], service_timeout: int, wait_limit: float | None,
-             progress: Callable[[float, float], None], polled: Callable[[str], None] | None = None) -> Answer:
+    def send(
+        self,
+        stack: Any,
+        request: dict[str, Any],
+        service_timeout: int,
+        wait_limit: float | None,
+        progress: Callable[[float, float], None],
+        polled: Callable[[str], None] | None = None,
+    ) -> Answer:
         limit = float(service_timeout)
         limited = False
         if wait_limit is not None and wait_limit < limit:
@@ -300,6 +354,6 @@ class Backend:
                 return answer
             state = self.polled(request) if polled is not None else None
             if polled is not None and state is not None and state != seen:  # a long-running request moved on:
-                seen = state                                                  # an event, as CloudFormation's
+                seen = state  # an event, as CloudFormation's
                 polled(state)
             progress(answer.waited, limit)

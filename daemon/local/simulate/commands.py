@@ -1,5 +1,6 @@
 """The `cfn-provider simulate` click group and its create / update / delete commands: options,
 the checks made before anything starts, and the operation each one runs."""
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,10 @@ def _state_path(stack_name: str | None, state_file: str | None, must_exist: bool
             return found[0], None
         if not found:
             raise SimulateError(f"no simulated stack in ./{DEFAULT_STATE_DIR}/: give --stack-name or --state-file")
-        raise SimulateError(f"several simulated stacks in ./{DEFAULT_STATE_DIR}/ "
-                            f"({', '.join(p.stem for p in found)}): give --stack-name")
+        raise SimulateError(
+            f"several simulated stacks in ./{DEFAULT_STATE_DIR}/ "
+            f"({', '.join(p.stem for p in found)}): give --stack-name"
+        )
     raise AssertionError("unreachable")
 
 
@@ -64,30 +67,66 @@ def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--stack-name", help="Name of the simulated stack (create: default from the template's "
-                                          "file name; update/delete: default the only stack in ./.cfn-simulate/)."),
-        click.option("--state-file", type=click.Path(dir_okay=False),
-                     help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json)."),
-        click.option("--handler", "handlers", multiple=True, callback=_handlers, metavar="TYPE=MODULE[:ATTR]",
-                     help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
-                          "serves the built-in or installed entry point of that name (e.g. --handler "
-                          "Custom::Echo); nothing else is served. Remembered for the stack's next operations."),
-        click.option("--handler-path", "handler_paths", multiple=True, type=click.Path(file_okay=False),
-                     metavar="DIR", help="Import handler modules from this folder too, as for `run` (repeatable; "
-                                         "default: the current folder). Remembered."),
-        click.option("--endpoint", metavar="URL",
-                     help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
-                          "the stack's own embedded moto server. Remembered."),
-        click.option("--poll-every", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
-                     help="Poll long-running resources at least this often, whatever interval they ask for "
-                          "(crhelper's default is 2 minutes). Remembered."),
-        click.option("--region", help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
-                                      "/ us-east-1). The embedded emulator is us-east-1."),
-        click.option("--wait-limit", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
-                     help="Wait at most this long for each response, even when ServiceTimeout allows more "
-                          "(CloudFormation waits the whole ServiceTimeout, default 3600 s)."),
-        click.option("--logs/--no-logs", "show_logs", default=False,
-                     help="Also show the daemon's log lines (handler tracebacks included) on stderr."),
+        click.option(
+            "--stack-name",
+            help="Name of the simulated stack (create: default from the template's "
+            "file name; update/delete: default the only stack in ./.cfn-simulate/).",
+        ),
+        click.option(
+            "--state-file",
+            type=click.Path(dir_okay=False),
+            help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json).",
+        ),
+        click.option(
+            "--handler",
+            "handlers",
+            multiple=True,
+            callback=_handlers,
+            metavar="TYPE=MODULE[:ATTR]",
+            help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
+            "serves the built-in or installed entry point of that name (e.g. --handler "
+            "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
+        ),
+        click.option(
+            "--handler-path",
+            "handler_paths",
+            multiple=True,
+            type=click.Path(file_okay=False),
+            metavar="DIR",
+            help="Import handler modules from this folder too, as for `run` (repeatable; "
+            "default: the current folder). Remembered.",
+        ),
+        click.option(
+            "--endpoint",
+            metavar="URL",
+            help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
+            "the stack's own embedded moto server. Remembered.",
+        ),
+        click.option(
+            "--poll-every",
+            type=click.FloatRange(0.1, 3600),
+            metavar="SECONDS",
+            help="Poll long-running resources at least this often, whatever interval they ask for "
+            "(crhelper's default is 2 minutes). Remembered.",
+        ),
+        click.option(
+            "--region",
+            help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
+            "/ us-east-1). The embedded emulator is us-east-1.",
+        ),
+        click.option(
+            "--wait-limit",
+            type=click.FloatRange(0.1, 3600),
+            metavar="SECONDS",
+            help="Wait at most this long for each response, even when ServiceTimeout allows more "
+            "(CloudFormation waits the whole ServiceTimeout, default 3600 s).",
+        ),
+        click.option(
+            "--logs/--no-logs",
+            "show_logs",
+            default=False,
+            help="Also show the daemon's log lines (handler tracebacks included) on stderr.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -118,15 +157,25 @@ def simulate() -> None:
     """
 
 
-_SEED = click.option("--seed", type=click.Path(dir_okay=False, exists=True), metavar="FILE",
-                     help="Run this Python script (boto3 calls) against the stack's AWS before the operation; "
-                          "a module-level dict `parameters` gives template parameters.")
+_SEED = click.option(
+    "--seed",
+    type=click.Path(dir_okay=False, exists=True),
+    metavar="FILE",
+    help="Run this Python script (boto3 calls) against the stack's AWS before the operation; "
+    "a module-level dict `parameters` gives template parameters.",
+)
 
 
 @simulate.command("create")
 @click.argument("template_path", metavar="TEMPLATE", type=click.Path(dir_okay=False))
-@click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
-              help="A template parameter (repeatable); others take their Default.")
+@click.option(
+    "--parameter",
+    "parameters",
+    multiple=True,
+    callback=_parameters,
+    metavar="KEY=VALUE",
+    help="A template parameter (repeatable); others take their Default.",
+)
 @_SEED
 @_common
 def create_command(template_path: str, parameters: dict[str, str], seed: str | None, **options: Any) -> None:
@@ -137,8 +186,11 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
     path, _ = _state_path(stack_name, options["state_file"], must_exist=False)
     existing = read_state(path)
     if existing is not None:
-        hint = (" and can only be deleted: cfn-provider simulate delete" if existing.status == "ROLLBACK_COMPLETE"
-                else ": update it, or delete it first")
+        hint = (
+            " and can only be deleted: cfn-provider simulate delete"
+            if existing.status == "ROLLBACK_COMPLETE"
+            else ": update it, or delete it first"
+        )
         raise SimulateError(f"Stack [{existing.name}] already exists ({existing.status}, in {path}){hint}")
     _require_emulator(options)
     doc = load_template_or_fail(template_path, options["region"])
@@ -154,24 +206,42 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
 
     def new_state(backend: Backend) -> StackState:
         info = StackInfo.new(stack_name, backend.region, backend.account_id)
-        return StackState(stack_name, info.stack_id, info.region, info.account_id, doc,
-                          template_file=str(Path(template_path).resolve()), parameter_overrides=parameters)
+        return StackState(
+            stack_name,
+            info.stack_id,
+            info.region,
+            info.account_id,
+            doc,
+            template_file=str(Path(template_path).resolve()),
+            parameter_overrides=parameters,
+        )
 
     run("create", path, options, new_state, operation)
 
 
 @simulate.command("update")
 @click.argument("template_path", metavar="[TEMPLATE]", required=False, type=click.Path(dir_okay=False))
-@click.option("--template", "template_option", type=click.Path(dir_okay=False), metavar="TEMPLATE",
-              help="The new template, as the TEMPLATE argument (default: the stack's current one, e.g. to "
-                   "change parameters).")
-@click.option("--parameter", "parameters", multiple=True, callback=_parameters, metavar="KEY=VALUE",
-              help="A template parameter (repeatable). Values given before are kept unless given again "
-                   "(as `aws cloudformation deploy` does); others take their Default.")
+@click.option(
+    "--template",
+    "template_option",
+    type=click.Path(dir_okay=False),
+    metavar="TEMPLATE",
+    help="The new template, as the TEMPLATE argument (default: the stack's current one, e.g. to change parameters).",
+)
+@click.option(
+    "--parameter",
+    "parameters",
+    multiple=True,
+    callback=_parameters,
+    metavar="KEY=VALUE",
+    help="A template parameter (repeatable). Values given before are kept unless given again "
+    "(as `aws cloudformation deploy` does); others take their Default.",
+)
 @_SEED
 @_common
-def update_command(template_path: str | None, template_option: str | None, parameters: dict[str, str],
-                   seed: str | None, **options: Any) -> None:
+def update_command(
+    template_path: str | None, template_option: str | None, parameters: dict[str, str], seed: str | None, **options: Any
+) -> None:
     """Update the stack (to TEMPLATE, else its current template with new parameters): Update
     requests (with OldResourceProperties) for changed resources, Create for new ones; then the
     cleanup phase Deletes replaced ids and removed resources. On a failure, the rollback: Update
@@ -184,11 +254,14 @@ def update_command(template_path: str | None, template_option: str | None, param
     path, _ = _state_path(options["stack_name"], options["state_file"], must_exist=True)
     state = read_state(path)
     if state is None:
-        raise SimulateError(f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): "
-                            "create it first")
+        raise SimulateError(
+            f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): create it first"
+        )
     if state.status not in UPDATABLE:
-        raise SimulateError(f"Stack [{state.name}] is in {state.status} state and can not be updated"
-                            + (": delete it (cfn-provider simulate delete)" if state.status != "DELETE_COMPLETE" else ""))
+        raise SimulateError(
+            f"Stack [{state.name}] is in {state.status} state and can not be updated"
+            + (": delete it (cfn-provider simulate delete)" if state.status != "DELETE_COMPLETE" else "")
+        )
     _require_emulator(options, state)
     doc = load_template_or_fail(template_path, options["region"] or state.region) if template_path else state.template
     params = doc.get("Parameters")
@@ -196,10 +269,14 @@ def update_command(template_path: str | None, template_option: str | None, param
     overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
     overrides.update(parameters)
     new = make_template(doc, overrides, state.info, None)  # a bad template fails before anything starts
-    changed_types = [k for k in new.custom if k in state.resources and state.resources[k].type != new.resources[k]["Type"]]
+    changed_types = [
+        k for k in new.custom if k in state.resources and state.resources[k].type != new.resources[k]["Type"]
+    ]
     if changed_types:
-        raise SimulateError("Update of resource type is not permitted. The new template modifies resource type "
-                            f"of the following resources: [{', '.join(changed_types)}]")
+        raise SimulateError(
+            "Update of resource type is not permitted. The new template modifies resource type "
+            f"of the following resources: [{', '.join(changed_types)}]"
+        )
 
     def operation(engine: Engine, backend: Backend, console: Console) -> str:
         st = engine.state
@@ -235,7 +312,9 @@ def delete_command(**options: Any) -> None:
         return
     state = read_state(path)
     if state is None:
-        click.echo(f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): nothing to delete.")
+        click.echo(
+            f"Stack [{options['stack_name'] or path.stem}] does not exist (no state file {path}): nothing to delete."
+        )
         return
     _require_emulator(options, state)
 
@@ -263,8 +342,10 @@ def _require_emulator(options: Mapping[str, Any], state: StackState | None = Non
 
 def _check_stack_name(name: str) -> None:
     if not _STACK_NAME.fullmatch(name):
-        raise SimulateError(f"1 validation error detected: Value '{name}' at 'stackName' failed to satisfy constraint: "
-                            "a letter, then letters, digits and hyphens, at most 128 characters")
+        raise SimulateError(
+            f"1 validation error detected: Value '{name}' at 'stackName' failed to satisfy constraint: "
+            "a letter, then letters, digits and hyphens, at most 128 characters"
+        )
 
 
 def load_template_or_fail(path: str, region: str | None = None) -> dict[str, Any]:
@@ -282,8 +363,9 @@ def load_template_or_fail(path: str, region: str | None = None) -> dict[str, Any
         raise SimulateError(str(exc)) from None
 
 
-def make_template(doc: Mapping[str, Any], parameters: Mapping[str, str], info: StackInfo,
-                  console: Console | None) -> Template:
+def make_template(
+    doc: Mapping[str, Any], parameters: Mapping[str, str], info: StackInfo, console: Console | None
+) -> Template:
     try:
         template = Template(doc, parameters, info, on_warning=console.warn if console else None)
     except TemplateError as exc:

@@ -1,5 +1,6 @@
 """What simulate prints: CloudFormation-style events and outputs on stdout; notes, warnings and the
 progress indicator on stderr."""
+
 from __future__ import annotations
 
 import sys
@@ -21,9 +22,14 @@ class Event:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"Timestamp": self.timestamp, "LogicalResourceId": self.logical_id,
-                "PhysicalResourceId": self.physical_id, "ResourceType": self.resource_type,
-                "ResourceStatus": self.status, "ResourceStatusReason": self.reason}
+        return {
+            "Timestamp": self.timestamp,
+            "LogicalResourceId": self.logical_id,
+            "PhysicalResourceId": self.physical_id,
+            "ResourceType": self.resource_type,
+            "ResourceStatus": self.status,
+            "ResourceStatusReason": self.reason,
+        }
 
 
 def status_colour(status: str) -> str | None:
@@ -72,25 +78,44 @@ class Console:
         self.clear_progress()
         if not self._header:
             self._header = True
-            click.echo(click.style(self._row("TIMESTAMP (UTC)", "LOGICAL ID", "TYPE", "STATUS", "PHYSICAL ID", "REASON"),
-                                   bold=True))
+            click.echo(
+                click.style(
+                    self._row("TIMESTAMP (UTC)", "LOGICAL ID", "TYPE", "STATUS", "PHYSICAL ID", "REASON"), bold=True
+                )
+            )
         physical = "-" if ev.resource_type == STACK_TYPE else ev.physical_id or "-"  # the stack id is in the notes
-        click.echo(self._row(ev.timestamp, ev.logical_id, ev.resource_type, ev.status, physical,
-                             ev.reason, colour=status_colour(ev.status)))
+        click.echo(
+            self._row(
+                ev.timestamp,
+                ev.logical_id,
+                ev.resource_type,
+                ev.status,
+                physical,
+                ev.reason,
+                colour=status_colour(ev.status),
+            )
+        )
 
-    def _row(self, ts: str, logical: str, rtype: str, status: str, physical: str, reason: str,
-             colour: str | None = None) -> str:
+    def _row(
+        self, ts: str, logical: str, rtype: str, status: str, physical: str, reason: str, colour: str | None = None
+    ) -> str:
         status_cell = f"{status:<44}"
         if colour:
             status_cell = click.style(status_cell, fg=colour)
-        return (f"{ts:<24}  {logical:<{self.logical_width}}  {rtype:<{self.type_width}}  {status_cell}  "
-                f"{physical}  {reason}").rstrip()
+        return (
+            f"{ts:<24}  {logical:<{self.logical_width}}  {rtype:<{self.type_width}}  {status_cell}  "
+            f"{physical}  {reason}"
+        ).rstrip()
 
     def progress(self, text: str, elapsed: float, limit: float) -> None:
         if self.tty:
             self._frame = (self._frame + 1) % len(self.SPINNER)
-            click.echo(f"\r\x1b[K{self.SPINNER[self._frame]} {text}: {elapsed:.0f} s of {limit:.0f} s", nl=False,
-                       err=True, color=True)
+            click.echo(
+                f"\r\x1b[K{self.SPINNER[self._frame]} {text}: {elapsed:.0f} s of {limit:.0f} s",
+                nl=False,
+                err=True,
+                color=True,
+            )
             self._progress_shown = True
         elif elapsed - self._last_plain >= self.PLAIN_PROGRESS_EVERY:
             self._last_plain = elapsed

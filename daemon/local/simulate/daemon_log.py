@@ -1,6 +1,7 @@
 """The embedded daemon's log as simulate shows it. With --logs, every line on stderr. Without, the
 daemon's errors on stderr, and each `handler.raised` line kept, so the traceback of a handler that
 raised is printed under the failure it explains (its Reason says where the traceback is)."""
+
 from __future__ import annotations
 
 import io

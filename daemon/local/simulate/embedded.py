@@ -1,4 +1,5 @@
 """The daemon embedded in simulate: a Service on a thread of its own with its own event loop."""
+
 from __future__ import annotations
 
 import contextlib

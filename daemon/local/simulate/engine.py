@@ -1,5 +1,6 @@
 """CloudFormation's ordering of a stack operation: create (and its rollback), update (its cleanup
 phase, and its rollback), delete; each built from the per-resource steps."""
+
 from __future__ import annotations
 
 import contextlib
@@ -34,15 +35,18 @@ class Engine(Steps):
         if failed is None:
             self.stack_status("CREATE_COMPLETE")
             return self.state.status
-        self.stack_status("ROLLBACK_IN_PROGRESS",
-                          f"The following resource(s) failed to create: [{failed}]. Rollback requested by user.")
+        self.stack_status(
+            "ROLLBACK_IN_PROGRESS",
+            f"The following resource(s) failed to create: [{failed}]. Rollback requested by user.",
+        )
         ok = True
         for logical_id in reversed(created):
             resource = self.state.resources.get(logical_id)
             if resource is None:
                 continue
-            if self.delete_resource(logical_id, resource, template.policy(logical_id, "DeletionPolicy"),
-                                    rolling_back_create=True):
+            if self.delete_resource(
+                logical_id, resource, template.policy(logical_id, "DeletionPolicy"), rolling_back_create=True
+            ):
                 del self.state.resources[logical_id]
             else:
                 ok = False
@@ -66,8 +70,9 @@ class Engine(Steps):
         except TemplateError:
             return True
 
-    def update(self, old: Template, new: Template, overrides: Mapping[str, str] | None = None,
-               template_file: str | None = None) -> str:
+    def update(
+        self, old: Template, new: Template, overrides: Mapping[str, str] | None = None, template_file: str | None = None
+    ) -> str:
         """Update to `new` (made with parameter `overrides`, from `template_file`)."""
         self.stack_status("UPDATE_IN_PROGRESS", "User Initiated")
         ops: list[Op] = []
@@ -114,8 +119,13 @@ class Engine(Steps):
         # cleanup: old ids of replaced resources, then resources the new template no longer has
         for op in reversed(ops):
             if op.kind == "update" and op.before and op.current_id != op.before.physical_id:
-                self.delete_resource(op.logical_id, op.before, new.policy(op.logical_id, "UpdateReplacePolicy"),
-                                     physical_id=op.before.physical_id, policy_name="UpdateReplacePolicy")
+                self.delete_resource(
+                    op.logical_id,
+                    op.before,
+                    new.policy(op.logical_id, "UpdateReplacePolicy"),
+                    physical_id=op.before.physical_id,
+                    policy_name="UpdateReplacePolicy",
+                )
                 self.save(self.state)
         removed = [k for k in reversed(old.order) if k in self.state.resources and k not in new.custom]
         removed = [k for k in self.state.resources if k not in new.custom and k not in removed] + removed
@@ -123,8 +133,10 @@ class Engine(Steps):
             resource = self.state.resources.pop(logical_id)
             policy = old.policy(logical_id, "DeletionPolicy") if logical_id in old.all_resources else "Delete"
             if not self.delete_resource(logical_id, resource, policy):
-                self.console.warn(f"{logical_id} ({resource.physical_id}) could not be deleted and is no longer part "
-                                  "of the stack (CloudFormation leaves it behind too)")
+                self.console.warn(
+                    f"{logical_id} ({resource.physical_id}) could not be deleted and is no longer part "
+                    "of the stack (CloudFormation leaves it behind too)"
+                )
             self.save(self.state)
         self.stack_status("UPDATE_COMPLETE")
         return self.state.status
@@ -143,8 +155,9 @@ class Engine(Steps):
                 resource = self.state.resources.get(op.logical_id)
                 if resource is None:
                     continue
-                if self.delete_resource(op.logical_id, resource, new.policy(op.logical_id, "DeletionPolicy"),
-                                        rolling_back_create=True):
+                if self.delete_resource(
+                    op.logical_id, resource, new.policy(op.logical_id, "DeletionPolicy"), rolling_back_create=True
+                ):
                     del self.state.resources[op.logical_id]
                 else:
                     ok = False
@@ -154,8 +167,13 @@ class Engine(Steps):
             ok = self._rollback_resource(op, cleanup) and ok
         self.stack_status("UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS")
         for logical_id, resource, physical_id in cleanup:
-            self.delete_resource(logical_id, resource, old.policy(logical_id, "UpdateReplacePolicy"),
-                                 physical_id=physical_id, policy_name="UpdateReplacePolicy")
+            self.delete_resource(
+                logical_id,
+                resource,
+                old.policy(logical_id, "UpdateReplacePolicy"),
+                physical_id=physical_id,
+                policy_name="UpdateReplacePolicy",
+            )
             self.save(self.state)
         with contextlib.suppress(TemplateError):
             self.state.outputs = self._outputs(old)
@@ -168,15 +186,24 @@ class Engine(Steps):
         assert before is not None and op.attempted is not None and op.current_id is not None
         rtype = before.type
         self.emit(logical_id, op.current_id, rtype, "UPDATE_IN_PROGRESS")
-        request, timeout = self.stack.request("Update", logical_id, rtype, properties=before.properties,
-                                              old_properties=op.attempted, physical_id=op.current_id), \
-            service_timeout(before.properties, strict=False)
+        request, timeout = (
+            self.stack.request(
+                "Update",
+                logical_id,
+                rtype,
+                properties=before.properties,
+                old_properties=op.attempted,
+                physical_id=op.current_id,
+            ),
+            service_timeout(before.properties, strict=False),
+        )
         answer = self._send_update(logical_id, rtype, request, timeout, op.current_id)
         if answer is None:
             return False
         final_id = answer.physical_id or op.current_id
-        self.state.resources[logical_id] = Resource(rtype, final_id, before.properties, answer.data, answer.no_echo,
-                                                    "UPDATE_COMPLETE")
+        self.state.resources[logical_id] = Resource(
+            rtype, final_id, before.properties, answer.data, answer.no_echo, "UPDATE_COMPLETE"
+        )
         self.emit(logical_id, final_id, rtype, "UPDATE_COMPLETE")
         attempted = Resource(rtype, op.current_id, op.attempted)
         for physical_id, props in ((op.current_id, attempted), (before.physical_id, before)):
@@ -192,8 +219,11 @@ class Engine(Steps):
         failed: list[str] = []
         for logical_id in order:
             resource = self.state.resources[logical_id]
-            blockers = [d for d in (template.dependents(logical_id) if template and logical_id in template.resources
-                                    else []) if d in failed]
+            blockers = [
+                d
+                for d in (template.dependents(logical_id) if template and logical_id in template.resources else [])
+                if d in failed
+            ]
             if blockers:
                 failed.append(logical_id)  # CloudFormation keeps what a surviving resource depends on
                 continue

@@ -6,6 +6,7 @@ each handler through `FastPolls`, which shortens every `after` its actions and p
 for to at most SECONDS. Nothing else changes: the handler's code, its progress and its results are
 its own, and the daemon's deadline still holds. `run` never does this.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,6 +44,7 @@ def _shorten(result: Any, every: float) -> Any:
 def _sped_up(fn: Callable[..., Any], every: float) -> Callable[..., Any]:
     """`fn` with the same signature (the runner reads it) and kind (sync or async)."""
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_action(*args: Any) -> Any:
             return _shorten(await fn(*args), every)

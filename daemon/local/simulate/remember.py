@@ -2,6 +2,7 @@
 they were imported from, the endpoint, and the poll speed. `create` records them in the state file;
 `update` and `delete` use them again, with whatever is given anew on their command line on top
 (a `--handler` for a type replaces the remembered one for that type, and adds others)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,16 +19,25 @@ class Remembered:
     poll_every: float | None = None  # --poll-every
 
     def to_json(self) -> dict[str, Any]:
-        return {"Handlers": self.handlers, "HandlerPaths": self.handler_paths, "Endpoint": self.endpoint,
-                "Region": self.region, "PollEvery": self.poll_every}
+        return {
+            "Handlers": self.handlers,
+            "HandlerPaths": self.handler_paths,
+            "Endpoint": self.endpoint,
+            "Region": self.region,
+            "PollEvery": self.poll_every,
+        }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any] | None) -> "Remembered":
         doc = doc or {}
         every = doc.get("PollEvery")
-        return cls([str(h) for h in doc.get("Handlers") or []], [str(p) for p in doc.get("HandlerPaths") or []],
-                   doc.get("Endpoint") or None, doc.get("Region") or None,
-                   float(every) if isinstance(every, (int, float)) else None)
+        return cls(
+            [str(h) for h in doc.get("Handlers") or []],
+            [str(p) for p in doc.get("HandlerPaths") or []],
+            doc.get("Endpoint") or None,
+            doc.get("Region") or None,
+            float(every) if isinstance(every, (int, float)) else None,
+        )
 
     def with_options(self, options: Mapping[str, Any]) -> "Remembered":
         """These settings with the command line's on top; the current folder is the handler path when

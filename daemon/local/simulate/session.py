@@ -1,5 +1,6 @@
 """One invocation of simulate: the backend and the embedded daemon up, the operation announced, run
 (Ctrl-C included), summarised, and the exit status CloudFormation's outcome gives."""
+
 from __future__ import annotations
 
 import contextlib
@@ -44,8 +45,14 @@ def announce(console: Console, backend: Backend, template: Template | None, stat
     console.widths(list(template.resources) + list(state.resources) + [state.name], types + [STACK_TYPE])
 
 
-def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[[Backend], StackState],
-        operation: Callable[[Engine, Backend, Console], str], previous: StackState | None = None) -> None:
+def run(
+    kind: str,
+    path: Path,
+    options: Mapping[str, Any],
+    make_state: Callable[[Backend], StackState],
+    operation: Callable[[Engine, Backend, Console], str],
+    previous: StackState | None = None,
+) -> None:
     """One operation: the options given now on top of what `previous` (the stack's state) remembers."""
     from ...pipeline.router import HandlerError
 
@@ -86,8 +93,9 @@ def run(kind: str, path: Path, options: Mapping[str, Any], make_state: Callable[
     _exit(0 if status in COMPLETE else 1)
 
 
-def _summary(console: Console, state: StackState, status: str, path: Path, failures: list[Event],
-             kept: DaemonLog | None) -> None:
+def _summary(
+    console: Console, state: StackState, status: str, path: Path, failures: list[Event], kept: DaemonLog | None
+) -> None:
     console.line()
     console.line(f"Stack {state.name}: {status}", bold=True, fg=status_colour(status))
     if state.status_reason and status not in COMPLETE:

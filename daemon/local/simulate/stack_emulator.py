@@ -11,6 +11,7 @@ earlier operations made in it is lost. Its own log: STATE_FILE with the suffix `
 
 `python -m cfn_provider.local.simulate.stack_emulator STATE_FILE` is the process itself.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -91,8 +92,13 @@ def start(state_path: Path) -> StackEmulator:
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path = state_path.with_suffix(".emulator.log")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", __name__, str(state_path)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(state_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
     assert proc.stdout is not None
     line: list[bytes] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]

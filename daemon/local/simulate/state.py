@@ -1,5 +1,6 @@
 """The simulated stack's state: its resources (ids, properties, Data), outputs and events, kept in
 a JSON state file between invocations and written atomically; the constants every step shares."""
+
 from __future__ import annotations
 
 import contextlib
@@ -44,13 +45,25 @@ class Resource:
     status: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"Type": self.type, "PhysicalResourceId": self.physical_id, "Properties": self.properties,
-                "Data": self.data, "NoEcho": self.no_echo, "Status": self.status}
+        return {
+            "Type": self.type,
+            "PhysicalResourceId": self.physical_id,
+            "Properties": self.properties,
+            "Data": self.data,
+            "NoEcho": self.no_echo,
+            "Status": self.status,
+        }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Resource":
-        return cls(doc["Type"], doc["PhysicalResourceId"], dict(doc.get("Properties") or {}),
-                   dict(doc.get("Data") or {}), bool(doc.get("NoEcho")), doc.get("Status", ""))
+        return cls(
+            doc["Type"],
+            doc["PhysicalResourceId"],
+            dict(doc.get("Properties") or {}),
+            dict(doc.get("Data") or {}),
+            bool(doc.get("NoEcho")),
+            doc.get("Status", ""),
+        )
 
 
 @dataclass
@@ -79,13 +92,24 @@ class StackState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "Version": STATE_VERSION, "StackName": self.name, "StackId": self.stack_id, "Region": self.region,
-            "AccountId": self.account_id, "StackStatus": self.status, "StackStatusReason": self.status_reason,
-            "CreationTime": self.created, "LastUpdatedTime": self.updated, "TemplateFile": self.template_file,
-            "ParameterOverrides": self.parameter_overrides, "Parameters": self.parameters,
-            "Resources": {k: r.to_json() for k, r in self.resources.items()}, "Outputs": self.outputs,
-            "Template": self.template, "Events": self.events[-MAX_EVENTS:],
-            "Simulate": self.remembered.to_json(), "Emulator": self.emulator,
+            "Version": STATE_VERSION,
+            "StackName": self.name,
+            "StackId": self.stack_id,
+            "Region": self.region,
+            "AccountId": self.account_id,
+            "StackStatus": self.status,
+            "StackStatusReason": self.status_reason,
+            "CreationTime": self.created,
+            "LastUpdatedTime": self.updated,
+            "TemplateFile": self.template_file,
+            "ParameterOverrides": self.parameter_overrides,
+            "Parameters": self.parameters,
+            "Resources": {k: r.to_json() for k, r in self.resources.items()},
+            "Outputs": self.outputs,
+            "Template": self.template,
+            "Events": self.events[-MAX_EVENTS:],
+            "Simulate": self.remembered.to_json(),
+            "Emulator": self.emulator,
         }
 
     @classmethod
@@ -93,14 +117,23 @@ class StackState:
         if doc.get("Version") != STATE_VERSION:
             raise ValueError(f"unknown state file version {doc.get('Version')!r}")
         return cls(
-            name=doc["StackName"], stack_id=doc["StackId"], region=doc["Region"], account_id=doc["AccountId"],
-            template=doc["Template"], template_file=doc.get("TemplateFile", ""),
-            parameter_overrides=dict(doc.get("ParameterOverrides") or {}), parameters=dict(doc.get("Parameters") or {}),
-            status=doc.get("StackStatus", ""), status_reason=doc.get("StackStatusReason", ""),
+            name=doc["StackName"],
+            stack_id=doc["StackId"],
+            region=doc["Region"],
+            account_id=doc["AccountId"],
+            template=doc["Template"],
+            template_file=doc.get("TemplateFile", ""),
+            parameter_overrides=dict(doc.get("ParameterOverrides") or {}),
+            parameters=dict(doc.get("Parameters") or {}),
+            status=doc.get("StackStatus", ""),
+            status_reason=doc.get("StackStatusReason", ""),
             resources={k: Resource.from_json(v) for k, v in (doc.get("Resources") or {}).items()},
-            outputs=dict(doc.get("Outputs") or {}), events=list(doc.get("Events") or []),
-            created=doc.get("CreationTime", ""), updated=doc.get("LastUpdatedTime", ""),
-            remembered=Remembered.from_json(doc.get("Simulate")), emulator=doc.get("Emulator") or None,
+            outputs=dict(doc.get("Outputs") or {}),
+            events=list(doc.get("Events") or []),
+            created=doc.get("CreationTime", ""),
+            updated=doc.get("LastUpdatedTime", ""),
+            remembered=Remembered.from_json(doc.get("Simulate")),
+            emulator=doc.get("Emulator") or None,
         )
 
 
@@ -114,7 +147,9 @@ def read_state(path: Path) -> StackState | None:
     try:
         return StackState.from_json(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
-        raise SimulateError(f"the state file {path} is not one simulate wrote ({exc}); move it away to start over") from None
+        raise SimulateError(
+            f"the state file {path} is not one simulate wrote ({exc}); move it away to start over"
+        ) from None
 
 
 def write_state(path: Path, state: StackState) -> None:

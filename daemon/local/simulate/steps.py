@@ -1,5 +1,6 @@
 """One resource at a time, as CloudFormation drives it: the Create, Update and Delete requests, their
 events, and what the answers (or their absence) make of the resource in the stack's state."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,14 @@ class Op:
 class Steps:
     """The per-resource steps of a stack operation (see engine.Engine for the operations)."""
 
-    def __init__(self, backend: Backend, state: StackState, console: Console, save: Callable[[StackState], None],
-                 wait_limit: float | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        state: StackState,
+        console: Console,
+        save: Callable[[StackState], None],
+        wait_limit: float | None = None,
+    ):
         self.backend, self.state, self.console, self.save = backend, state, console, save
         self.wait_limit = wait_limit
         self.stack = backend.stack(state.info)
@@ -71,17 +78,30 @@ class Steps:
         self.emit(self.state.name, self.state.stack_id, STACK_TYPE, status, reason)
         self.save(self.state)
 
-    def _request(self, kind: str, logical_id: str, rtype: str, props: dict[str, Any],
-                 old: dict[str, Any] | None = None, physical_id: str | None = None) -> tuple[dict[str, Any], int]:
+    def _request(
+        self,
+        kind: str,
+        logical_id: str,
+        rtype: str,
+        props: dict[str, Any],
+        old: dict[str, Any] | None = None,
+        physical_id: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
         timeout = service_timeout(props)
-        return self.stack.request(kind, logical_id, rtype, properties=props, old_properties=old,
-                                  physical_id=physical_id), timeout
+        return self.stack.request(
+            kind, logical_id, rtype, properties=props, old_properties=old, physical_id=physical_id
+        ), timeout
 
     def _send(self, request: dict[str, Any], timeout: int) -> Answer:
         what = f"{request['LogicalResourceId']} {request['RequestType']}: waiting for the response"
-        answer = self.backend.send(self.stack, request, timeout, self.wait_limit,
-                                   lambda elapsed, limit: self.console.progress(what, elapsed, limit),
-                                   lambda state: self._polled(request, state))
+        answer = self.backend.send(
+            self.stack,
+            request,
+            timeout,
+            self.wait_limit,
+            lambda elapsed, limit: self.console.progress(what, elapsed, limit),
+            lambda state: self._polled(request, state),
+        )
         self.console.progress_done()
         return answer
 
@@ -99,8 +119,13 @@ class Steps:
         if request["RequestType"] == "Create" and resource is not None and physical_id:
             resource.physical_id = physical_id  # the id so far: what an interrupted Create's Delete gets
             self.save(self.state)
-        self.emit(request["LogicalResourceId"], physical_id, request["ResourceType"],
-                  f"{request['RequestType'].upper()}_IN_PROGRESS", reason)
+        self.emit(
+            request["LogicalResourceId"],
+            physical_id,
+            request["ResourceType"],
+            f"{request['RequestType'].upper()}_IN_PROGRESS",
+            reason,
+        )
 
     def _outputs(self, template: Template) -> dict[str, dict[str, Any]]:
         outputs = {}
@@ -155,31 +180,49 @@ class Steps:
             if resource.status == "CREATE_IN_PROGRESS":
                 resource.physical_id = resource.physical_id or generated_physical_id(self.state.name, logical_id)
                 resource.status = "CREATE_FAILED"
-        self.stack_status(status, "interrupted by the user (Ctrl-C): what was created so far, an unanswered Create "
-                                  "included, is in the state file; `cfn-provider simulate delete` cleans it up")
+        self.stack_status(
+            status,
+            "interrupted by the user (Ctrl-C): what was created so far, an unanswered Create "
+            "included, is in the state file; `cfn-provider simulate delete` cleans it up",
+        )
 
     def _missing_attributes(self, template: Template, logical_id: str, resource: Resource) -> str:
         missing = [a for a in template.attributes_used(logical_id) if a not in resource.data]
         if not missing:
             return ""
-        return (f"CustomResource attribute error: Vendor response doesn't contain {missing[0]} key in object "
-                f"{self.state.stack_id}|{logical_id}|{resource.physical_id} in region {self.state.region}")
+        return (
+            f"CustomResource attribute error: Vendor response doesn't contain {missing[0]} key in object "
+            f"{self.state.stack_id}|{logical_id}|{resource.physical_id} in region {self.state.region}"
+        )
 
-    def delete_resource(self, logical_id: str, resource: Resource, policy: str = "Delete",
-                        rolling_back_create: bool = False, physical_id: str | None = None,
-                        policy_name: str = "DeletionPolicy") -> bool:
+    def delete_resource(
+        self,
+        logical_id: str,
+        resource: Resource,
+        policy: str = "Delete",
+        rolling_back_create: bool = False,
+        physical_id: str | None = None,
+        policy_name: str = "DeletionPolicy",
+    ) -> bool:
         """Delete one resource (or one old id of it, for cleanup); True when it is gone."""
         physical_id = physical_id or resource.physical_id or generated_physical_id(self.state.name, logical_id)
         if policy == "Retain" or (policy == "RetainExceptOnCreate" and not rolling_back_create):
-            self.emit(logical_id, physical_id, resource.type, "DELETE_SKIPPED", f"{policy_name} {policy}: left in place")
+            self.emit(
+                logical_id, physical_id, resource.type, "DELETE_SKIPPED", f"{policy_name} {policy}: left in place"
+            )
             return True
         self.emit(logical_id, physical_id, resource.type, "DELETE_IN_PROGRESS")
         try:
-            request, timeout = self._request("Delete", logical_id, resource.type, resource.properties,
-                                             physical_id=physical_id)
+            request, timeout = self._request(
+                "Delete", logical_id, resource.type, resource.properties, physical_id=physical_id
+            )
         except TemplateError:
-            request, timeout = self.stack.request("Delete", logical_id, resource.type, properties=resource.properties,
-                                                  physical_id=physical_id), DEFAULT_SERVICE_TIMEOUT
+            request, timeout = (
+                self.stack.request(
+                    "Delete", logical_id, resource.type, properties=resource.properties, physical_id=physical_id
+                ),
+                DEFAULT_SERVICE_TIMEOUT,
+            )
         answer = self._send(request, timeout)
         if not answer.ok:
             self.emit(logical_id, physical_id, resource.type, "DELETE_FAILED", answer.reason())
@@ -189,13 +232,15 @@ class Steps:
         return True
 
     # ------------------------------------------------------------- update steps
-    def _update_resource(self, template: Template, logical_id: str, existing: Resource, props: dict[str, Any],
-                         op: Op) -> bool:
+    def _update_resource(
+        self, template: Template, logical_id: str, existing: Resource, props: dict[str, Any], op: Op
+    ) -> bool:
         rtype = existing.type
         self.emit(logical_id, existing.physical_id, rtype, "UPDATE_IN_PROGRESS")
         try:
-            request, timeout = self._request("Update", logical_id, rtype, props, old=existing.properties,
-                                             physical_id=existing.physical_id)
+            request, timeout = self._request(
+                "Update", logical_id, rtype, props, old=existing.properties, physical_id=existing.physical_id
+            )
         except TemplateError as exc:
             self.emit(logical_id, existing.physical_id, rtype, "UPDATE_FAILED", str(exc))
             return False
@@ -216,8 +261,9 @@ class Steps:
         self.save(self.state)
         return True
 
-    def _send_update(self, logical_id: str, rtype: str, request: dict[str, Any], timeout: int,
-                     current_id: str) -> Answer | None:
+    def _send_update(
+        self, logical_id: str, rtype: str, request: dict[str, Any], timeout: int, current_id: str
+    ) -> Answer | None:
         """Send an Update. FAILED: the resource is marked UPDATE_FAILED and None comes back;
         otherwise the answer, a new physical id noted as CloudFormation's events note a replacement."""
         answer = self._send(request, timeout)
@@ -228,8 +274,13 @@ class Steps:
             return None
         if (answer.physical_id or current_id) != current_id:
             # a str here (it differs from current_id); mypy does not narrow through the `or`
-            self.emit(logical_id, answer.physical_id, rtype, "UPDATE_IN_PROGRESS",  # type: ignore[arg-type]
-                      "Requested update required the provider to create a new physical resource")
+            self.emit(
+                logical_id,
+                answer.physical_id,
+                rtype,
+                "UPDATE_IN_PROGRESS",  # type: ignore[arg-type]
+                "Requested update required the provider to create a new physical resource",
+            )
         return answer
 
 

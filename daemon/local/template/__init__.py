@@ -13,6 +13,7 @@
 Only custom resources (`AWS::CloudFormation::CustomResource`, `Custom::*`) are simulated.
 A Ref or GetAtt to any other resource resolves to a placeholder string, with a warning.
 """
+
 from __future__ import annotations
 
 from .document import Template
@@ -33,7 +34,19 @@ from .values import (
 )
 
 __all__ = [
-    "CUSTOM_RESOURCE_TYPE", "NO_VALUE", "PLACEHOLDER_PREFIX", "PSEUDO_PARAMETERS", "AttributeMissing", "Lookup",
-    "ResourceView", "StackInfo", "Template", "TemplateError", "is_custom", "load", "loads", "parse_parameters",
+    "CUSTOM_RESOURCE_TYPE",
+    "NO_VALUE",
+    "PLACEHOLDER_PREFIX",
+    "PSEUDO_PARAMETERS",
+    "AttributeMissing",
+    "Lookup",
+    "ResourceView",
+    "StackInfo",
+    "Template",
+    "TemplateError",
+    "is_custom",
+    "load",
+    "loads",
+    "parse_parameters",
     "stringify",
 ]

@@ -1,6 +1,7 @@
 """What refers to what in a template: Ref / GetAtt / Sub / DependsOn references, checked (an
 unresolved one is an error), and the resources' dependency order (a cycle is an error, worded as
 CloudFormation words it)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -18,6 +19,7 @@ class Dependencies:
     dependencies: dict[str, set[str]]
 
     if TYPE_CHECKING:
+
         def condition(self, name: str, _stack: tuple[str, ...] = ()) -> bool: ...
         @staticmethod
         def _getatt_args(arg: Any, where: str) -> tuple[str, Any]: ...
@@ -71,8 +73,11 @@ class Dependencies:
 
     def _validate_references(self) -> None:
         unresolved: list[str] = []
-        tokens = [(f"{k}.Properties.ServiceToken", r["Properties"]["ServiceToken"]) for k, r in self.resources.items()
-                  if is_custom(r["Type"]) and "ServiceToken" in (r.get("Properties") or {})]  # replaced, yet checked
+        tokens = [
+            (f"{k}.Properties.ServiceToken", r["Properties"]["ServiceToken"])
+            for k, r in self.resources.items()
+            if is_custom(r["Type"]) and "ServiceToken" in (r.get("Properties") or {})
+        ]  # replaced, yet checked
         for where, value in [*self._evaluated_parts(), *tokens]:
             for name, attribute in self._references(value, where):
                 if attribute is None and (name in self.parameters or name in PSEUDO_PARAMETERS):
@@ -84,8 +89,10 @@ class Dependencies:
                 if name not in self.resources and name not in unresolved:
                     unresolved.append(name)
         if unresolved:
-            raise TemplateError(f"Template format error: Unresolved resource dependencies [{', '.join(unresolved)}] "
-                                "in the Resources block of the template")
+            raise TemplateError(
+                f"Template format error: Unresolved resource dependencies [{', '.join(unresolved)}] "
+                "in the Resources block of the template"
+            )
 
     def _evaluated_parts(self) -> Iterator[tuple[str, Any]]:
         for logical_id, resource in self.resources.items():
@@ -125,8 +132,9 @@ class Dependencies:
             ready = next((r for r in remaining if self.dependencies[r] <= set(done)), None)
             if ready is None:
                 cyclic = [r for r in remaining if self._reaches(r, r, set(remaining))]
-                raise TemplateError(f"Template format error: Circular dependency between resources: "
-                                    f"[{', '.join(cyclic or remaining)}]")
+                raise TemplateError(
+                    f"Template format error: Circular dependency between resources: [{', '.join(cyclic or remaining)}]"
+                )
             done.append(ready)
             remaining.remove(ready)
         return done

@@ -1,5 +1,6 @@
 """The template object: one template under one set of parameter values, what exists, in which
 order, and the values (properties, outputs, policies) CloudFormation would send and show."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -13,16 +14,23 @@ from .values import PLACEHOLDER_PREFIX, Lookup, StackInfo, TemplateError, as_str
 class Template(Inputs, Dependencies, Intrinsics):
     """One template under one set of parameter values: what exists, in which order, and values."""
 
-    def __init__(self, doc: Mapping[str, Any], parameters: Mapping[str, str] | None = None,
-                 stack: StackInfo | None = None, on_warning: Callable[[str], object] | None = None):
+    def __init__(
+        self,
+        doc: Mapping[str, Any],
+        parameters: Mapping[str, str] | None = None,
+        stack: StackInfo | None = None,
+        on_warning: Callable[[str], object] | None = None,
+    ):
         self.doc = doc
         self.stack = stack or StackInfo.new("simulated-stack")
         self.on_warning = on_warning
         self._warned: set[str] = set()
         self.notes: list[str] = []  # said once, before anything happens
         if "Transform" in doc:
-            raise TemplateError("the template has a Transform (e.g. AWS::Serverless or AWS::LanguageExtensions); "
-                                "simulate reads plain templates only: process it first (e.g. sam build / sam validate)")
+            raise TemplateError(
+                "the template has a Transform (e.g. AWS::Serverless or AWS::LanguageExtensions); "
+                "simulate reads plain templates only: process it first (e.g. sam build / sam validate)"
+            )
         self.mappings = self._section("Mappings")
         self.all_resources = self._section("Resources")
         if not self.all_resources:
@@ -40,8 +48,9 @@ class Template(Inputs, Dependencies, Intrinsics):
         self._conditions: dict[str, bool] = {}
         self.conditions = {name: self.condition(name) for name in self._condition_defs}
         self.resources = {k: v for k, v in self.all_resources.items() if self._exists(v, f"resource {k}")}
-        self.outputs_defs = {k: v for k, v in self._section("Outputs").items()
-                             if isinstance(v, dict) and self._exists(v, f"output {k}")}
+        self.outputs_defs = {
+            k: v for k, v in self._section("Outputs").items() if isinstance(v, dict) and self._exists(v, f"output {k}")
+        }
         self._validate_references()
         self.dependencies = {k: self._dependencies_of(k) for k in self.resources}
         self.order = self._topological_order()
@@ -49,8 +58,10 @@ class Template(Inputs, Dependencies, Intrinsics):
         for logical_id in self.order:
             rtype = self.resources[logical_id]["Type"]
             if not is_custom(rtype):
-                self.notes.append(f"{logical_id} ({rtype}) is not a custom resource: simulate does not create it; "
-                                  f"a Ref or Fn::GetAtt to it resolves to a placeholder ({PLACEHOLDER_PREFIX}...)")
+                self.notes.append(
+                    f"{logical_id} ({rtype}) is not a custom resource: simulate does not create it; "
+                    f"a Ref or Fn::GetAtt to it resolves to a placeholder ({PLACEHOLDER_PREFIX}...)"
+                )
 
     # ---------------------------------------------------------------------- sections
     def _section(self, name: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """A template's inputs: Parameters (defaults, overrides, their constraints), `--parameter` values,
 and Conditions (Fn::Equals / Not / And / Or over parameters and mappings)."""
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ class Inputs:
     _conditions: dict[str, bool]
 
     if TYPE_CHECKING:
+
         def _section(self, name: str) -> dict[str, Any]: ...
         def resolve(self, value: Any, lookup: Any, where: str = "template") -> Any: ...
 
@@ -48,16 +50,19 @@ class Inputs:
                     raw = ",".join(as_string(v, f"Parameter {name}") for v in raw)
             elif name not in outside_service_tokens:
                 values[name] = PLACEHOLDER_PREFIX + name
-                self.notes.append(f"parameter {name} has no value, but it only feeds a ServiceToken, which simulate "
-                                  "replaces: left unset")
+                self.notes.append(
+                    f"parameter {name} has no value, but it only feeds a ServiceToken, which simulate "
+                    "replaces: left unset"
+                )
                 continue
             else:
                 missing.append(name)
                 continue
             values[name] = self._parameter_value(name, spec, as_string(raw, f"Parameter {name}"))
         if missing:
-            raise TemplateError(f"Parameters: [{', '.join(missing)}] must have values "
-                                "(give them with --parameter NAME=VALUE)")
+            raise TemplateError(
+                f"Parameters: [{', '.join(missing)}] must have values (give them with --parameter NAME=VALUE)"
+            )
         return values
 
     @staticmethod
@@ -72,9 +77,11 @@ class Inputs:
                 raise TemplateError(f"Parameter '{name}' must be one of AllowedValues ({', '.join(allowed_strings)})")
         pattern = spec.get("AllowedPattern")
         if pattern is not None and any(re.fullmatch(str(pattern), item) is None for item in items):
-            raise TemplateError(spec.get("ConstraintDescription")
-                                and f"Parameter '{name}' failed to satisfy constraint: {spec['ConstraintDescription']}"
-                                or f"Parameter '{name}' must match pattern {pattern}")
+            raise TemplateError(
+                spec.get("ConstraintDescription")
+                and f"Parameter '{name}' failed to satisfy constraint: {spec['ConstraintDescription']}"
+                or f"Parameter '{name}' must match pattern {pattern}"
+            )
         for bound, check in (("MinLength", lambda v, b: len(v) >= b), ("MaxLength", lambda v, b: len(v) <= b)):
             if bound in spec and any(not check(item, int(spec[bound])) for item in items):
                 raise TemplateError(f"Parameter '{name}' must satisfy {bound} {spec[bound]}")
@@ -117,7 +124,12 @@ class Inputs:
             walk(self.doc.get(section))
         for resource in self.all_resources.values():
             for key, value in resource.items():
-                if key == "Properties" and skip_service_tokens and is_custom(resource["Type"]) and isinstance(value, dict):
+                if (
+                    key == "Properties"
+                    and skip_service_tokens
+                    and is_custom(resource["Type"])
+                    and isinstance(value, dict)
+                ):
                     walk({k: v for k, v in value.items() if k != "ServiceToken"})
                 else:
                     walk(value)
@@ -163,6 +175,7 @@ class Inputs:
 
     def _plain(self, value: Any, where: str) -> Any:
         """A value in Conditions: parameters, pseudo parameters and mappings only."""
+
         def no_resources(logical_id: str) -> ResourceView | None:
             raise TemplateError(f"{where}: conditions cannot refer to resources ({logical_id})")
 

@@ -1,5 +1,6 @@
 """The intrinsic functions: `resolve()` of Ref / Fn::GetAtt / Fn::Sub / Fn::Join / Fn::Select /
 Fn::If / Fn::Split / Fn::FindInMap / Fn::Cidr / ... against the custom resources created so far."""
+
 from __future__ import annotations
 
 import base64
@@ -34,6 +35,7 @@ class Intrinsics:
     parameters: dict[str, Any]
 
     if TYPE_CHECKING:
+
         def condition(self, name: str, _stack: tuple[str, ...] = ()) -> bool: ...
         def _condition_value(self, value: Any, where: str, stack: tuple[str, ...] = ()) -> bool: ...
 
@@ -65,8 +67,12 @@ class Intrinsics:
         if name == "AWS::NoValue":
             return NO_VALUE
         pseudo = {
-            "AWS::AccountId": self.stack.account_id, "AWS::NotificationARNs": [], "AWS::Partition": self.stack.partition,
-            "AWS::Region": self.stack.region, "AWS::StackId": self.stack.stack_id, "AWS::StackName": self.stack.name,
+            "AWS::AccountId": self.stack.account_id,
+            "AWS::NotificationARNs": [],
+            "AWS::Partition": self.stack.partition,
+            "AWS::Region": self.stack.region,
+            "AWS::StackId": self.stack.stack_id,
+            "AWS::StackName": self.stack.name,
             "AWS::URLSuffix": self.stack.url_suffix,
         }
         if name in pseudo:
@@ -77,7 +83,9 @@ class Intrinsics:
             raise TemplateError(f"{where}: Unresolved resource dependencies [{name}]")
         if not is_custom(self.resources[name]["Type"]):
             placeholder = PLACEHOLDER_PREFIX + name
-            self._warn(f"{where}: Ref {name} -> {placeholder!r} ({self.resources[name]['Type']} is not created by simulate)")
+            self._warn(
+                f"{where}: Ref {name} -> {placeholder!r} ({self.resources[name]['Type']} is not created by simulate)"
+            )
             return placeholder
         created = lookup(name)
         if created is None:
@@ -90,7 +98,9 @@ class Intrinsics:
         rtype = self.resources[logical_id]["Type"]
         if not is_custom(rtype):
             placeholder = f"{PLACEHOLDER_PREFIX}{logical_id}.{attribute}"
-            self._warn(f"{where}: Fn::GetAtt {logical_id}.{attribute} -> {placeholder!r} ({rtype} is not created by simulate)")
+            self._warn(
+                f"{where}: Fn::GetAtt {logical_id}.{attribute} -> {placeholder!r} ({rtype} is not created by simulate)"
+            )
             return placeholder
         created = lookup(logical_id)
         if created is None:
@@ -200,9 +210,11 @@ class Intrinsics:
         try:
             return self.mappings[name][top][second]
         except (KeyError, TypeError):
-            raise TemplateError(f"{where}: Fn::FindInMap - Key '{second}' not found in Mapping '{name}' "
-                                f"under '{top}'" if name in self.mappings else
-                                f"{where}: Fn::FindInMap - Mapping named '{name}' is not present") from None
+            raise TemplateError(
+                f"{where}: Fn::FindInMap - Key '{second}' not found in Mapping '{name}' under '{top}'"
+                if name in self.mappings
+                else f"{where}: Fn::FindInMap - Mapping named '{name}' is not present"
+            ) from None
 
     def _fn_base64(self, arg: Any, lookup: Lookup, where: str) -> str:
         text = as_string(self.resolve(arg, lookup, where), f"{where} (Fn::Base64)")
@@ -235,7 +247,9 @@ class Intrinsics:
             subnets = network.subnets(new_prefix=prefix)
             return [str(next(subnets)) for _ in range(int(count))]
         except (ValueError, StopIteration) as exc:
-            raise TemplateError(f"{where}: Fn::Cidr {describe([block, count, bits])}: {exc or 'too many subnets'}") from None
+            raise TemplateError(
+                f"{where}: Fn::Cidr {describe([block, count, bits])}: {exc or 'too many subnets'}"
+            ) from None
 
     def _unsupported(self, name: str, where: str) -> Any:
         raise TemplateError(f"{where}: {name} needs a Transform, which simulate does not process")

@@ -2,6 +2,7 @@
 anything: each finding as `FILE:LINE:COLUMN: RULE message`, in cfn-lint's own words (its "did you
 mean" included). Errors stop the run; warnings are shown. cfn-lint comes with the `simulate`
 extra (`pip install 'cfn-sns-provider[simulate]'`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ class MissingExtra(TemplateError):
 
 
 def missing_extra(module: str, what: str) -> MissingExtra:
-    return MissingExtra(f"simulate needs {what} (the Python module {module} is not installed): "
-                        f"pip install 'cfn-sns-provider[{EXTRA}]'")
+    return MissingExtra(
+        f"simulate needs {what} (the Python module {module} is not installed): pip install 'cfn-sns-provider[{EXTRA}]'"
+    )
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,17 @@ def lint(path: str, text: str, region: str = "us-east-1") -> list[Finding]:
     except ImportError:
         raise missing_extra("cfnlint", "cfn-lint to check templates") from None
     matches: list[Any] = cfn_lint(text, regions=[region])
-    found = [Finding(path, int(m.linenumber), int(m.columnnumber), str(m.rule.id), str(m.message).strip(),
-                     str(getattr(m.rule, "severity", "error")).lower()) for m in matches]
+    found = [
+        Finding(
+            path,
+            int(m.linenumber),
+            int(m.columnnumber),
+            str(m.rule.id),
+            str(m.message).strip(),
+            str(getattr(m.rule, "severity", "error")).lower(),
+        )
+        for m in matches
+    ]
     return sorted(found, key=lambda f: (f.line, f.column, f.rule))
 
 

@@ -1,5 +1,6 @@
 """Reading a template: YAML or JSON text to plain data, CloudFormation's short forms (`!Ref`,
 `!GetAtt`, `!Sub`, ...) turned into their long form (`{"Ref": ...}`, `{"Fn::GetAtt": [...]}`, ...)."""
+
 from __future__ import annotations
 
 import io
@@ -23,10 +24,31 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 _SHORT_FORMS = {
-    "Ref": "Ref", "Condition": "Condition", "GetAtt": "Fn::GetAtt",
-    **{name: f"Fn::{name}" for name in (
-        "Sub", "Join", "Select", "If", "Equals", "Not", "And", "Or", "FindInMap", "Base64", "Split", "GetAZs",
-        "ImportValue", "Cidr", "Transform", "ToJsonString", "Length")},
+    "Ref": "Ref",
+    "Condition": "Condition",
+    "GetAtt": "Fn::GetAtt",
+    **{
+        name: f"Fn::{name}"
+        for name in (
+            "Sub",
+            "Join",
+            "Select",
+            "If",
+            "Equals",
+            "Not",
+            "And",
+            "Or",
+            "FindInMap",
+            "Base64",
+            "Split",
+            "GetAZs",
+            "ImportValue",
+            "Cidr",
+            "Transform",
+            "ToJsonString",
+            "Length",
+        )
+    },
 }
 
 
@@ -37,7 +59,9 @@ def _short_form(long_name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[s
             if long_name == "Fn::GetAtt":
                 logical_id, dot, attribute = str(value).partition(".")
                 if not dot or not logical_id or not attribute:
-                    raise TemplateError(f"!GetAtt {value!r}: expected LogicalId.Attribute (line {node.start_mark.line + 1})")
+                    raise TemplateError(
+                        f"!GetAtt {value!r}: expected LogicalId.Attribute (line {node.start_mark.line + 1})"
+                    )
                 value = [logical_id, attribute]
         elif isinstance(node, yaml.SequenceNode):
             value = loader.construct_sequence(node, deep=True)

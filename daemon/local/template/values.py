@@ -1,5 +1,6 @@
 """The vocabulary of templates: errors, pseudo parameters, AWS::NoValue, the stack's identity, and
 the small value rules (what an intrinsic looks like, scalars as CloudFormation's strings)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 CUSTOM_RESOURCE_TYPE = "AWS::CloudFormation::CustomResource"
-PSEUDO_PARAMETERS = ("AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
-                     "AWS::StackId", "AWS::StackName", "AWS::URLSuffix")
+PSEUDO_PARAMETERS = (
+    "AWS::AccountId",
+    "AWS::NotificationARNs",
+    "AWS::NoValue",
+    "AWS::Partition",
+    "AWS::Region",
+    "AWS::StackId",
+    "AWS::StackName",
+    "AWS::URLSuffix",
+)
 PLACEHOLDER_PREFIX = "placeholder-"
 
 
@@ -84,14 +93,38 @@ class StackInfo:
     @classmethod
     def new(cls, name: str, region: str = "us-east-1", account_id: str = "123456789012") -> "StackInfo":
         partition = cls(name, "", region, account_id).partition
-        return cls(name, f"arn:{partition}:cloudformation:{region}:{account_id}:stack/{name}/{uuid.uuid4()}",
-                   region, account_id)
+        return cls(
+            name,
+            f"arn:{partition}:cloudformation:{region}:{account_id}:stack/{name}/{uuid.uuid4()}",
+            region,
+            account_id,
+        )
 
 
 SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-INTRINSICS = {"Ref", "Condition"} | {f"Fn::{n}" for n in (
-    "GetAtt", "Sub", "Join", "Select", "If", "Equals", "Not", "And", "Or", "FindInMap", "Base64", "Split", "GetAZs",
-    "ImportValue", "Cidr", "Transform", "ToJsonString", "Length")}
+INTRINSICS = {"Ref", "Condition"} | {
+    f"Fn::{n}"
+    for n in (
+        "GetAtt",
+        "Sub",
+        "Join",
+        "Select",
+        "If",
+        "Equals",
+        "Not",
+        "And",
+        "Or",
+        "FindInMap",
+        "Base64",
+        "Split",
+        "GetAZs",
+        "ImportValue",
+        "Cidr",
+        "Transform",
+        "ToJsonString",
+        "Length",
+    )
+}
 
 
 def intrinsic(value: Any) -> tuple[str, Any] | None:

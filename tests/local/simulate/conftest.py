@@ -1,4 +1,5 @@
 """Fixtures for the simulate tests: run `cfn-provider simulate ...` in-process, in a scratch directory."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,12 @@ from cfn_provider.local.simulate import simulate
 from tests.local import handlers as sim_handlers
 from tests.support.stack_emulators import stop_stack_emulators
 
-TEST_HANDLERS = ("Custom::Test=tests.support.handlers", "Custom::Recorded=tests.local.handlers:recorded",
-                 "Custom::Slow=tests.local.handlers:slow", "Custom::Echo")  # the built-in, named
+TEST_HANDLERS = (
+    "Custom::Test=tests.support.handlers",
+    "Custom::Recorded=tests.local.handlers:recorded",
+    "Custom::Slow=tests.local.handlers:slow",
+    "Custom::Echo",
+)  # the built-in, named
 
 
 @pytest.fixture(autouse=True)
@@ -57,11 +62,16 @@ class Run:
         """(logical id, status, physical id, reason) of the state file's events (this run's only)."""
         events = self.state["Events"]
         if last_operation:
-            starts = [i for i, e in enumerate(events) if e["ResourceType"] == "AWS::CloudFormation::Stack"
-                      and e["ResourceStatusReason"] == "User Initiated"]
-            events = events[starts[-1]:]
-        return [(e["LogicalResourceId"], e["ResourceStatus"], e["PhysicalResourceId"], e["ResourceStatusReason"])
-                for e in events]
+            starts = [
+                i
+                for i, e in enumerate(events)
+                if e["ResourceType"] == "AWS::CloudFormation::Stack" and e["ResourceStatusReason"] == "User Initiated"
+            ]
+            events = events[starts[-1] :]
+        return [
+            (e["LogicalResourceId"], e["ResourceStatus"], e["PhysicalResourceId"], e["ResourceStatusReason"])
+            for e in events
+        ]
 
     def __repr__(self) -> str:  # shown by pytest when an assertion fails
         return f"Run(code={self.code})\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
@@ -70,6 +80,7 @@ class Run:
 @pytest.fixture
 def write(tmp_path: Path) -> Callable[[str, str], str]:
     """write("name.yaml", yaml_text) -> the path, dedented."""
+
     def _write(name: str, text: str) -> str:
         path = tmp_path / name
         path.write_text(textwrap.dedent(text))
@@ -82,6 +93,7 @@ def write(tmp_path: Path) -> Callable[[str, str], str]:
 def sim(emulator: Emulator, tmp_path: Path) -> Callable[..., Run]:
     """sim("create", "t.yaml", "--stack-name", "s") against the session's moto server (pass
     embedded=True for the embedded one); the test handlers are always registered."""
+
     def run(*args: str, embedded: bool = False, stack: str = "s") -> Run:
         extra = [] if embedded else ["--endpoint", emulator.endpoint]
         for spec in TEST_HANDLERS:

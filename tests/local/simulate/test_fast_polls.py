@@ -1,6 +1,7 @@
 """cfn_provider.local.simulate.fast_polls: `simulate --poll-every` polls long-running resources at
 simulate speed, whatever interval they ask for (crhelper's default is two minutes); FastPolls keeps
 each action's signature and kind, so the daemon calls it as it would the handler."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,7 @@ import time
 from cfn_provider import InProgress
 from cfn_provider.local.simulate.fast_polls import FastPolls
 
-CRHELPER_FUNCTION = '''\
+CRHELPER_FUNCTION = """\
 from crhelper import CfnResource
 
 helper = CfnResource(json_logging=False)        # polling_interval: crhelper's default, 2 minutes
@@ -39,19 +40,22 @@ def no_op(event, context):
 
 def handler(event, context):
     helper(event, context)
-'''
+"""
 
 
 def test_a_crhelper_poller_runs_at_simulate_speed(sim, write, tmp_path):
     write("crpoller.py", CRHELPER_FUNCTION)  # in the current folder: the default --handler-path
-    path = write("t.yaml", """\
+    path = write(
+        "t.yaml",
+        """\
         Resources:
           Slow:
             Type: Custom::CrPoll
             Properties: {ServiceToken: x}
         Outputs:
           Polls: {Value: !GetAtt Slow.Polls}
-    """)
+    """,
+    )
     started = time.monotonic()
     run = sim("create", path, "--handler", "Custom::CrPoll=lambda:crpoller.handler", "--poll-every", "0.5")
     assert run.code == 0, run

@@ -1,6 +1,7 @@
 """cfn_provider.local.simulate.remember: `update` and `delete` typed as the docs show them (no
 --handler, no --endpoint, the template as an argument) use what `create` was given; and a normal
 run stops the embedded daemon cleanly (no "second stop request" in its log)."""
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,17 @@ def state(tmp_path: Path) -> dict:
 def test_update_and_delete_use_what_create_was_given(emulator, write, tmp_path):
     v1, v2 = write("t.yaml", V1), write("t2.yaml", V2)
     with structlog.testing.capture_logs() as logged:
-        created = invoke("create", v1, "--handler", RECORDED, "--parameter", "Colour=blue", "--endpoint", emulator.endpoint)
+        created = invoke(
+            "create", v1, "--handler", RECORDED, "--parameter", "Colour=blue", "--endpoint", emulator.endpoint
+        )
     assert created.exit_code == 0, created.output
-    assert state(tmp_path)["Simulate"] == {"Handlers": [RECORDED], "HandlerPaths": [str(tmp_path)],
-                                           "Endpoint": emulator.endpoint, "Region": None, "PollEvery": None}
+    assert state(tmp_path)["Simulate"] == {
+        "Handlers": [RECORDED],
+        "HandlerPaths": [str(tmp_path)],
+        "Endpoint": emulator.endpoint,
+        "Region": None,
+        "PollEvery": None,
+    }
     assert state(tmp_path)["ParameterOverrides"] == {"Colour": "blue"}
     # a normal run: one stop, drained, nothing abandoned
     assert not [e for e in logged if e["event"] == "stopping_now"], logged
@@ -63,8 +71,23 @@ def test_update_and_delete_use_what_create_was_given(emulator, write, tmp_path):
 
 def test_options_given_again_replace_the_remembered_ones(emulator, write, tmp_path):
     v1 = write("t.yaml", V1)
-    assert invoke("create", v1, "--handler", "Custom::Recorded=cfn_provider.handlers.echo", "--handler", "Custom::Echo",
-                  "--parameter", "Colour=blue", "--endpoint", emulator.endpoint, "--poll-every", "2").exit_code == 0
+    assert (
+        invoke(
+            "create",
+            v1,
+            "--handler",
+            "Custom::Recorded=cfn_provider.handlers.echo",
+            "--handler",
+            "Custom::Echo",
+            "--parameter",
+            "Colour=blue",
+            "--endpoint",
+            emulator.endpoint,
+            "--poll-every",
+            "2",
+        ).exit_code
+        == 0
+    )
     sim_handlers.requests.clear()
     assert invoke("update", "--template", v1, "--parameter", "Colour=red", "--handler", RECORDED).exit_code == 0
     assert [r["RequestType"] for r in sim_handlers.requests] == ["Update"]  # served by the handler given now
@@ -77,8 +100,12 @@ def test_options_given_again_replace_the_remembered_ones(emulator, write, tmp_pa
 
 def test_update_takes_the_template_once(emulator, write):
     v1, v2 = write("t.yaml", V1), write("t2.yaml", V2)
-    assert invoke("create", v1, "--handler", RECORDED, "--parameter", "Colour=blue",
-                  "--endpoint", emulator.endpoint).exit_code == 0
+    assert (
+        invoke(
+            "create", v1, "--handler", RECORDED, "--parameter", "Colour=blue", "--endpoint", emulator.endpoint
+        ).exit_code
+        == 0
+    )
     twice = invoke("update", v1, "--template", v2)
     assert twice.exit_code == 2 and "give the new template once: TEMPLATE or --template" in twice.output
     assert invoke("delete").exit_code == 0

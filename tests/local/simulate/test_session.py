@@ -1,6 +1,7 @@
 """cfn_provider.local.simulate.session and daemon_log, typed as a user types them (a subprocess): a
 handler that raised gets its type, message and traceback shown; Ctrl-C during a long-running
 Create leaves a state that `simulate delete` cleans up, the resource's id included."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from cfn_provider.pipeline.raised import TRACEBACK_HINT
 from tests.support.stack_emulators import stop_stack_emulators
 
 CLI = Path(sys.executable).with_name("cfn-provider")
-RAISING = '''\
+RAISING = """\
 def create(event, context):
     return {"Data": {"Size": event["ResourceProperties"]["Size"]}}
 
@@ -25,8 +26,8 @@ def update(event, context):
 
 def delete(event, context):
     pass
-'''
-LONG_RUNNING = '''\
+"""
+LONG_RUNNING = """\
 from pathlib import Path
 
 from cfn_provider import InProgress
@@ -42,7 +43,7 @@ def update(event, context):
 
 def delete(event, context):
     Path("deleted.txt").write_text(event["PhysicalResourceId"])
-'''
+"""
 
 
 def env() -> dict[str, str]:
@@ -50,19 +51,21 @@ def env() -> dict[str, str]:
 
 
 def simulate(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CLI), "simulate", *args], cwd=folder, env=env(), capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [str(CLI), "simulate", *args], cwd=folder, env=env(), capture_output=True, text=True, timeout=180
+    )
 
 
 def test_a_raising_handler_shows_what_failed_and_its_traceback(tmp_path: Path):
     (tmp_path / "thing.py").write_text(RAISING)
-    (tmp_path / "t.yaml").write_text("Resources:\n  Thing:\n    Type: Custom::Thing\n"
-                                     "    Properties: {ServiceToken: x, Sise: 3}\n")
+    (tmp_path / "t.yaml").write_text(
+        "Resources:\n  Thing:\n    Type: Custom::Thing\n    Properties: {ServiceToken: x, Sise: 3}\n"
+    )
     try:
         run = simulate(tmp_path, "create", "t.yaml", "--handler", "Custom::Thing=thing")
         assert run.returncode == 1, run.stdout + run.stderr
         assert f"Message returned: KeyError: 'Size' {TRACEBACK_HINT} (RequestId: " in run.stdout
-        summary = run.stdout[run.stdout.index("Stack t: ROLLBACK_COMPLETE"):]
+        summary = run.stdout[run.stdout.index("Stack t: ROLLBACK_COMPLETE") :]
         assert f'File "{tmp_path}/thing.py", line 2, in create' in summary  # the traceback, under the failure
         assert "    KeyError: 'Size'" in summary
         assert "runner.py" not in summary  # the daemon's own frames left out
@@ -75,8 +78,14 @@ def test_ctrl_c_during_a_long_running_create_leaves_what_delete_cleans_up(tmp_pa
     (tmp_path / "slow.py").write_text(LONG_RUNNING)
     (tmp_path / "t.yaml").write_text("Resources:\n  Slow:\n    Type: Custom::Slow\n    Properties: {ServiceToken: x}\n")
     state = tmp_path / ".cfn-simulate" / "t.json"
-    proc = subprocess.Popen([str(CLI), "simulate", "create", "t.yaml", "--handler", "Custom::Slow=slow"], cwd=tmp_path,
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(CLI), "simulate", "create", "t.yaml", "--handler", "Custom::Slow=slow"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # until the action has given its id
@@ -107,12 +116,15 @@ def test_ctrl_c_during_a_long_running_create_leaves_what_delete_cleans_up(tmp_pa
 
 def test_daemon_log_keeps_tracebacks_by_request_and_passes_errors_on(capsys):
     log = DaemonLog()
-    log.write('{"event": "handler.raised", "request_id": "r-1", "level": "warning", "exception": '
-              '"Traceback (most recent call last):\\n  File \\"/x/cfn_provider/pipeline/runner.py\\", line 1, in call\\n'
-              '    run()\\n  File \\"/work/thing.py\\", line 2, in create\\n    boom\\nKeyError: \'Size\'"}\n{"event": "x", ')
+    log.write(
+        '{"event": "handler.raised", "request_id": "r-1", "level": "warning", "exception": '
+        '"Traceback (most recent call last):\\n  File \\"/x/cfn_provider/pipeline/runner.py\\", line 1, in call\\n'
+        '    run()\\n  File \\"/work/thing.py\\", line 2, in create\\n    boom\\nKeyError: \'Size\'"}\n{"event": "x", '
+    )
     log.write('"level": "error"}\n{"event": "quiet", "level": "warning"}\n')
     reason = f"Message returned: KeyError: 'Size' {TRACEBACK_HINT} (RequestId: r-1)"
-    assert log.traceback_for(reason) == ('Traceback (most recent call last):\n  File "/work/thing.py", line 2, in create\n'
-                                         "    boom\nKeyError: 'Size'")
+    assert log.traceback_for(reason) == (
+        "Traceback (most recent call last):\n  File \"/work/thing.py\", line 2, in create\n    boom\nKeyError: 'Size'"
+    )
     assert log.traceback_for("Message returned: KeyError: 'Size' (RequestId: r-1)") is None  # no pointer, nothing
     assert capsys.readouterr().err == '{"event": "x", "level": "error"}\n'

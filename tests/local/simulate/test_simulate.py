@@ -1,6 +1,7 @@
 """`cfn-provider simulate` end to end: each request goes SNS -> SQS -> the daemon -> a presigned
 S3 URL on a real moto server (the session's, through --endpoint; once the embedded one), and the
 events, outputs, exit codes and state file are what CloudFormation's semantics call for."""
+
 from __future__ import annotations
 
 import re
@@ -71,13 +72,19 @@ def test_create_prints_outputs_and_keeps_state_between_invocations(sim, write):
     assert any(line.split() == ["ThingId", "thing-a"] for line in lines), run
     assert any(line.split() == ["Colour", "blue"] for line in lines), run
     assert any(line.split() == ["Size", "3"] for line in lines), run  # scalars are sent as strings
-    assert any(line.split()[:5] == ["Text", "blue", "thing-a", "in", "us-east-1"] and "(Export: s-text)" in line
-               for line in lines), run
+    assert any(
+        line.split()[:5] == ["Text", "blue", "thing-a", "in", "us-east-1"] and "(Export: s-text)" in line
+        for line in lines
+    ), run
     # events as describe-stack-events shows them, in order
     assert statuses(run) == [
         ("s", "CREATE_IN_PROGRESS"),
-        ("Thing", "CREATE_IN_PROGRESS"), ("Thing", "CREATE_IN_PROGRESS"), ("Thing", "CREATE_COMPLETE"),
-        ("Label", "CREATE_IN_PROGRESS"), ("Label", "CREATE_IN_PROGRESS"), ("Label", "CREATE_COMPLETE"),
+        ("Thing", "CREATE_IN_PROGRESS"),
+        ("Thing", "CREATE_IN_PROGRESS"),
+        ("Thing", "CREATE_COMPLETE"),
+        ("Label", "CREATE_IN_PROGRESS"),
+        ("Label", "CREATE_IN_PROGRESS"),
+        ("Label", "CREATE_COMPLETE"),
         ("s", "CREATE_COMPLETE"),
     ]
     assert "Resource creation Initiated" in run.stdout and "CREATE_COMPLETE" in run.stdout
@@ -97,8 +104,10 @@ def test_create_prints_outputs_and_keeps_state_between_invocations(sim, write):
     again = sim("update", "--parameter", "Colour=green")
     assert again.code == 0, again
     assert again.state["StackId"] == stack_id
-    assert any(line.split() == ["Text", "green", "thing-a", "in", "us-east-1", "(Export:", "s-text)"]
-               for line in again.stdout.splitlines()), again
+    assert any(
+        line.split() == ["Text", "green", "thing-a", "in", "us-east-1", "(Export:", "s-text)"]
+        for line in again.stdout.splitlines()
+    ), again
     # and create refuses to make it twice
     twice = sim("create", path)
     assert twice.code == 2 and "Stack [s] already exists" in twice.stderr, twice
@@ -119,9 +128,12 @@ def test_update_in_place_sends_old_properties_and_skips_unchanged_resources(sim,
     assert b_update["OldResourceProperties"]["FromA"] == "blue"
     assert statuses(run) == [
         ("s", "UPDATE_IN_PROGRESS"),
-        ("A", "UPDATE_IN_PROGRESS"), ("A", "UPDATE_COMPLETE"),
-        ("B", "UPDATE_IN_PROGRESS"), ("B", "UPDATE_COMPLETE"),
-        ("s", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"), ("s", "UPDATE_COMPLETE"),
+        ("A", "UPDATE_IN_PROGRESS"),
+        ("A", "UPDATE_COMPLETE"),
+        ("B", "UPDATE_IN_PROGRESS"),
+        ("B", "UPDATE_COMPLETE"),
+        ("s", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"),
+        ("s", "UPDATE_COMPLETE"),
     ]
     # nothing changed: no request at all, as CloudFormation
     sim_handlers.requests.clear()
@@ -136,21 +148,30 @@ def test_update_with_replacement_deletes_the_old_id_in_cleanup(sim, write):
     run = sim("update", "--template", path, "--parameter", "ThingName=thing-b")
     assert run.code == 0, run
     events = run.events()
-    assert ("Thing", "UPDATE_IN_PROGRESS", "thing-b",
-            "Requested update required the provider to create a new physical resource") in events
+    assert (
+        "Thing",
+        "UPDATE_IN_PROGRESS",
+        "thing-b",
+        "Requested update required the provider to create a new physical resource",
+    ) in events
     order = [(lid, status, pid) for lid, status, pid, _ in events]
     cleanup = order.index(("s", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", run.state["StackId"]))
     assert order.index(("Thing", "UPDATE_COMPLETE", "thing-b")) < cleanup
     label_id = run.state["Resources"]["Label"]["PhysicalResourceId"]
     assert order.index(("Label", "UPDATE_COMPLETE", label_id)) < cleanup  # its Text has Thing's id: updated too
-    assert order[cleanup + 1:] == [("Thing", "DELETE_IN_PROGRESS", "thing-a"), ("Thing", "DELETE_COMPLETE", "thing-a"),
-                                   ("s", "UPDATE_COMPLETE", run.state["StackId"])]
+    assert order[cleanup + 1 :] == [
+        ("Thing", "DELETE_IN_PROGRESS", "thing-a"),
+        ("Thing", "DELETE_COMPLETE", "thing-a"),
+        ("s", "UPDATE_COMPLETE", run.state["StackId"]),
+    ]
     assert run.state["Resources"]["Thing"]["PhysicalResourceId"] == "thing-b"
     assert run.state["Outputs"]["ThingId"]["Value"] == "thing-b"
 
 
 def test_failed_create_rolls_back_with_a_delete(sim, write):
-    path = write("fail.yaml", """\
+    path = write(
+        "fail.yaml",
+        """\
         Resources:
           Good:
             Type: Custom::Echo
@@ -159,23 +180,32 @@ def test_failed_create_rolls_back_with_a_delete(sim, write):
             Type: Custom::Test
             DependsOn: Good
             Properties: {ServiceToken: x, Raise: the handler says no}
-    """)
+    """,
+    )
     run = sim("create", path)
     assert run.code == 1, run
     events = run.events()
     failed = [e for e in events if e[1] == "CREATE_FAILED"]
     assert len(failed) == 1 and failed[0][0] == "Bad"
-    assert failed[0][3].startswith("Received response status [FAILED] from custom resource. "
-                                   "Message returned: RuntimeError: the handler says no (traceback in the "
-                                   "provider's log: handler.raised) (RequestId: ")
+    assert failed[0][3].startswith(
+        "Received response status [FAILED] from custom resource. "
+        "Message returned: RuntimeError: the handler says no (traceback in the "
+        "provider's log: handler.raised) (RequestId: "
+    )
     marker = failed[0][2]
     assert marker.startswith("cfn-provider-failed-create-")
-    assert ("s", "ROLLBACK_IN_PROGRESS", run.state["StackId"],
-            "The following resource(s) failed to create: [Bad]. Rollback requested by user.") in events
-    rollback = [(lid, status, pid) for lid, status, pid, _ in events[events.index(failed[0]) + 2:]]
+    assert (
+        "s",
+        "ROLLBACK_IN_PROGRESS",
+        run.state["StackId"],
+        "The following resource(s) failed to create: [Bad]. Rollback requested by user.",
+    ) in events
+    rollback = [(lid, status, pid) for lid, status, pid, _ in events[events.index(failed[0]) + 2 :]]
     assert rollback == [
-        ("Bad", "DELETE_IN_PROGRESS", marker), ("Bad", "DELETE_COMPLETE", marker),  # answered via the marker
-        ("Good", "DELETE_IN_PROGRESS", "good-1"), ("Good", "DELETE_COMPLETE", "good-1"),
+        ("Bad", "DELETE_IN_PROGRESS", marker),
+        ("Bad", "DELETE_COMPLETE", marker),  # answered via the marker
+        ("Good", "DELETE_IN_PROGRESS", "good-1"),
+        ("Good", "DELETE_COMPLETE", "good-1"),
         ("s", "ROLLBACK_COMPLETE", run.state["StackId"]),
     ]
     assert "Stack s: ROLLBACK_COMPLETE" in run.stdout
@@ -197,26 +227,43 @@ def test_failed_update_rolls_back_with_an_update_to_the_old_properties(sim, writ
     run = sim("update", "--parameter", "AName=a-2", "--parameter", "BFail=B refuses")
     assert run.code == 1, run
     assert "Stack s: UPDATE_ROLLBACK_COMPLETE" in run.stdout
-    wire = [(r["RequestType"], r["LogicalResourceId"], r.get("PhysicalResourceId"), r["ResourceProperties"].get("Name"),
-             (r.get("OldResourceProperties") or {}).get("Name")) for r in sim_handlers.requests]
+    wire = [
+        (
+            r["RequestType"],
+            r["LogicalResourceId"],
+            r.get("PhysicalResourceId"),
+            r["ResourceProperties"].get("Name"),
+            (r.get("OldResourceProperties") or {}).get("Name"),
+        )
+        for r in sim_handlers.requests
+    ]
     assert wire == [
         ("Update", "A", "a-1", "a-2", "a-1"),  # forward: a replacement
         ("Update", "B", "b-1", "b-1", "b-1"),  # forward: fails
         ("Update", "B", "b-1", "b-1", "b-1"),  # rollback: the old properties again
         ("Update", "A", "a-2", "a-1", "a-2"),  # rollback: old properties, to the id it has now
-        ("Delete", "A", "a-2", "a-2", None),   # rollback cleanup: the replacement made by the update
+        ("Delete", "A", "a-2", "a-2", None),  # rollback cleanup: the replacement made by the update
     ]
     b_rollback = sim_handlers.requests[2]
     assert "FailWith" not in b_rollback["ResourceProperties"]
     assert b_rollback["OldResourceProperties"]["FailWith"] == "B refuses"
     events = run.events()
-    assert ("s", "UPDATE_ROLLBACK_IN_PROGRESS", run.state["StackId"],
-            "The following resource(s) failed to update: [B].") in events
+    assert (
+        "s",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+        run.state["StackId"],
+        "The following resource(s) failed to update: [B].",
+    ) in events
     assert [e[1] for e in events if e[0] == "s"] == [
-        "UPDATE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
-        "UPDATE_ROLLBACK_COMPLETE"]
+        "UPDATE_IN_PROGRESS",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+        "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+        "UPDATE_ROLLBACK_COMPLETE",
+    ]
     failed = [e for e in events if e[1] == "UPDATE_FAILED"]
-    assert [e[0] for e in failed] == ["B"] and "Message returned: B refuses" in failed[0][3]  # FailWith: the message alone
+    assert [e[0] for e in failed] == ["B"] and "Message returned: B refuses" in failed[0][
+        3
+    ]  # FailWith: the message alone
     state = run.state
     assert state["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
     assert state["Resources"]["A"]["PhysicalResourceId"] == "a-1"
@@ -227,18 +274,22 @@ def test_failed_update_rolls_back_with_an_update_to_the_old_properties(sim, writ
     assert sim("update", "--parameter", "Colour=red").code == 0
     gone = sim("delete")
     assert gone.code == 0, gone
-    deletes = [(r["LogicalResourceId"], r["PhysicalResourceId"]) for r in sim_handlers.requests
-               if r["RequestType"] == "Delete"]
+    deletes = [
+        (r["LogicalResourceId"], r["PhysicalResourceId"]) for r in sim_handlers.requests if r["RequestType"] == "Delete"
+    ]
     assert deletes == [("B", "b-1"), ("A", "a-1")]
 
 
 def test_handler_overrunning_its_service_timeout_is_answered_failed_by_the_daemon(sim, write):
-    path = write("slow.yaml", """\
+    path = write(
+        "slow.yaml",
+        """\
         Resources:
           Sleepy:
             Type: Custom::Test
             Properties: {ServiceToken: x, ServiceTimeout: 5, SleepSeconds: 7}
-    """)
+    """,
+    )
     started = time.monotonic()
     run = sim("create", path)
     assert run.code == 1, run
@@ -252,12 +303,15 @@ def test_handler_overrunning_its_service_timeout_is_answered_failed_by_the_daemo
 def test_rollback_of_a_create_cut_short_reaches_the_handlers_delete_with_its_properties(sim, write):
     # the daemon answered a timed-out Create with its timed-out marker; CloudFormation's rollback
     # Delete carries that id and the Create's properties, and the daemon passes it to `delete`
-    path = write("cut.yaml", """\
+    path = write(
+        "cut.yaml",
+        """\
         Resources:
           Cut:
             Type: Custom::Slow
             Properties: {ServiceToken: x, ServiceTimeout: 2, CreateSeconds: 4, Name: cut-1}
-    """)
+    """,
+    )
     run = sim("create", path)
     assert run.code == 1, run
     failed = [e for e in run.events() if e[1] == "CREATE_FAILED"]
@@ -265,25 +319,30 @@ def test_rollback_of_a_create_cut_short_reaches_the_handlers_delete_with_its_pro
     assert marker.startswith("cfn-provider-timed-out-"), run
     deletes = [(e[1], e[2]) for e in run.events() if e[0] == "Cut" and e[1].startswith("DELETE")]
     assert deletes == [("DELETE_IN_PROGRESS", marker), ("DELETE_COMPLETE", marker)]
-    assert [(r["RequestType"], r["PhysicalResourceId"], r["ResourceProperties"].get("Name"))
-            for r in sim_handlers.requests] == [("Delete", marker, "cut-1")]
+    assert [
+        (r["RequestType"], r["PhysicalResourceId"], r["ResourceProperties"].get("Name")) for r in sim_handlers.requests
+    ] == [("Delete", marker, "cut-1")]
     assert run.state["StackStatus"] == "ROLLBACK_COMPLETE"
 
 
 def test_missing_response_is_reported_as_cloudformation_would(sim, write):
     # an async handler that blocks the daemon's event loop: the daemon cannot answer in time
-    path = write("blocked.yaml", """\
+    path = write(
+        "blocked.yaml",
+        """\
         Resources:
           Stuck:
             Type: Custom::Slow
             Properties: {ServiceToken: x, ServiceTimeout: 3, CreateSeconds: 3.5, Block: true}
-    """)
+    """,
+    )
     started = time.monotonic()
     run = sim("create", path)
     assert run.code == 1, run
     failed = [e for e in run.events() if e[1] == "CREATE_FAILED"]
-    assert failed[0][3].startswith("Failed to receive a response from the custom resource within 3 seconds "
-                                   "(ServiceTimeout)"), run
+    assert failed[0][3].startswith(
+        "Failed to receive a response from the custom resource within 3 seconds (ServiceTimeout)"
+    ), run
     assert failed[0][2] == ""  # CloudFormation never got an id ...
     deletes = [e for e in run.events() if e[0] == "Stuck" and e[1].startswith("DELETE")]
     generated = deletes[0][2]
@@ -295,23 +354,30 @@ def test_missing_response_is_reported_as_cloudformation_would(sim, write):
 
 
 def test_wait_limit_caps_the_wait(sim, write):
-    path = write("slow.yaml", """\
+    path = write(
+        "slow.yaml",
+        """\
         Resources:
           Slow:
             Type: Custom::Slow
             Properties: {ServiceToken: x, CreateSeconds: 3}
-    """)
+    """,
+    )
     started = time.monotonic()
     run = sim("create", path, "--wait-limit", "1")
     assert run.code == 1, run
     failed = [e for e in run.events() if e[1] == "CREATE_FAILED"]
-    assert "No response from the custom resource within 1 seconds (--wait-limit; CloudFormation would wait up " \
-           "to the ServiceTimeout of 3600 seconds)" in failed[0][3], run
+    assert (
+        "No response from the custom resource within 1 seconds (--wait-limit; CloudFormation would wait up "
+        "to the ServiceTimeout of 3600 seconds)" in failed[0][3]
+    ), run
     assert time.monotonic() - started < 10
 
 
 def test_update_adds_and_removes_resources_and_honours_retain(sim, write):
-    v1 = write("v1.yaml", """\
+    v1 = write(
+        "v1.yaml",
+        """\
         Resources:
           Old:
             Type: Custom::Recorded
@@ -320,8 +386,11 @@ def test_update_adds_and_removes_resources_and_honours_retain(sim, write):
             Type: Custom::Recorded
             DeletionPolicy: Retain
             Properties: {ServiceToken: x, Name: kept-1}
-    """)
-    v2 = write("v2.yaml", """\
+    """,
+    )
+    v2 = write(
+        "v2.yaml",
+        """\
         Resources:
           Kept:
             Type: Custom::Recorded
@@ -330,13 +399,16 @@ def test_update_adds_and_removes_resources_and_honours_retain(sim, write):
           New:
             Type: Custom::Recorded
             Properties: {ServiceToken: x, Name: new-1, Peer: !Ref Kept}
-    """)
+    """,
+    )
     assert sim("create", v1).code == 0
     sim_handlers.requests.clear()
     run = sim("update", "--template", v2)
     assert run.code == 0, run
     assert [(r["RequestType"], r["LogicalResourceId"]) for r in sim_handlers.requests] == [
-        ("Create", "New"), ("Delete", "Old")]  # the removed resource goes in the cleanup phase
+        ("Create", "New"),
+        ("Delete", "Old"),
+    ]  # the removed resource goes in the cleanup phase
     assert set(run.state["Resources"]) == {"Kept", "New"}
     sim_handlers.requests.clear()
     gone = sim("delete")
@@ -346,14 +418,17 @@ def test_update_adds_and_removes_resources_and_honours_retain(sim, write):
 
 
 def test_getatt_of_an_attribute_the_handler_did_not_return_fails_the_resource(sim, write):
-    path = write("attr.yaml", """\
+    path = write(
+        "attr.yaml",
+        """\
         Resources:
           Thing:
             Type: Custom::Echo
             Properties: {ServiceToken: x, Colour: blue}
         Outputs:
           Missing: {Value: !GetAtt Thing.Shape}
-    """)
+    """,
+    )
     run = sim("create", path)
     assert run.code == 1, run
     failed = [e for e in run.events() if e[1] == "CREATE_FAILED"]
@@ -364,7 +439,9 @@ def test_getatt_of_an_attribute_the_handler_did_not_return_fails_the_resource(si
 
 
 def test_other_resources_are_not_created_and_resolve_to_placeholders(sim, write):
-    path = write("mixed.yaml", """\
+    path = write(
+        "mixed.yaml",
+        """\
         Resources:
           Bucket:
             Type: AWS::S3::Bucket
@@ -373,7 +450,8 @@ def test_other_resources_are_not_created_and_resolve_to_placeholders(sim, write)
             Properties: {ServiceToken: x, Where: !Ref Bucket, Arn: !GetAtt Bucket.Arn}
         Outputs:
           Where: {Value: !GetAtt Thing.Where}
-    """)
+    """,
+    )
     run = sim("create", path)
     assert run.code == 0, run
     assert "Bucket (AWS::S3::Bucket) is not a custom resource: simulate does not create it" in run.stderr
@@ -383,20 +461,26 @@ def test_other_resources_are_not_created_and_resolve_to_placeholders(sim, write)
 
 
 def test_template_and_state_errors_exit_2_before_anything_runs(sim, write, tmp_path):
-    cyclic = write("cycle.yaml", """\
+    cyclic = write(
+        "cycle.yaml",
+        """\
         Resources:
           A: {Type: Custom::Echo, Properties: {ServiceToken: x, Peer: !Ref B}}
           B: {Type: Custom::Echo, Properties: {ServiceToken: x, Peer: !GetAtt A.Peer}}
-    """)
+    """,
+    )
     run = sim("create", cyclic)
     # cfn-lint finds it first, with the file and line
     assert run.code == 2 and "cycle.yaml:2:3: E3004 Circular Dependencies for resource A" in run.stderr, run
     assert not run.state_path.exists()
-    missing = write("param.yaml", """\
+    missing = write(
+        "param.yaml",
+        """\
         Parameters: {Size: {Type: Number}}
         Resources:
           A: {Type: Custom::Echo, Properties: {ServiceToken: x, Size: !Ref Size}}
-    """)
+    """,
+    )
     run = sim("create", missing)
     assert run.code == 2 and "Parameters: [Size] must have values" in run.stderr, run
     assert sim("update").code == 2  # no such stack
@@ -419,9 +503,10 @@ def test_embedded_emulator_runs_the_example_consumer_template(sim):
     assert not gone.state_path.exists()
 
 
-
 def test_noecho_data_is_masked_in_outputs(sim, write):
-    path = write("secret.yaml", """\
+    path = write(
+        "secret.yaml",
+        """\
         Resources:
           Secret:
             Type: Custom::Test
@@ -431,7 +516,8 @@ def test_noecho_data_is_masked_in_outputs(sim, write):
         Outputs:
           Password: {Value: !GetAtt Secret.Password}
           Id: {Value: !Ref Secret}
-    """)
+    """,
+    )
     run = sim("create", path)
     assert run.code == 0, run
     assert "hunter2" not in run.stdout
@@ -446,12 +532,15 @@ def test_a_handler_that_does_not_load_is_an_error_before_anything_runs(sim, writ
 
 
 def test_a_long_running_resource_shows_its_progress_as_in_progress_events(sim, write):
-    path = write("poll.yaml", """\
+    path = write(
+        "poll.yaml",
+        """\
         Resources:
           Snapshot:
             Type: Custom::Poll
             Properties: {ServiceToken: x, Polls: 3, AfterSeconds: 1}
-    """)
+    """,
+    )
     run = sim("create", path, "--handler", "Custom::Poll=tests.support.polling_handlers")
     assert run.code == 0, run
     events = [e for e in run.events() if e[0] == "Snapshot"]

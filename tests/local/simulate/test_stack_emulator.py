@@ -2,6 +2,7 @@
 process, kept from `create` to `delete`, so a Delete finds what the Create made; `--seed` puts
 things there first and may give parameters; the process goes with the stack; a lost one is
 replaced, saying so."""
+
 from __future__ import annotations
 
 import json
@@ -72,15 +73,22 @@ def test_the_stack_keeps_its_emulator_so_delete_finds_what_create_made(sim, writ
 
 
 def test_a_lost_emulator_is_replaced_saying_what_was_lost(sim, write):
-    created = sim("create", write("t.yaml", TEMPLATE.replace("FromParameter: !Ref Seeded", "Value: v")),
-                  "--handler", SSM_THING, embedded=True)
+    created = sim(
+        "create",
+        write("t.yaml", TEMPLATE.replace("FromParameter: !Ref Seeded", "Value: v")),
+        "--handler",
+        SSM_THING,
+        embedded=True,
+    )
     assert created.code == 0, created
     pid = emulator_of(created)["Pid"]
     os.kill(pid, signal.SIGKILL)  # as after a reboot
     assert gone(pid)
     deleted = sim("delete", "--handler", SSM_THING, embedded=True)
-    assert "the stack's emulator process is gone" in deleted.stderr and "without what earlier operations made" \
-        in deleted.stderr, deleted
+    assert (
+        "the stack's emulator process is gone" in deleted.stderr
+        and "without what earlier operations made" in deleted.stderr
+    ), deleted
     assert deleted.code == 1 and "ParameterNotFound" in deleted.stdout  # the handler's Delete finds nothing
     assert emulator_of(deleted)["Pid"] != pid
 

@@ -1,4 +1,5 @@
 """Helpers for the template tests: a stack, created resources, and one-line template / resolve."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """cfn_provider.local.template dependencies: the order Ref / GetAtt / Sub / DependsOn give, cycles
 and the template format errors."""
+
 from __future__ import annotations
 
 
@@ -46,15 +47,18 @@ Resources:
 """)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("Resources: {}", "At least one Resources member"),
-    ("Resources: {A: {Properties: {}}}", "A has no Type"),
-    ("Resources: {A: {Type: Custom::X, DependsOn: Nope}}", r"Unresolved resource dependencies \[Nope\]"),
-    ("Resources: {A: {Type: Custom::X, Properties: {P: !Ref Nope}}}", r"Unresolved resource dependencies \[Nope\]"),
-    ("Resources: {A: {Type: Custom::X, Properties: {P: null}}}", "'null' values are not allowed"),
-    ("Transform: AWS::Serverless-2016-10-31\nResources: {A: {Type: Custom::X}}", "Transform"),
-    ("Resources: {A: {Type: Custom::X, Condition: Nope}}", "Unresolved condition dependency Nope"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Resources: {}", "At least one Resources member"),
+        ("Resources: {A: {Properties: {}}}", "A has no Type"),
+        ("Resources: {A: {Type: Custom::X, DependsOn: Nope}}", r"Unresolved resource dependencies \[Nope\]"),
+        ("Resources: {A: {Type: Custom::X, Properties: {P: !Ref Nope}}}", r"Unresolved resource dependencies \[Nope\]"),
+        ("Resources: {A: {Type: Custom::X, Properties: {P: null}}}", "'null' values are not allowed"),
+        ("Transform: AWS::Serverless-2016-10-31\nResources: {A: {Type: Custom::X}}", "Transform"),
+        ("Resources: {A: {Type: Custom::X, Condition: Nope}}", "Unresolved condition dependency Nope"),
+    ],
+)
 def test_template_errors(text: str, message: str) -> None:
     with pytest.raises(TemplateError, match=message):
         template(text)

@@ -1,5 +1,6 @@
 """cfn_provider.local.template inputs: Parameters (defaults, overrides, constraints, --parameter
 values) and Conditions choosing resources, outputs and values."""
+
 from __future__ import annotations
 
 
@@ -39,15 +40,13 @@ Outputs:
 
 def test_conditions_choose_resources_outputs_and_values() -> None:
     dev = template(CONDITIONS)
-    assert dev.conditions == {"IsProd": False, "IsDev": True, "HasExtra": False, "DevWithExtra": False,
-                              "Either": False}
+    assert dev.conditions == {"IsProd": False, "IsDev": True, "HasExtra": False, "DevWithExtra": False, "Either": False}
     assert dev.custom == ["Always"] and list(dev.outputs_defs) == ["Size"]
     # AWS::NoValue removes the property and the list item
     assert dev.properties("Always", {}.get) == {"Size": "small", "List": ["one", "three"]}
 
     prod = template(CONDITIONS, {"Env": "prod", "Extra": "more"})
-    assert prod.conditions == {"IsProd": True, "IsDev": False, "HasExtra": True, "DevWithExtra": False,
-                               "Either": True}
+    assert prod.conditions == {"IsProd": True, "IsDev": False, "HasExtra": True, "DevWithExtra": False, "Either": True}
     assert prod.custom == ["Always", "ProdOnly"]
     assert prod.properties("Always", {}.get) == {"Size": "big", "Extra": "more", "List": ["one", "more", "three"]}
     made = {"Always": Made("a-1", {"Size": "big"}), "ProdOnly": Made("p-1")}
@@ -97,6 +96,10 @@ Resources:
 
 def test_parse_parameters() -> None:
     assert parse_parameters(["A=1", "B=x=y", "ParameterKey=C,ParameterValue=a,b", "D="]) == {
-        "A": "1", "B": "x=y", "C": "a,b", "D": ""}
+        "A": "1",
+        "B": "x=y",
+        "C": "a,b",
+        "D": "",
+    }
     with pytest.raises(ValueError):
         parse_parameters(["novalue"])

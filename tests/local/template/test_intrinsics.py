@@ -1,5 +1,6 @@
 """cfn_provider.local.template intrinsic functions: Ref, GetAtt, Sub, Join, Select, pseudo
 parameters, ..., and the errors CloudFormation would give."""
+
 from __future__ import annotations
 
 import base64
@@ -21,20 +22,41 @@ Resources:
 def test_sub_resolves_resources_attributes_pseudo_parameters_and_literals() -> None:
     t = template(SUBS)
     made = {"Thing": Made("thing-1", {"Url": "https://t/1", "Port": 8080})}
-    assert resolve(t, {"Fn::Sub": "${Thing.Url}/${Thing}?r=${AWS::Region}&a=${AWS::AccountId}&e=${Env}&l=${!Literal}"},
-                   made) == "https://t/1/thing-1?r=eu-west-1&a=111122223333&e=dev&l=${Literal}"
-    assert resolve(t, {"Fn::Sub": ["${Host}:${Thing.Port} (${AWS::StackName})", {"Host": {"Ref": "Thing"}}]},
-                   made) == "thing-1:8080 (demo)"
+    assert (
+        resolve(
+            t, {"Fn::Sub": "${Thing.Url}/${Thing}?r=${AWS::Region}&a=${AWS::AccountId}&e=${Env}&l=${!Literal}"}, made
+        )
+        == "https://t/1/thing-1?r=eu-west-1&a=111122223333&e=dev&l=${Literal}"
+    )
+    assert (
+        resolve(t, {"Fn::Sub": ["${Host}:${Thing.Port} (${AWS::StackName})", {"Host": {"Ref": "Thing"}}]}, made)
+        == "thing-1:8080 (demo)"
+    )
 
 
 def test_pseudo_parameters() -> None:
     t = template(SUBS)
-    refs = {name: resolve(t, {"Ref": name}) for name in (
-        "AWS::AccountId", "AWS::Region", "AWS::StackName", "AWS::StackId", "AWS::Partition", "AWS::URLSuffix",
-        "AWS::NotificationARNs")}
-    assert refs == {"AWS::AccountId": "111122223333", "AWS::Region": "eu-west-1", "AWS::StackName": "demo",
-                    "AWS::StackId": STACK.stack_id, "AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com",
-                    "AWS::NotificationARNs": []}
+    refs = {
+        name: resolve(t, {"Ref": name})
+        for name in (
+            "AWS::AccountId",
+            "AWS::Region",
+            "AWS::StackName",
+            "AWS::StackId",
+            "AWS::Partition",
+            "AWS::URLSuffix",
+            "AWS::NotificationARNs",
+        )
+    }
+    assert refs == {
+        "AWS::AccountId": "111122223333",
+        "AWS::Region": "eu-west-1",
+        "AWS::StackName": "demo",
+        "AWS::StackId": STACK.stack_id,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+        "AWS::NotificationARNs": [],
+    }
     assert resolve(t, {"Ref": "AWS::NoValue"}) is NO_VALUE
     china = StackInfo.new("s", "cn-north-1", "111122223333")
     assert (china.partition, china.url_suffix) == ("aws-cn", "amazonaws.com.cn")
@@ -67,12 +89,15 @@ Resources:
         assert resolve(t, loads(f"V: {short}")["V"], made) == expected, short
 
 
-@pytest.mark.parametrize("value, message", [
-    ("!Select [5, [a, b]]", "out of bounds"),
-    ("!FindInMap [Nope, a, b]", "Mapping named 'Nope' is not present"),
-    ("!Join [',', notalist]", "needs a list"),
-    ("!Sub '${Nope}'", r"Unresolved resource dependencies \[Nope\]"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("!Select [5, [a, b]]", "out of bounds"),
+        ("!FindInMap [Nope, a, b]", "Mapping named 'Nope' is not present"),
+        ("!Join [',', notalist]", "needs a list"),
+        ("!Sub '${Nope}'", r"Unresolved resource dependencies \[Nope\]"),
+    ],
+)
 def test_function_errors(value: str, message: str) -> None:
     with pytest.raises(TemplateError, match=message):
         resolve(template(SUBS), loads(f"V: {value}")["V"])

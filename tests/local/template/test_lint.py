@@ -1,6 +1,7 @@
 """cfn_provider.local.template.lint: cfn-lint as a library on a template's text: findings as
 FILE:LINE:COLUMN: RULE message, errors raised together, warnings returned; without cfn-lint, the
 extra to install. (simulate's use of it: tests/local/simulate/test_template_checks.py.)"""
+
 from __future__ import annotations
 
 import sys
@@ -11,7 +12,6 @@ import pytest
 from cfn_provider.local.template import Template, TemplateError, loads
 from cfn_provider.local.template.lint import MissingExtra, check, lint
 from tests.local.template.helpers import UNDEFINED
-
 
 
 def test_the_template_engine_refuses_an_undefined_ref_in_a_service_token_too():
@@ -34,8 +34,14 @@ def test_check_lists_every_error_and_returns_the_warnings():
         check("t.yaml", textwrap.dedent(UNDEFINED))
     assert "t.yaml: cfn-lint found 2 error(s); nothing was run:" in str(info.value)
     assert "t.yaml:5:7: E1020 'ServiceTokn' is not one of" in str(info.value)
-    assert [f.rule for f in check("t.yaml", "Parameters:\n  P: {Type: String}\nResources:\n  A:\n"
-                                             "    Type: Custom::X\n    Properties: {ServiceToken: x}\n")] == ["W2001"]
+    assert [
+        f.rule
+        for f in check(
+            "t.yaml",
+            "Parameters:\n  P: {Type: String}\nResources:\n  A:\n"
+            "    Type: Custom::X\n    Properties: {ServiceToken: x}\n",
+        )
+    ] == ["W2001"]
 
 
 def test_without_cfn_lint_it_says_which_extra_to_install(monkeypatch):

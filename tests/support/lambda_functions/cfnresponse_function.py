@@ -3,6 +3,7 @@
 and `cfnresponse.send(event, context, status, data, physical_id)` at the end. Nothing here knows
 about cfn-provider: the tests run these modules unchanged through `lambda:` handlers.
 """
+
 import json
 import logging
 import threading

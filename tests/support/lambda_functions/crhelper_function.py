@@ -1,4 +1,5 @@
 """A custom resource written with crhelper (PyPI), as its README shows. Unchanged by the tests."""
+
 from crhelper import CfnResource
 
 helper = CfnResource(json_logging=False, log_level="DEBUG", boto_level="CRITICAL")
@@ -15,8 +16,9 @@ def create(event, context):
 
 @helper.update
 def update(event, context):
-    helper.Data.update({"Greeting": "hello again " + event["ResourceProperties"]["Name"],
-                        "RequestId": event["RequestId"]})
+    helper.Data.update(
+        {"Greeting": "hello again " + event["ResourceProperties"]["Name"], "RequestId": event["RequestId"]}
+    )
 
 
 @helper.delete

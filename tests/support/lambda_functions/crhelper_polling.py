@@ -6,6 +6,7 @@ poll returns None until the Polls-th, which returns "<that id>-ready" with Data 
 Started. Records every call as a line "what RequestId" in the file its RAN_FILE environment
 variable names (it runs in a process of its own: the test reads the file).
 """
+
 import os
 
 from crhelper import CfnResource

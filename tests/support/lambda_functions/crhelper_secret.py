@@ -4,6 +4,7 @@ crhelper carries the secret in CrHelperData from poll to poll.
 
 Properties: Polls (the poll that finishes; default 2).
 """
+
 import os
 
 from crhelper import CfnResource

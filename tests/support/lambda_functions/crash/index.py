@@ -1,4 +1,5 @@
 """A function whose process dies on request (os._exit, as a C extension's abort would), else SUCCESS."""
+
 import os
 
 import cfnresponse

@@ -1,4 +1,5 @@
 """Hangs when asked (a stuck API call), else answers at once."""
+
 import time
 
 import cfnresponse

@@ -1,4 +1,5 @@
 """The Lambda idiom: the root logger's level from LOG_LEVEL, set at import; reads its own GREETING."""
+
 import logging
 import os
 

@@ -1,5 +1,6 @@
 """AWS's S3Objects example names its module resource.py (Handler: resource.handler): the standard
 library's `resource` must not hide it. Answers with the stock cfnresponse."""
+
 import cfnresponse
 
 

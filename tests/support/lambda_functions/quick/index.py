@@ -1,4 +1,5 @@
 """Like AWS's getfromjson example (ServiceTimeout 1): read a value out of a JSON document, at once."""
+
 import json
 
 import cfnresponse
@@ -11,4 +12,6 @@ def handler(event, context):
     except (KeyError, ValueError) as exc:
         cfnresponse.send(event, context, cfnresponse.FAILED, {}, reason=f"cannot read it: {exc}")
         return
-    cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Value": value, "RemainingMs": context.get_remaining_time_in_millis()})
+    cfnresponse.send(
+        event, context, cfnresponse.SUCCESS, {"Value": value, "RemainingMs": context.get_remaining_time_in_millis()}
+    )

@@ -1,5 +1,6 @@
 """A CloudFormation macro's custom resource as AWS's examples ship it: cfnresponse copied in as
 custom_response.py, which PUTs the answer itself with urllib."""
+
 import custom_response
 
 

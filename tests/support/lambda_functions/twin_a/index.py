@@ -1,4 +1,5 @@
 """One of two inline functions whose Handler is index.handler, with a helper module of the same name as its twin's."""
+
 import cfnresponse
 import helpers
 
