@@ -25,7 +25,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # by about 0.06 (retry paths taken or not). Raise it when coverage rises; never lower it.
 COVERAGE_FLOOR := 90.8
 
-.PHONY: demo test check chaos bench dist faketime venv clean FORCE
+.PHONY: demo test check lint chaos bench dist faketime venv clean FORCE
 
 venv: $(STAMP)
 
@@ -55,11 +55,15 @@ $(DEMO_STAMP): setup.cfg pyproject.toml constraints.txt $(SOURCES)
 demo: $(DEMO_STAMP)
 	$(BIN)/cfn-provider demo
 
-test: $(STAMP) $(DYNALITE)   # type-check the installed package (setup.cfg [mypy]), then every test, with coverage
+lint: $(STAMP)   # ruff (ruff.toml): the lint rules, then the formatting, as .pre-commit-config.yaml runs them
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint $(DYNALITE)   # lint, type-check the installed package (setup.cfg [mypy]), then every test, with coverage
 	$(BIN)/mypy -p cfn_provider
 	$(BIN)/pytest $(XDIST) --cov --cov-report=term --cov-fail-under=$(COVERAGE_FLOOR) $(PYTEST_ARGS)
 
-check: $(STAMP)   # the fast loop, before every commit: the tests that need no emulator and take no seconds
+check: lint   # the fast loop, before every commit: lint, then the tests that need no emulator and take no seconds
 	$(BIN)/pytest $(XDIST) -m "not slow and not chaos and not emulator" -q -p no:cacheprovider $(PYTEST_ARGS)
 
 chaos: $(STAMP) $(DYNALITE) faketime   # the chaos suites at full size, with their table of figures

@@ -13,9 +13,10 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -71,11 +72,12 @@ def machine() -> str:
     model = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as fh:
-            model = next((l.split(":", 1)[1].strip() for l in fh if l.startswith("model name")), model)
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), model)
     except OSError:
         pass
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} vCPU {model}, {mem_gib:.0f} GiB RAM, Linux {os.uname().release}, Python {sys.version.split()[0]}"
+    python = sys.version.split()[0]
+    return f"{os.cpu_count()} vCPU {model}, {mem_gib:.0f} GiB RAM, Linux {os.uname().release}, Python {python}"
 
 
 # ---------------------------------------------------------------------------- the emulator
@@ -132,7 +134,7 @@ class EmulatorProcess:
                 self.proc.wait(10)
         self.log.close()
 
-    def __enter__(self) -> "EmulatorProcess":
+    def __enter__(self) -> EmulatorProcess:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -191,7 +193,7 @@ class Consumer:
         name: str = "daemon",
         trace: Path | None = None,
         checkout: Path | None = None,
-    ) -> "Consumer":
+    ) -> Consumer:
         """`python -m cfn_provider run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
         its stage timings written to `trace`). `checkout`: another clone of this repository, whose
         daemon is run instead (its own `.venv`, as `make venv` builds it there)."""
@@ -240,7 +242,7 @@ class Consumer:
         log_path: Path,
         extra: list[str] = (),
         name: str | None = None,
-    ) -> "Consumer":
+    ) -> Consumer:
         args = [sys.executable, "-m", module, "--queue-url", provider.queue_url, *extra]
         return cls(
             name or module.rsplit(".", 1)[-1],
@@ -251,7 +253,7 @@ class Consumer:
             lambda line: line.strip() == "ready",
         )
 
-    def start(self, timeout: float = 60.0, settle: float = 1.0) -> "Consumer":
+    def start(self, timeout: float = 60.0, settle: float = 1.0) -> Consumer:
         self.proc = subprocess.Popen(
             self.args,
             env=self.env,

@@ -107,7 +107,7 @@ class SdkQueue:
                 m.message_id,
                 m.message_body,
                 m.receipt_handle,
-                dt.datetime.fromtimestamp(m.enqueue_time / 1000, dt.timezone.utc),
+                dt.datetime.fromtimestamp(m.enqueue_time / 1000, dt.UTC),
                 m.dequeue_count,
             )
             for m in raw

@@ -23,8 +23,9 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cfn_provider import InProgress
 

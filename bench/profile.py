@@ -6,11 +6,11 @@ scenario; the raw stacks land next to the logs and the top frames are printed.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any

@@ -1,7 +1,8 @@
 """`python -m bench` (`make bench`): every scenario in one run, one table, the same figures as JSON.
 
     python -m bench                         # every scenario (about 10 minutes on 2 vCPUs)
-    python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite inflight polls lambda web
+    python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite
+                                            #   inflight polls lambda web
     python -m bench --only burst --rounds 3 --requests 200   # the CPU and throughput ratios, quicker
     python -m bench --event-loop asyncio    # the daemon on asyncio's own loop (default: auto, uvloop if installed)
     python -m bench --quick                 # small sizes, for trying the bench itself
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except loops.EventLoopError as exc:
         loop = f"unavailable: {exc}"
 
-    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     header = [
         "",
         f"cfn-sns-provider benchmarks, {when}, {int(total // 60)} min {int(total % 60)} s"
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_stages(results)
 
     document = {
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "moto": version("moto"),
         "quick": args.quick,

@@ -8,7 +8,8 @@ import dataclasses
 import subprocess
 import sys
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .harness import REPO, EmulatorProcess, child_env, cpu_seconds
 from .scenarios import Options, throughput_run

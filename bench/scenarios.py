@@ -1,4 +1,5 @@
-"""Scenarios 1-5 (scale-out: bench.scale; in-flight and waiting polls: bench.scenarios_more). Each returns a dict of figures; `bench.report` lays them out beside the targets.
+"""Scenarios 1-5 (scale-out: bench.scale; in-flight and waiting polls: bench.scenarios_more).
+Each returns a dict of figures; `bench.report` lays them out beside the targets.
 
 Every run gets a fresh emulator process and a fresh topic/queue/bucket, so no run inherits
 another's queue, objects or memory. Consumers are processes of their own, and their CPU is
@@ -11,9 +12,10 @@ import json
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from cfn_provider.local.emulator import Provider
@@ -291,10 +293,10 @@ def burst(opts: Options) -> dict[str, Any]:
         ("baseline",) if opts.baseline else ()
     ):  # each ratio per round (the runs that took turns), then min / median / max
         tag = "daemon" if kind == "daemon" else kind
-        pairs = list(zip(runs[kind], runs["limit"]))
-        out[f"{tag}_over_limit_spread"] = spread([d["rps"] / l["rps"] for d, l in pairs])
+        pairs = list(zip(runs[kind], runs["limit"], strict=True))
+        out[f"{tag}_over_limit_spread"] = spread([d["rps"] / lim["rps"] for d, lim in pairs])
         out[f"cpu_{tag}_over_limit_spread"] = spread(
-            [d["cpu_ms_per_request"] / l["cpu_ms_per_request"] for d, l in pairs]
+            [d["cpu_ms_per_request"] / lim["cpu_ms_per_request"] for d, lim in pairs]
         )
         out[f"{tag}_over_limit"] = out[f"{tag}_over_limit_spread"]["median"]  # targets: the median
         out[f"cpu_{tag}_over_limit"] = out[f"cpu_{tag}_over_limit_spread"]["median"]

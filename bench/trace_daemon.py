@@ -48,10 +48,9 @@ def _wrap(owner: Any, name: str, stage: str) -> None:
 
 
 def _install() -> None:
-    from cfn_provider.transports import queue
-    from cfn_provider.pipeline import responder
+    from cfn_provider.pipeline import responder, worker
     from cfn_provider.stores import sqlite as store
-    from cfn_provider.pipeline import worker
+    from cfn_provider.transports import queue
 
     for name in ("claim", "save_response", "mark_sent"):
         _wrap(store.SQLiteStore, name, f"store.{name}")

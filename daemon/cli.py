@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from . import __version__
-from .trust.at_rest import StateExposed
-from .pipeline.budget import MAX_RECEIVE_COUNT
 from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
+from .pipeline.budget import MAX_RECEIVE_COUNT
 from .pipeline.router import HandlerError, parse_handler_option
 from .stores.base import StoreConfigError
+from .trust.at_rest import StateExposed
 
 ENV = "CFN_PROVIDER_"
 
@@ -321,7 +322,9 @@ def demo(logs: bool) -> None:
     try:
         from .local.demo import run_demo
     except ImportError as exc:  # moto is an extra
-        raise click.ClickException(f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})")
+        raise click.ClickException(
+            f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})"
+        ) from None
     sys.exit(run_demo(show_logs=logs))
 
 
@@ -395,7 +398,8 @@ def bootstrap(
     import boto3
     import botocore.exceptions
 
-    from .ops.bootstrap import Bootstrap, BootstrapError, summary, write_config as write_config_file
+    from .ops.bootstrap import Bootstrap, BootstrapError, summary
+    from .ops.bootstrap import write_config as write_config_file
 
     def show(change: Any) -> None:
         click.echo(change.describe(dry_run))
@@ -572,7 +576,7 @@ def handlers_command(
 def _echo_table(table: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     for line in table:
-        cells = [f"{cell:<{w}}" for cell, w in zip(line, widths)] + [line[-1]]
+        cells = [f"{cell:<{w}}" for cell, w in zip(line[:-1], widths, strict=True)] + [line[-1]]  # the last unpadded
         click.echo("  ".join(cells).rstrip())
 
 

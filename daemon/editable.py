@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 HINT = "the editable install predates it: run `make venv` to rebuild the virtualenv's links"
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import platform
 import sys
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 CHOICES = ("auto", "asyncio", "uvloop")
 T = TypeVar("T")

@@ -8,38 +8,38 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
-from typing import Callable
 
 import aiobotocore.session
 import aiohttp
 import structlog
 
 from . import loops
-from .ops import health
-from .trust.at_rest import secure_key_files
 from .config import Settings, TransportConfigError, health_path
+from .dead_letters.watcher import DeadLetterWatcher, watcher_for
+from .dialects.base import CLOUDFORMATION
+from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
-from .dead_letters.watcher import DeadLetterWatcher, watcher_for
-from .pipeline.envelope import MNS_FORMS, SNS_FORMS
-from .dialects.base import CLOUDFORMATION
-from .ops.metrics import Metrics
-from .pipeline.poller import Poller
 from .long_running.scheduler import PollScheduler, scheduler_for
+from .ops import health
+from .ops.metrics import Metrics
+from .pipeline.envelope import MNS_FORMS, SNS_FORMS
+from .pipeline.poller import Poller
+from .pipeline.responder import Responder
+from .pipeline.router import Router
+from .pipeline.worker import Policy, Worker
+from .stores import open_store
+from .stores.base import Store
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener
-from .pipeline.responder import Responder
-from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
-from .pipeline.router import Router
+from .trust.at_rest import secure_key_files
 from .trust.signature import SignatureVerifier
 from .trust.topics import allowlist
-from .stores.base import Store
-from .stores import open_store
 from .trust.urls import ResponseUrlPolicy, redact
-from .pipeline.worker import Policy, Worker
 
 log = structlog.get_logger("service")
 HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes

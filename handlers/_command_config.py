@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from cfn_provider.config import read_toml
 
@@ -70,7 +71,7 @@ def load_config(path: str | None = None) -> Config:
     return Config(path, tables["commands"], tables["types"])
 
 
-def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:
+def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:  # noqa: C901 - to split (issue 24: complexity <= 12)
     def bad(why: str) -> ConfigError:
         return ConfigError(f"{path}: [{where}] {why}")
 

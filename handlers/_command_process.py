@@ -8,8 +8,9 @@ import json
 import os
 import re
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from cfn_provider.handlers._command_config import Entry
 

@@ -58,10 +58,10 @@ logical id), as the built-in handlers do.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cfn_provider import Call, Resource
-
 from cfn_provider.handlers._command_config import CONFIG_ENV, DEFAULT_TIMEOUT, ConfigError, Entry, load_config
 from cfn_provider.handlers._command_process import CommandError, env_name, request_env, result_of, run
 

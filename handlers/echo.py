@@ -15,7 +15,8 @@ ServiceToken and ServiceTimeout are CloudFormation's own and are not echoed.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _RESERVED = ("ServiceToken", "ServiceTimeout", "Name", "FailWith")
 

@@ -73,7 +73,7 @@ def data_of(addresses: list[dict[str, Any]]) -> dict[str, str]:
     ips = [a["PublicIp"] for a in addresses]
     ids = [a["AllocationId"] for a in addresses]
     data = {"Addresses": ",".join(ips), "AllocationIds": ",".join(ids), "Count": str(len(ips))}
-    for i, (ip, allocation) in enumerate(zip(ips, ids)):
+    for i, (ip, allocation) in enumerate(zip(ips, ids, strict=True)):
         data[f"Address{i}"] = ip
         data[f"AllocationId{i}"] = allocation
     return data

@@ -34,8 +34,9 @@ import math
 import os
 import re
 import time
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp

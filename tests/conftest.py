@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         sdist = out / f"cfn_sns_provider-{ver}.tar.gz"
         if not wheel.is_file() or not sdist.is_file():
             sys.exit(
-                f"make dist: expected {wheel.name} and {sdist.name} in {out}, found {sorted(p.name for p in out.iterdir())}"
+                f"make dist: expected {wheel.name} and {sdist.name} in {out}, "
+                f"found {sorted(p.name for p in out.iterdir())}"
             )
 
         step("twine check --strict")

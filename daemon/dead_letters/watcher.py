@@ -44,11 +44,11 @@ from typing import Any
 
 import structlog
 
+from ..pipeline.disposition import Disposition
 from ..pipeline.heartbeat import Heartbeat
+from ..pipeline.worker import Worker
 from ..transports.queue import Message, Queue
 from ..trust.urls import redact
-from ..pipeline.disposition import Disposition
-from ..pipeline.worker import Worker
 
 log = structlog.get_logger("deadletters")
 DEFAULT_INTERVAL = 60.0  # seconds between passes

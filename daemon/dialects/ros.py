@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .base import CLOUDFORMATION, Dialect
 from ..trust.urls import ALIYUN_HOSTS
+from .base import CLOUDFORMATION, Dialect
 
 ROS = Dialect(
     name="ros",
@@ -87,6 +87,9 @@ class ResponseUrlChoice:
         if self.mode == "intranet":
             return [intranet]
         return [intranet, public] if self.inside_cloud else [public]
+
+
+DEFAULT_URL_CHOICE = ResponseUrlChoice()  # auto, outside Alibaba Cloud: the public ResponseURL (frozen: safe to share)
 
 
 def replacement_refused(old_id: str, new_id: str) -> str:

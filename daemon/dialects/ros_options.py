@@ -3,14 +3,15 @@ APPLIES_TO: which transports each transport-specific option applies to (one give
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from .ros import URL_MODES
 from ..trust.topics import FORM, allowlist
-from .ros_web_options import WEB_OPTIONS, WEB_ONLY, web_settings
+from .ros import URL_MODES
+from .ros_web_options import WEB_ONLY, WEB_OPTIONS, web_settings
 
 ENV = "CFN_PROVIDER_"
 TRANSPORTS = ("sqs", "mns", "web")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 PASSED = (
     "PATH",

@@ -6,14 +6,14 @@ is a loopback URL of the daemon valid for this call only (cfn_provider.functions
 first answer PUT there is the call's result, as soon as it arrives (the function may go on; it is
 killed at the deadline); without one, how the call ended decides:
 
-| the call                                   | the handler result                                  |
-|--------------------------------------------|-----------------------------------------------------|
-| answered SUCCESS                           | its id (none, or the context's log stream name: the daemon's rule), Data, NoEcho |
-| answered FAILED                            | FunctionFailed(its reason, or where to look)        |
-| returned, raised, sys.exit without answer  | FunctionFailed saying so                            |
-| crhelper waits for its polls               | InProgress (crhelper's CrHelperData, its interval)  |
-| process crashed (os._exit, signal, OOM)    | FunctionFailed naming how; the process is replaced  |
-| every process busy, none may wait          | InProgress {"Queued": n}: the poll scheduler tries again shortly, no slot held |
+| the call                                  | the handler result                                                 |
+|-------------------------------------------|--------------------------------------------------------------------|
+| answered SUCCESS                          | its id (none, or the log stream name: the daemon's rule), Data, NoEcho |
+| answered FAILED                           | FunctionFailed(its reason, or where to look)                       |
+| returned, raised, sys.exit without answer | FunctionFailed saying so                                           |
+| crhelper waits for its polls              | InProgress (crhelper's CrHelperData, its interval)                 |
+| process crashed (os._exit, signal, OOM)   | FunctionFailed naming how; the process is replaced                 |
+| every process busy, none may wait         | InProgress {"Queued": n}: the scheduler retries soon, no slot held |
 
 A call cancelled (the runner's deadline, the daemon's stop) kills its process, which is replaced.
 """
@@ -26,9 +26,10 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import structlog
 
@@ -214,7 +215,7 @@ class LambdaFunction:
 
     async def _finish(
         self,
-        call: "asyncio.Future[dict[str, Any]]",
+        call: asyncio.Future[dict[str, Any]],
         capture: Capture,
         process: FunctionProcess,
         pool: Pool,
@@ -241,7 +242,7 @@ class LambdaFunction:
 
     def _ended(
         self,
-        call: "asyncio.Future[dict[str, Any]]",
+        call: asyncio.Future[dict[str, Any]],
         capture: Capture,
         process: FunctionProcess,
         event: Mapping[str, Any],
@@ -278,7 +279,7 @@ class LambdaFunction:
         )
 
 
-def _retrieved(call: "asyncio.Future[Any]") -> None:
+def _retrieved(call: asyncio.Future[Any]) -> None:
     """Its outcome is read by whoever waits for it, if anyone still does; never reported as lost."""
     if not call.cancelled():
         call.exception()

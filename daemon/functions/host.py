@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import weakref
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -23,9 +24,7 @@ from .process import FunctionProcess
 from .settings import FunctionSettings
 
 log = structlog.get_logger("lambda")
-_hosts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[FunctionHost]]" = (
-    weakref.WeakKeyDictionary()
-)
+_hosts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[FunctionHost]] = weakref.WeakKeyDictionary()
 
 
 class Hosted(Protocol):
@@ -34,7 +33,7 @@ class Hosted(Protocol):
     name: str
     settings: FunctionSettings
 
-    def spawn(self, host: "FunctionHost") -> Awaitable[FunctionProcess]: ...
+    def spawn(self, host: FunctionHost) -> Awaitable[FunctionProcess]: ...
 
 
 class FunctionHost:
@@ -44,7 +43,7 @@ class FunctionHost:
         self.pools: dict[int, Pool] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def start(self) -> "FunctionHost":
+    async def start(self) -> FunctionHost:
         self.tls = tls.make()
         self.answers = Answers(self.tls)
         # in a context of its own: the listener's log lines never carry the ids of whoever started it
@@ -52,7 +51,7 @@ class FunctionHost:
         _hosts.setdefault(asyncio.get_running_loop(), _done(self))
         return self
 
-    async def __aenter__(self) -> "FunctionHost":
+    async def __aenter__(self) -> FunctionHost:
         return await self.start()
 
     async def __aexit__(
@@ -102,7 +101,7 @@ class FunctionHost:
             del _hosts[loop]
 
     @classmethod
-    async def for_loop(cls) -> "FunctionHost":
+    async def for_loop(cls) -> FunctionHost:
         """The host of the running event loop (the service's), or one started now for it."""
         loop = asyncio.get_running_loop()
         held = _hosts.get(loop)
@@ -120,7 +119,7 @@ class FunctionHost:
         return await asyncio.shield(held)
 
 
-def _done(host: FunctionHost) -> "asyncio.Future[FunctionHost]":
+def _done(host: FunctionHost) -> asyncio.Future[FunctionHost]:
     future = asyncio.get_running_loop().create_future()
     future.set_result(host)
     return future

@@ -15,7 +15,8 @@ beyond MAX_HELD (or MAX_HELD_BYTES) while held are counted and dropped (`functio
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import structlog
 

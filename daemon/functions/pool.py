@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 

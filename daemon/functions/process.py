@@ -21,8 +21,9 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import structlog
 
@@ -157,7 +158,7 @@ class FunctionProcess:
             self.proc.stdin.close()
         try:
             await asyncio.wait_for(self.exited.wait(), CLOSE_WAIT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.kill()
             await self.exited.wait()
 

@@ -98,7 +98,7 @@ def _certifi_bundle() -> str | None:
 
 def make() -> LoopbackTls:
     """A fresh CA, a certificate for 127.0.0.1 (and localhost) signed by it, and the server context."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cfn-provider loopback CA")])
     ca_cert = (

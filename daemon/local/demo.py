@@ -13,9 +13,9 @@ import click
 
 from .. import logs
 from ..config import Settings
-from .emulator import Emulator, Provider, Stack, apply_env
 from ..service import Service
 from ..trust.urls import redact
+from .emulator import Emulator, Provider, Stack, apply_env
 
 DEMO_HANDLERS = (("Custom::Echo", None),)  # the built-in Custom::Echo: the only handler the demo serves
 

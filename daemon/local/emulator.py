@@ -132,7 +132,7 @@ class Provider:
         raw: bool = False,
         dlq: bool = False,
         max_receive_count: int = 2,
-    ) -> "Provider":
+    ) -> Provider:
         name = name or f"p-{uuid.uuid4().hex[:10]}"
         sns, sqs, s3 = emulator.client("sns"), emulator.client("sqs"), emulator.client("s3")
         topic_arn = sns.create_topic(Name=name)["TopicArn"]

@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
-from .steps import Polls
 from ..pipeline.store_calls import StoreHealth
 from ..stores.base import Record, Store, new_token, transient
+from .steps import Polls
 
 log = structlog.get_logger("polling")
 DEFAULT_INTERVAL = 5.0  # seconds between looks in the store (`run --poll-interval`)
@@ -106,7 +106,7 @@ class PollScheduler:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), max(0.02, timeout))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def look(self) -> int:

@@ -22,20 +22,22 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import structlog
 
-from ..pipeline import raised, response as responses
+from ..pipeline import raised
+from ..pipeline import response as responses
 from ..pipeline.cleanup import cleanup_failed
 from ..pipeline.disposition import STEP_HANDED_BACK, Disposition
-from .progress import POLL_FUNCTIONS, InProgress, poll_function
 from ..pipeline.request import NotARequest, Request, from_stored, stored_form
 from ..pipeline.router import HandlerError
 from ..pipeline.runner import Context, HandlerTimeout, call, response_margin
 from ..stores.base import RESPONSE_READY, Record, url_digest
 from ..trust.urls import redact
+from .progress import POLL_FUNCTIONS, InProgress, poll_function
 
 log = structlog.get_logger("polling")
 
@@ -54,7 +56,7 @@ class PollState:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True, allow_nan=False)
 
     @classmethod
-    def loads(cls, text: str) -> "PollState":
+    def loads(cls, text: str) -> PollState:
         doc = json.loads(text)
         return cls(
             doc.get("progress"),

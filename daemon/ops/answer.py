@@ -31,18 +31,18 @@ import json
 import socket
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..dialects.base import CLOUDFORMATION
+from ..long_running.steps import PollState
 from ..pipeline import response as responses
 from ..pipeline.admission import Admission, Rejected
 from ..pipeline.envelope import BadMessage, unwrap
-from ..long_running.steps import PollState
 from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
-from ..stores.base import POLLING, RESPONSE_READY, Record, SENT, Store, new_token
-from ..transports.queue import Message
+from ..stores.base import POLLING, RESPONSE_READY, SENT, Record, Store, new_token
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
+from ..transports.queue import Message
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 
 LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
@@ -99,7 +99,7 @@ def dead_letter_candidates(sqs: Any, dlq_url: str, stack_id: str, request_id: st
                     message["MessageId"],
                     message["Body"],
                     message["ReceiptHandle"],
-                    datetime.fromtimestamp(sent_ms / 1000, timezone.utc),
+                    datetime.fromtimestamp(sent_ms / 1000, UTC),
                 )
                 if _names(candidate, stack_id, request_id):
                     found.append(candidate)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..pipeline.budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/pipeline/budget.py
 from .policies import daemon_policy, dlq_statements, merged, queue_statements, same_policy, topic_statements
@@ -139,8 +140,8 @@ class Bootstrap:
         if not 1 <= retention_days <= MAX_RETENTION_DAYS:
             raise BootstrapError(f"retention must be 1..{MAX_RETENTION_DAYS} days (SQS's limit)")
         if dynamodb_table is not None:
-            from ..stores.dynamodb import table_from_url
             from ..stores.base import StoreConfigError
+            from ..stores.dynamodb import table_from_url
 
             try:
                 table_from_url(f"dynamodb://{dynamodb_table}")

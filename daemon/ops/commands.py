@@ -212,9 +212,9 @@ def answer_command(
     with --from-dlq, from the request in the queue's dead-letter queue, after the checks a daemon
     makes there (SNS signature, --topic-arn, ResponseURL allowlist); two different messages for the
     same StackId and RequestId are listed and refused."""
+    from ..stores import open_store
     from . import answer as ops
     from .requests import existing
-    from ..stores import open_store
 
     if status == "FAILED" and not reason.strip():
         raise click.BadParameter("a FAILED answer needs a --reason saying why", param_hint="--reason")
@@ -272,10 +272,10 @@ async def _admitted(
 ) -> str:
     """The request among the dead-letter queue's `candidates` that passes the main path's admission
     (the queue is SQS: CloudFormation's rules)."""
-    from .answer import admitted_dead_letter
     from ..pipeline.admission import Admission
     from ..trust.signature import SignatureVerifier
     from ..trust.urls import ResponseUrlPolicy
+    from .answer import admitted_dead_letter
 
     verifier = SignatureVerifier(None, trusted_cert_urls) if verify else None
     try:

@@ -6,7 +6,8 @@ cfn_provider.ops.health, .redrive, .invoke and .invoke_stack. Each reads the dae
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -112,7 +113,8 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
     --config FILE reads the daemon's own file (its queue-url and region)."""
     import boto3
 
-    from .redrive import dead_letter_queue_url, redrive as move
+    from .redrive import dead_letter_queue_url
+    from .redrive import redrive as move
 
     sqs = boto3.client("sqs", region_name=region)
     try:

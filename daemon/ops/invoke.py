@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 PING_TYPE = "Custom::CfnProviderPing"
 LOGICAL_ID = "SmokeTest"

@@ -13,7 +13,8 @@ import datetime as dt
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .invoke import LOGICAL_ID, Answer, InvokeError, topic_parts
 
@@ -34,8 +35,8 @@ def template(topic_arn: str, resource_type: str, properties: dict[str, Any], tim
     return json.dumps(
         {
             "AWSTemplateFormatVersion": "2010-09-09",
-            "Description": "cfn-provider invoke: a smoke test of the custom-resource provider serving this ServiceToken "
-            "(safe to delete)",
+            "Description": "cfn-provider invoke: a smoke test of the custom-resource provider serving this "
+            "ServiceToken (safe to delete)",
             "Resources": {
                 LOGICAL_ID: {
                     "Type": resource_type,

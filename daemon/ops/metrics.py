@@ -12,11 +12,11 @@ without end.
 
 from __future__ import annotations
 
-from typing import Callable
-
-from ..pipeline.request import REQUEST_TYPES
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from ..pipeline.request import REQUEST_TYPES
 
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 OTHER = "other"

@@ -11,8 +11,9 @@ not requests, or whose request is still held by a worker.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..transports.queue import dead_letter_target
 from ..trust.urls import redact_text

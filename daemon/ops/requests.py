@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from ..dialects.base import Dialect
 from ..pipeline.request import stack_name_from_id, stored_parts
@@ -129,7 +130,7 @@ def _body(record: Record) -> dict[str, Any]:
 
 
 def _iso(at: float | None) -> str | None:
-    return None if at is None else datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds")
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
 def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
@@ -250,4 +251,4 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
     lines = [[h for h, _ in columns]] + [[cell(r, k) for _, k in columns] for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
-    return ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+    return ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]

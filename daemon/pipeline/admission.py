@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import structlog
 
 from ..dialects.base import CLOUDFORMATION, Dialect
-from ..dialects.ros import ResponseUrlChoice
+from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..transports.queue import Message
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
@@ -55,7 +55,7 @@ class Admission:
         verifier: SignatureVerifier | None,
         topic_arns: tuple[str, ...] = (),
         dialect: Dialect = CLOUDFORMATION,
-        url_choice: ResponseUrlChoice = ResponseUrlChoice(),
+        url_choice: ResponseUrlChoice = DEFAULT_URL_CHOICE,
         forms: str = SNS_FORMS,
         bare_messages: bool = True,
         stopping: Callable[[], bool] = lambda: False,

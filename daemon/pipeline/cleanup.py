@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
-from . import response as responses
 from ..long_running.progress import InProgress
 from ..stores.base import Record, Store
+from . import response as responses
 from .request import Request, idempotency_key
 
 log = structlog.get_logger("worker")

@@ -21,8 +21,9 @@ import datetime as dt
 import json
 import re
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..trust.topics import notification_topic
 
@@ -52,7 +53,7 @@ class Envelope:
 def parse_timestamp(value: str) -> dt.datetime:
     """SNS timestamps look like 2024-05-01T12:00:00.123Z."""
     stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
 def unwrap(
@@ -142,7 +143,7 @@ def _from_mns(doc: Mapping[str, Any], message_id: str, sent_at: dt.datetime) -> 
     if not message.lstrip().startswith("{"):
         message = _base64_text(message.strip()) or message
     try:  # published before it was enqueued: never later than that
-        stamp = min(sent_at, dt.datetime.fromtimestamp(int(doc["PublishTime"]) / 1000, dt.timezone.utc))
+        stamp = min(sent_at, dt.datetime.fromtimestamp(int(doc["PublishTime"]) / 1000, dt.UTC))
     except (KeyError, TypeError, ValueError, OverflowError, OSError):
         stamp = sent_at
     notification_id = doc.get("MessageId")

@@ -19,13 +19,14 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
 
 
 class HandlerPathError(Exception):
-    """A handler folder does not exist, or a module cannot be imported under the rule (the message says how to fix it)."""
+    """A handler folder does not exist, or a module cannot be imported under the rule (the message
+    says how to fix it)."""
 
 
 def add(folders: Iterable[str | Path]) -> tuple[str, ...]:

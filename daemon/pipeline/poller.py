@@ -22,15 +22,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
 
-from .deletes import DeleteBatcher
-from .heartbeat import Heartbeat
 from ..transports.queue import Message, Queue
+from .deletes import DeleteBatcher
 from .disposition import Disposition
+from .heartbeat import Heartbeat
 from .worker import Worker
 
 log = structlog.get_logger("poller")

@@ -14,8 +14,9 @@ request (`stored_form`) names that dialect, so a later reader (a poll step on an
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DIALECTS

@@ -1,13 +1,14 @@
 """Build the response body CloudFormation reads from the ResponseURL.
 
-Rules (docs/guarantees.md, "How each part is kept"): ids copied verbatim; PhysicalResourceId non-empty and at most
-1 KB; a failed Create gets a recognisable marker id so its rollback Delete is answered
-without the handler, unless the handler was cut short (timed out, shutdown, dead-lettered):
-then it may still create its resource afterwards, and the Create gets a timed-out marker
-whose rollback Delete does reach the handler (see `cut_short`); Data/NoEcho only on successful Create/Update; the encoded body is at
-most 4096 bytes: Reason is trimmed first, and Data that still does not fit turns the
-answer into FAILED saying so. Limits follow the request's dialect: a ROS id is at most 255
-bytes, never changes on Update (a new one is refused with FAILED), and NoEcho is not sent.
+Rules (docs/guarantees.md, "How each part is kept"): ids copied verbatim; PhysicalResourceId
+non-empty and at most 1 KB; a failed Create gets a recognisable marker id so its rollback Delete is
+answered without the handler, unless the handler was cut short (timed out, shutdown, dead-lettered):
+then it may still create its resource afterwards, and the Create gets a timed-out marker whose
+rollback Delete does reach the handler (see `cut_short`); Data/NoEcho only on successful
+Create/Update; the encoded body is at most 4096 bytes: Reason is trimmed first, and Data that still
+does not fit turns the answer into FAILED saying so. Limits follow the request's dialect: a ROS id
+is at most 255 bytes, never changes on Update (a new one is refused with FAILED), and NoEcho is not
+sent.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from .request import Request, is_utf8, json_size
 from ..dialects.ros import replacement_refused
+from .request import Request, is_utf8, json_size
 
 MAX_BODY = 4096
 FAILED_CREATE_PREFIX = "cfn-provider-failed-create-"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from tenacity import AsyncRetrying, DoAttempt, DoSleep, RetryCallState
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from . import handler_path
 

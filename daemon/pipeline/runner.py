@@ -19,13 +19,13 @@ import contextvars
 import functools
 import inspect
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any, Callable
+from typing import Any
 
 import structlog
 
 from .request import Request
-
 
 log = structlog.get_logger("runner")
 CANCEL_GRACE = 0.1  # seconds an async action gets to unwind its cancellation before it is abandoned

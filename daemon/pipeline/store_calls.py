@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
@@ -77,15 +78,12 @@ class StoreCalls:
         first_failed: list[float] = []  # when this call first failed, once it has
 
         def failed(state: RetryCallState) -> None:
-            if state.outcome is not None and state.outcome.exception() is not None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            if exc is not None:
                 if not first_failed:
                     first_failed.append(time.monotonic())
                     self.health.retrying += 1
-                self.health.failed(
-                    state.outcome.exception(),
-                    state.attempt_number,  # type: ignore[arg-type]
-                    first_failed[0],
-                )
+                self.health.failed(exc, state.attempt_number, first_failed[0])
 
         try:
             result = await first_try_then(

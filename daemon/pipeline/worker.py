@@ -12,6 +12,7 @@ Every message ends in exactly one log line: `request` for a request that was han
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
@@ -20,29 +21,31 @@ from typing import Any
 
 import structlog
 
-from . import raised, response as responses
+from ..dead_letters.answer import DEAD_LETTER, dead_letter_answer
+from ..dialects.base import CLOUDFORMATION, Dialect
+from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
+from ..long_running.progress import InProgress
+from ..long_running.steps import Polls, accepted
+from ..ops.metrics import Metrics
+from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
+from ..transports.queue import Message
+from ..trust import retention
+from ..trust.signature import SignatureVerifier
+from ..trust.urls import ResponseUrlPolicy, redact
+from . import raised
+from . import response as responses
+from .admission import Admission
+from .admission import Rejected as _Rejected
 from .cleanup import TimedOutCreates
 from .disposition import Disposition, when_cut_short
-from ..dead_letters.answer import DEAD_LETTER, dead_letter_answer
-from .store_calls import STORE_RETRY_MAX, StoreCalls
-from ..long_running.steps import Polls, accepted
-from ..long_running.progress import InProgress
-from ..trust import retention
-from ..dialects.base import CLOUDFORMATION, Dialect
-from .admission import Admission, Rejected as _Rejected
 from .envelope import SNS_FORMS, Envelope
 from .heartbeat import Heartbeat
-from ..ops.metrics import Metrics
-from ..transports.queue import Message
 from .outlets import Outlet, ResponseUrl
 from .request import Request, stored_form
 from .responder import Responder
-from ..dialects.ros import ResponseUrlChoice
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, handler_budget
-from ..trust.signature import SignatureVerifier
-from ..stores.base import CLAIMED, POLLING, Record, Store, new_token, transient, url_digest
-from ..trust.urls import ResponseUrlPolicy, redact
+from .store_calls import STORE_RETRY_MAX, StoreCalls
 
 log = structlog.get_logger("worker")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
@@ -76,7 +79,7 @@ class Worker:
         session: Any = None,
         metrics: Metrics | None = None,
         dialect: Dialect = CLOUDFORMATION,
-        url_choice: ResponseUrlChoice = ResponseUrlChoice(),
+        url_choice: ResponseUrlChoice = DEFAULT_URL_CHOICE,
     ):
         self.router, self.store, self.responder = router, store, responder
         self.dialect, self.url_choice = dialect, url_choice  # the transport's dialect; ROS URL choice
@@ -179,7 +182,7 @@ class Worker:
         return Disposition.REJECT
 
     # ------------------------------------------------------------------ idempotent handling
-    async def _handle(
+    async def _handle(  # noqa: C901 - to split (issue 24: complexity <= 12)
         self,
         envelope: Envelope,
         request: Request,
@@ -317,10 +320,10 @@ class Worker:
             try:
                 await asyncio.wait_for(self._draining.wait(), min(max(remaining, 0.05), pause))
                 return False
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             pause = min(self.policy.wait_poll_max, pause * 2)
-            now = await self.calls.call(lambda: self.store.get(record.key))
+            now = await self.calls.call(functools.partial(self.store.get, record.key))
             if now is None or now.token != record.token or now.state != record.state or not now.leased(time.time()):
                 return True
             record = now

@@ -69,7 +69,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any
 
 from ..long_running.progress import InProgress
 from .call import Call
@@ -99,7 +100,7 @@ class Resource:
             raise TypeError(f"{cls.__name__}.replace_on must be a sequence of property names, not a str")
 
     @classmethod
-    def handler(cls, *args: Any, **kwargs: Any) -> "Handler":
+    def handler(cls, *args: Any, **kwargs: Any) -> Handler:
         return Handler(cls(*args, **kwargs))
 
     # --- what authors write

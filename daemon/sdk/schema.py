@@ -15,7 +15,8 @@ import copy
 import json
 import math
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from jsonschema import validators
 from jsonschema.exceptions import SchemaError
@@ -51,7 +52,7 @@ def coerce(value: Any, schema: Any, root: Any | None = None) -> Any:
     return _coerce(thaw(value), schema, schema if root is None else root, 0)
 
 
-def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:
+def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:  # noqa: C901 - to split (issue 24: complexity <= 12)
     if not isinstance(schema, Mapping) or depth > 64:
         return value
     ref = schema.get("$ref")

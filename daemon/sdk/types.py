@@ -18,7 +18,8 @@ or with `.get`. ROS (Alibaba Cloud) requests carry the same keys and a few of th
 
 # No `from __future__ import annotations`: Python 3.11 tells NotRequired keys apart only from
 # evaluated annotations (CustomResourceRequest.__optional_keys__, for tools that read them).
-from typing import Any, Literal, Mapping, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = ["CustomResourceRequest", "HandlerResult"]
 

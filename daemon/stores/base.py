@@ -26,20 +26,20 @@ by botocore or by the worker), the store recognises its token in the record that
 the way and reports success (acquired / saved / extended / sent / released), never another
 worker's claim. `extend` and `mark_sent` are idempotent as they stand.
 
-Long-running actions (cfn_provider.long_running.progress): `save_progress` moves the attempt's CLAIMED
-(or its leased POLLING) record to POLLING with the request, the handler's progress and when to
-look next, and lets go of the lease, so no message, slot or lease is held while it waits.
-`due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one
-to a new token (one conditional write: one fleet member runs each poll step), after which the
-step ends in `save_progress` again or in `save_response`. A polled answer stays due (its
-`next_poll`, the lease's end) until `mark_sent`: there is no queue message to bring it back, so
-when its owner dies before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING record
-over: the request is answered by its polls, so a redelivered message is a duplicate. A POLLING
-record takes a step's writes (`save_progress`, `save_response`, `park`) only while that step holds
-its lease: once it let go (or the lease lapsed) the step's token writes nothing more, so a stale
-write loses to whoever takes the poll next. `park` takes an answer that cannot be delivered (or
-progress that cannot be read) out of the due polls for good, with no lease: nothing waits for it.
-`take_poll(early=True)` takes a poll before it is due (the operator ending it). Only a stored
+Long-running actions (cfn_provider.long_running.progress): `save_progress` moves the attempt's
+CLAIMED (or its leased POLLING) record to POLLING with the request, the handler's progress and when
+to look next, and lets go of the lease, so no message, slot or lease is held while it waits.
+`due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one to
+a new token (one conditional write: one fleet member runs each poll step), after which the step ends
+in `save_progress` again or in `save_response`. A polled answer stays due (its `next_poll`, the
+lease's end) until `mark_sent`: there is no queue message to bring it back, so when its owner dies
+before delivering it, the next `take_poll` delivers the stored body. A claim never takes a POLLING
+record over: the request is answered by its polls, so a redelivered message is a duplicate. A
+POLLING record takes a step's writes (`save_progress`, `save_response`, `park`) only while that step
+holds its lease: once it let go (or the lease lapsed) the step's token writes nothing more, so a
+stale write loses to whoever takes the poll next. `park` takes an answer that cannot be delivered
+(or progress that cannot be read) out of the due polls for good, with no lease: nothing waits for
+it. `take_poll(early=True)` takes a poll before it is due (the operator ending it). Only a stored
 answer (RESPONSE_READY) becomes SENT. The whole table, every state against every operation, is
 tests/stores/transition_contract.py, run on every store.
 """

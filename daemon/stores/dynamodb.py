@@ -53,14 +53,17 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any, Callable
+from typing import Any
 
 from ..trust import retention
-from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError
-from .base import _saved_by
-from .dynamodb_items import HELD, KEY_ATTRIBUTE, LAPSED as _LAPSED
-from .dynamodb_items import names as _names, number as _n, record as _record
+from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
+from .dynamodb_items import HELD, KEY_ATTRIBUTE
+from .dynamodb_items import LAPSED as _LAPSED
+from .dynamodb_items import names as _names
+from .dynamodb_items import number as _n
+from .dynamodb_items import record as _record
 from .dynamodb_polls import PollTransitions
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -245,7 +248,9 @@ class DynamoDBStore(PollTransitions):
             "update_item",
             Key=self._key(key),
             UpdateExpression="SET #lease = :lease",
-            ConditionExpression="#token = :token AND (#state IN (:claimed, :ready) OR (#state = :polling AND #lease > :now))",
+            ConditionExpression=(
+                "#token = :token AND (#state IN (:claimed, :ready) OR (#state = :polling AND #lease > :now))"
+            ),
             ExpressionAttributeNames=_names("#lease", "#token", "#state"),
             ExpressionAttributeValues={
                 ":lease": _n(now + lease_seconds),

@@ -12,7 +12,9 @@ from typing import Any
 
 from .base import Record
 from .dynamodb import DynamoDBStore
-from .dynamodb_items import names as _names, number as _n, record as _record
+from .dynamodb_items import names as _names
+from .dynamodb_items import number as _n
+from .dynamodb_items import record as _record
 
 
 class DynamoDBAdminStore(DynamoDBStore):

@@ -14,12 +14,16 @@ the sparse index `polls` that lists them, by shard, for the poll scheduler.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..trust import retention
 from .base import CLAIMED, POLLING, RESPONSE_READY, Record, _parked_by, _progress_saved_by
-from .dynamodb_items import HELD, KEY_ATTRIBUTE, LAPSED as _LAPSED, NEXT_POLL_ATTRIBUTE, POLL_INDEX, POLL_SHARDS
-from .dynamodb_items import names as _names, number as _n, record as _record, shard
+from .dynamodb_items import HELD, KEY_ATTRIBUTE, NEXT_POLL_ATTRIBUTE, POLL_INDEX, POLL_SHARDS, shard
+from .dynamodb_items import LAPSED as _LAPSED
+from .dynamodb_items import names as _names
+from .dynamodb_items import number as _n
+from .dynamodb_items import record as _record
 
 DUE_PAGES, DUE_PAGE_SIZE = 8, 25  # due_polls reads at most this many pages of at least this many items per shard
 

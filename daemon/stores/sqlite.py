@@ -6,19 +6,19 @@ one table with SQL conditional writes.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from ..config import default_state_dir
 from ..trust import retention
 from ..trust.at_rest import secure_sqlite
-from ..config import default_state_dir
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
 from .sqlite_group import commit_group
 from .sqlite_thread import OwnerThread

@@ -18,7 +18,8 @@ them with backoff, as they retry a locked file.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Write = tuple[Callable[..., Any], tuple]
 Outcome = tuple[Any, "BaseException | None"]

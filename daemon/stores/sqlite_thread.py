@@ -8,7 +8,8 @@ import concurrent.futures
 import itertools
 import queue
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -92,9 +93,8 @@ class OwnerThread:
                     outcomes = [(None, exc)] * len(jobs)
             else:
                 outcomes = [_outcome(fn, args) for _, _, fn, args, _ in jobs]
-            self._hand_back(
-                [(future, loop, result, error) for (future, loop, *_), (result, error) in zip(jobs, outcomes)]
-            )
+            settled = zip(jobs, outcomes, strict=True)
+            self._hand_back([(future, loop, result, error) for (future, loop, *_), (result, error) in settled])
 
     @staticmethod
     def _hand_back(settled: list[tuple[Any, Any, Any, BaseException | None]]) -> None:

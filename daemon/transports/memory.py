@@ -59,7 +59,7 @@ class MemoryQueue:
         """Put a message on the queue (visible after `delay` seconds); its id."""
         message_id = str(uuid.uuid4())
         self._messages[message_id] = _Stored(
-            message_id, body, dt.datetime.now(dt.timezone.utc), visible_at=time.monotonic() + delay
+            message_id, body, dt.datetime.now(dt.UTC), visible_at=time.monotonic() + delay
         )
         self._notify()
         return message_id
@@ -95,7 +95,7 @@ class MemoryQueue:
             self._waiters.add(waiter)
             try:
                 await asyncio.wait_for(waiter, min(left, self._next_return()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             finally:
                 self._waiters.discard(waiter)

@@ -45,9 +45,10 @@ import hmac
 import json
 import os
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -163,13 +164,13 @@ def parse_messages(text: str) -> list[Message]:
     messages = []
     for element in elements:
         f = _fields(element)
-        enqueued = int(f.get("EnqueueTime") or 0) / 1000 or dt.datetime.now(dt.timezone.utc).timestamp()
+        enqueued = int(f.get("EnqueueTime") or 0) / 1000 or dt.datetime.now(dt.UTC).timestamp()
         messages.append(
             Message(
                 id=f["MessageId"],
                 body=f.get("MessageBody", ""),
                 receipt=f["ReceiptHandle"],
-                sent_at=dt.datetime.fromtimestamp(enqueued, dt.timezone.utc),
+                sent_at=dt.datetime.fromtimestamp(enqueued, dt.UTC),
                 receive_count=int(f.get("DequeueCount") or 1),
             )
         )
@@ -212,7 +213,7 @@ class MnsQueue:
     @classmethod
     async def open(
         cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any, allow_http: bool = False
-    ) -> "MnsQueue":
+    ) -> MnsQueue:
         cls(None, endpoint, queue, credentials, allow_http=allow_http)  # type: ignore[arg-type]  # refuse before connecting
         session = await exit_stack.enter_async_context(aiohttp.ClientSession())
         return cls(session, endpoint, queue, credentials, allow_http=allow_http)
@@ -263,7 +264,7 @@ class MnsQueue:
             status, text = await self._call("GET", f"/queues/{self.name}")
             _check(status, text)
             root = _xml(text)
-        except (MnsError, aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, MnsError, aiohttp.ClientError, OSError):
             return None
         attrs = _fields(root)
         if attrs.get("VisibilityTimeout", "").isdigit():
@@ -271,7 +272,7 @@ class MnsQueue:
         policy = next((e for e in root if _local(e.tag) == "DlqPolicy"), None)
         return policy is not None and _fields(policy).get("Enabled", "").lower() == "true"
 
-    async def dead_letter_queue(self) -> "MnsQueue | None":
+    async def dead_letter_queue(self) -> MnsQueue | None:
         """The queue its enabled DlqPolicy names (DeadLetterTargetQueue), on this session; None when
         none is enabled. Raises when the attributes cannot be read (for cfn_provider.dead_letters.watcher)."""
         status, text = await self._call("GET", f"/queues/{self.name}")

@@ -53,7 +53,7 @@ class SqsQueue:
     @classmethod
     async def open(
         cls, session: aiobotocore.session.AioSession, url: str, region: str | None, exit_stack: Any
-    ) -> "SqsQueue":
+    ) -> SqsQueue:
         client = await exit_stack.enter_async_context(
             session.create_client("sqs", region_name=region, config=SQS_CLIENT_CONFIG)
         )
@@ -83,7 +83,7 @@ class SqsQueue:
             QueueUrl=self.url, ReceiptHandle=message.receipt, VisibilityTimeout=seconds
         )
 
-    async def dead_letter_queue(self) -> "SqsQueue | None":
+    async def dead_letter_queue(self) -> SqsQueue | None:
         """The queue's dead-letter queue (from its RedrivePolicy), on this client; None when it has
         none. Raises when the attributes cannot be read."""
         resp = await self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["RedrivePolicy"])
@@ -119,6 +119,6 @@ def _message(raw: dict[str, Any]) -> Message:
         id=raw["MessageId"],
         body=raw.get("Body", ""),
         receipt=raw["ReceiptHandle"],
-        sent_at=dt.datetime.fromtimestamp(sent_ms / 1000, dt.timezone.utc),
+        sent_at=dt.datetime.fromtimestamp(sent_ms / 1000, dt.UTC),
         receive_count=int(attrs.get("ApproximateReceiveCount") or 1),
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import structlog
 from aiohttp import web

@@ -209,7 +209,7 @@ class Requests:
             self.last_request_at = time.time()
 
     async def _serve(self, http: web.BaseRequest, mode: str) -> web.StreamResponse:
-        started, received = time.monotonic(), dt.datetime.now(dt.timezone.utc)
+        started, received = time.monotonic(), dt.datetime.now(dt.UTC)
         body = await self._read(http)
         message_id = f"web-{uuid.uuid4().hex[:16]}"
         structlog.contextvars.bind_contextvars(message_id=message_id, mode=mode, dialect=self.worker.dialect.name)
@@ -252,7 +252,7 @@ class Requests:
             await http.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second for it otherwise
         try:
             return await asyncio.wait_for(self._body(http, limit), self.settings.body_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Refused(408, f"the body did not arrive within {self.settings.body_timeout:g} s", close=True) from None
         except (RequestPayloadError, ConnectionError) as exc:
             raise Refused(400, f"the body could not be read ({type(exc).__name__})", close=True) from None

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import structlog
 
@@ -69,8 +69,8 @@ def secure(path: Path, what: str, euid: int | None = None, group_ok_if_foreign: 
     who = "others" if group_ok_if_foreign else "group/others"
     raise StateExposed(
         f"{what} {path} is open to {who} (mode {mode:04o}) and owned by uid {st.st_uid}, not this process's "
-        f"uid {euid}, so the daemon cannot fix it. As its owner run: chmod {'o-rwx' if group_ok_if_foreign else 'go-rwx'} "
-        f"{path}  (or run the daemon as its owner)"
+        f"uid {euid}, so the daemon cannot fix it. As its owner run: "
+        f"chmod {'o-rwx' if group_ok_if_foreign else 'go-rwx'} {path}  (or run the daemon as its owner)"
     )
 
 

@@ -52,7 +52,8 @@ class SignatureError(Exception):
 
 
 class CertificateUnavailable(Exception):
-    """The signing certificate could not be fetched right now (network error, timeout, non-200). Transient: the caller retries later."""
+    """The signing certificate could not be fetched right now (network error, timeout, non-200).
+    Transient: the caller retries later."""
 
 
 def string_to_sign(envelope: Mapping[str, Any]) -> bytes:
@@ -121,7 +122,7 @@ class SignatureVerifier:
             raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
 
         cert = await self._certificate(url)
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
             raise SignatureError("signing certificate is outside its validity period")
         key = cert.public_key()
@@ -178,7 +179,7 @@ class SignatureVerifier:
             if getattr(exc.os_error, "errno", None) in _NO_SUCH_HOST:
                 raise SignatureError("SigningCertURL names a host that does not exist") from None
             raise CertificateUnavailable(f"certificate fetch failed ({type(exc).__name__})") from None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise CertificateUnavailable(f"certificate fetch failed ({type(exc).__name__})") from None
         try:
             return x509.load_pem_x509_certificate(bytes(body))

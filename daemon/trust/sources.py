@@ -14,8 +14,8 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 BURST = 10.0  # refusals a source may have at once
 RATE = 1.0  # refusals a second, after the burst

@@ -269,7 +269,7 @@ def expires_at(url: str) -> float | None:
         query = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
         if "x-amz-date" in query and "x-amz-expires" in query:
             start = dt.datetime.strptime(query["x-amz-date"], "%Y%m%dT%H%M%SZ")
-            start = start.replace(tzinfo=dt.timezone.utc)
+            start = start.replace(tzinfo=dt.UTC)
             return start.timestamp() + int(query["x-amz-expires"])
         if "expires" in query:
             return float(int(query["expires"]))

@@ -9,10 +9,13 @@ plugin tests/support/figures.py, which gathers them from parallel workers too.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.dynalite import Dynalite, DynaliteMissing
 from tests.support.figures import ADDED, FIGURES, FULL
 
 
@@ -97,3 +100,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/chaos/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.chaos)
+
+
+@pytest.fixture
+def dynalite(tmp_path: Path) -> Iterator[Dynalite]:
+    """dynalite on 127.0.0.1 (a free port), in memory; fails (not skips) when it is not installed."""
+    try:
+        db = Dynalite(tmp_path / "dynalite.log")
+    except DynaliteMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with db:
+        yield db

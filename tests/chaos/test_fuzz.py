@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -53,7 +54,7 @@ SETTINGS = settings(
         HealthCheck.filter_too_much,
     ],
 )
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 TOPIC = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/fuzz/5b918d10-cd98-11ea-90d5-0a9cd3354c10"
 IDENTITY = make_identity()

@@ -55,8 +55,9 @@ import random
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -107,7 +108,7 @@ LONE_SURROGATES = ["\udcff", "\ud800", "\udfff", "\udc80\udc81", "\ud83d"]  # a 
 def sqs_body(obj: Any) -> str:
     """JSON as SNS/SQS would carry it: UTF-8 text, with anything SQS refuses written as an escape."""
     text = json.dumps(obj, ensure_ascii=False)
-    return _SQS_INVALID.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return _SQS_INVALID.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def sqs_acceptable(body: str) -> bool:

@@ -40,18 +40,19 @@ import sys
 import textwrap
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 import cfn_provider.local.simulate.session as simulate_session
-from cfn_provider.local.emulator import Emulator, Provider, Stack
-from cfn_provider.local.simulate import simulate
 from cfn_provider.handlers import elastic_ip_pool as eip
 from cfn_provider.handlers import random_secret as rs
 from cfn_provider.handlers.command import CONFIG_ENV
+from cfn_provider.local.emulator import Emulator, Provider, Stack
+from cfn_provider.local.simulate import simulate
 from tests.chaos.conftest import Attacks, scale
 from tests.support.aws import publish_all, response_of, wait_until_queue_empty
 from tests.support.daemons import TEST_HANDLERS, wait_until

@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 import pytest
 from structlog.testing import capture_logs
 
+from cfn_provider.local.emulator import Provider, Stack
 from cfn_provider.trust import at_rest
 from cfn_provider.trust.at_rest import StateExposed
-from cfn_provider.local.emulator import Provider, Stack
 from tests.chaos.conftest import Figures
 from tests.support.aws import response_of, send_raw, wait_for_event
 from tests.support.egress import EgressGuard

@@ -27,9 +27,10 @@ member's own claim, and of those the orphaned ones: a claim written by a retried
 first attempt was applied). Targets asserted: 0 lost, 0 dead-lettered, 0 conflicting, 0 late, and
 every answer SUCCESS (the handler never fails).
 
-Sizes: `scale(reduced, full)`; CFN_CHAOS_SEED overrides the seed of faults, kills and handler
-times; CFN_CHAOS_HONEST_NETWORK=1 turns every fault off (the baseline). dynalite and faketime are installed by the project's own files (Makefile, .ci/run): a
-missing one fails the suite saying how to install it.
+Sizes: `scale(reduced, full)`; CFN_CHAOS_SEED overrides the seed of faults, kills and handler times;
+CFN_CHAOS_HONEST_NETWORK=1 turns every fault off (the baseline). dynalite and faketime are installed
+by the project's own files (Makefile, .ci/run): a missing one fails the suite saying how to install
+it.
 """
 
 from __future__ import annotations
@@ -44,24 +45,26 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from cfn_provider.ops.bootstrap import Bootstrap
 from cfn_provider.local.emulator import REGION, TEST_CREDENTIALS, Emulator, Provider, Stack, key_of
+from cfn_provider.ops.bootstrap import Bootstrap
 from tests.chaos.conftest import Figures, scale
+from tests.dialects.conftest import QUEUE as ROS_QUEUE
+from tests.dialects.conftest import ros_request
 from tests.support.aws import bodies_by_key, publish_all, queue_counts
 from tests.support.daemons import REPO, SubprocessDaemon, fleet_member, recorded_calls, wait_until
-from tests.support.dynalite import Dynalite, DynaliteMissing
+from tests.support.dynalite import Dynalite
 from tests.support.fault_proxy import Exchange, FaultProxy, Schedule
 from tests.support.mns_server import MnsServer
 from tests.support.stub_s3 import StubS3
-from tests.dialects.conftest import QUEUE as ROS_QUEUE, ros_request
 
 pytestmark = pytest.mark.slow
 
@@ -122,17 +125,6 @@ def faketime_env(offset_seconds: int) -> dict[str, str]:
             pytrace=False,
         )
     return {"LD_PRELOAD": str(lib), "FAKETIME": f"+{offset_seconds}s"}
-
-
-@pytest.fixture
-def dynalite(tmp_path: Path) -> Iterator[Dynalite]:
-    """dynalite on 127.0.0.1 (a free port), in memory; fails (not skips) when it is not installed."""
-    try:
-        db = Dynalite(tmp_path / "dynalite.log")
-    except DynaliteMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-    with db:
-        yield db
 
 
 class ReceiveCounts:

@@ -21,14 +21,14 @@ conflicting, late, not SUCCESS, create re-runs, dead-lettered, faults injected p
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -41,10 +41,9 @@ from tests.chaos.conftest import Figures, scale
 from tests.chaos.test_network_lies import (
     DYNAMODB_FAULTS,
     S3_FAULTS,
-    SQS_FAULTS,
     SEED,
+    SQS_FAULTS,
     ProxiedStack,
-    dynalite,  # noqa: F401
     first_answer_times,
     schedule,
 )
@@ -54,7 +53,7 @@ from tests.support.dynalite import Dynalite
 from tests.support.fault_proxy import FaultProxy
 from tests.support.stub_s3 import StubS3
 
-# `dynalite` (imported above) is the fixture the lying-network suite uses: one dynalite per test
+# `dynalite` (tests/chaos/conftest.py) is the fixture the lying-network suite uses: one dynalite per test
 pytestmark = pytest.mark.slow
 
 FLEET = 2

@@ -25,8 +25,9 @@ import subprocess
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -198,7 +199,8 @@ def test_sigterm_mid_burst_answers_or_hands_back_everything(
     assert stop_seconds <= grace + EXIT_MARGIN
     assert not lost_at_stop, (
         f"{len(lost_at_stop)} request(s) neither answered nor visible on the queue {visible_again_seconds:.1f} s after "
-        f"the daemon exited: left hidden until the {VISIBILITY} s visibility timeout lapses: {sorted(lost_at_stop)[:10]}"
+        f"the daemon exited: left hidden until the {VISIBILITY} s visibility timeout lapses: "
+        f"{sorted(lost_at_stop)[:10]}"
     )
     assert not lost, f"{len(lost)} request(s) never answered: {lost[:10]}"
     assert not conflicting, f"{len(conflicting)} request(s) answered with two different bodies: {conflicting[:10]}"

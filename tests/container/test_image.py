@@ -10,11 +10,11 @@ Dockerfile is built on the base (`--build-arg BASE=...`) by podman's buildah, da
   HEALTHCHECK, STOPSIGNAL, ENTRYPOINT and state settings the Dockerfile promises;
 - `cfn-provider demo` runs its whole scripted lifecycle inside the demo image;
 - `cfn-provider run` in the runtime image, as docs/operating.md runs it (read-only root
-  filesystem, `--cap-drop ALL`, `--security-opt no-new-privileges`, the state on a volume),
-  serves a Custom::Echo Create published to a moto server on the host (`--network host`) and a Custom::Command whose command leaves a child
-  behind (killed and reaped by tini, PID 1: no zombie), refuses Custom::RandomSecret (not
-  named), passes `cfn-provider check` and the image's own HEALTHCHECK, and stops on
-  `podman stop` (SIGTERM) with exit code 0.
+  filesystem, `--cap-drop ALL`, `--security-opt no-new-privileges`, the state on a volume), serves a
+  Custom::Echo Create published to a moto server on the host (`--network host`) and a
+  Custom::Command whose command leaves a child behind (killed and reaped by tini, PID 1: no zombie),
+  refuses Custom::RandomSecret (not named), passes `cfn-provider check` and the image's own
+  HEALTHCHECK, and stops on `podman stop` (SIGTERM) with exit code 0.
 
 It skips, saying why, only when the tools are missing (`.ci/container-tools` installs them
 from Debian's packages) or when podman cannot run even the plain base image here (a sandbox
@@ -33,9 +33,10 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -265,8 +266,11 @@ def test_runtime_image_is_non_root_with_runtime_dependencies_only(podman: Podman
             "python": list(__import__("sys").version_info[:2]),
             "compilers": [c for c in ("gcc", "cc", "clang") if shutil.which(c)],
             "extras": [m for m in ("moto", "pytest", "hypothesis") if importlib.util.find_spec(m)],
-            "runtime": [m for m in ("aiobotocore", "cryptography", "structlog", "cfn_provider", "cfn_provider.handlers.echo")
-                        if importlib.util.find_spec(m)],
+            "runtime": [
+                m
+                for m in ("aiobotocore", "cryptography", "structlog", "cfn_provider", "cfn_provider.handlers.echo")
+                if importlib.util.find_spec(m)
+            ],
         }))""",
     )
     assert probe.returncode == 0, probe.stderr

@@ -541,7 +541,8 @@ def test_user_data_installs_pinned_hashed_packages_and_enables_the_unit(provider
     last = [line for line in script.rstrip().splitlines()[-5:]]
     assert last == [
         "systemctl enable --now cfn-provider",
-        "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check --config /etc/cfn-provider/config.toml",
+        "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check "
+        "--config /etc/cfn-provider/config.toml",
         "systemctl enable --now cfn-provider-health.timer",
         "trap - ERR EXIT",
         'signal 0 "cfn-provider serves its queue"',

@@ -7,9 +7,10 @@ import io
 import json
 import logging
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 import structlog

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from cfn_provider.pipeline import response as responses
 from cfn_provider.dialects.base import CLOUDFORMATION
-from cfn_provider.pipeline.request import NotARequest, from_stored, parse, stored_form, stored_parts
 from cfn_provider.dialects.ros import ROS, ResponseUrlChoice
+from cfn_provider.pipeline import response as responses
+from cfn_provider.pipeline.request import NotARequest, from_stored, parse, stored_form, stored_parts
 from tests.dialects.conftest import ros_request
 
 URL = "https://ros.cn-hangzhou.aliyuncs.com/callback?Signature=abc"
@@ -18,7 +18,7 @@ INTRANET = "https://ros-intranet.cn-hangzhou.aliyuncs.com/callback?Signature=abc
 ARN = "arn:aws:cloudformation:us-east-1:123456789012:stack/s/5b918d10-cd98-11ea-90d5-0a9cd3354c10"
 
 
-def ros(kind: str = "Create", **kw) -> "object":
+def ros(kind: str = "Create", **kw) -> object:
     return parse(json.dumps(ros_request(kind, URL, intranet=INTRANET, **kw)), ROS)
 
 

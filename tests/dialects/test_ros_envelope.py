@@ -13,7 +13,7 @@ from cfn_provider.pipeline.envelope import MNS_FORMS, SNS_FORMS, BadMessage, unw
 from tests.dialects.conftest import ros_request
 from tests.support.mns_server import notification_json, notification_xml
 
-SENT = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+SENT = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 REQUEST = json.dumps(ros_request("Create", "https://ros.aliyuncs.com/cb?s=1"))
 PUBLISHED_MS = int((SENT - dt.timedelta(seconds=5)).timestamp() * 1000)
 

@@ -241,7 +241,7 @@ async def test_hostile_items_are_logged_with_their_dialect(
     add("physical-id-too-long", json.dumps(ros_request("Update", url("h/pid"), physical_id="p" * 300)), "request")
     add("unknown-type", json.dumps(ros_request("Create", url("h/unknown"), rtype="Custom::Nobody")), "request")
     add("good", json.dumps(good), "request")
-    for name, body, _, _ in cases:
+    for _, body, _, _ in cases:
         MnsClient(mns_env).send_message(QUEUE, body)
     await settled(mns_env, 40)
     terminal = [e for e in json_log.events() if e.get("event") in ("rejected", "security", "request")]

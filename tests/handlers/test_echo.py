@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from cfn_provider.handlers import echo
 from cfn_provider.pipeline.request import parse
 from cfn_provider.pipeline.response import success
-from cfn_provider.handlers import echo
 
 TOKEN = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from cfn_provider.local.emulator import Stack
-from cfn_provider.pipeline.request import parse
 from cfn_provider.handlers import elastic_ip_pool as eip
 from cfn_provider.handlers.elastic_ip_pool import ElasticIpPool, handler
+from cfn_provider.local.emulator import Stack
+from cfn_provider.pipeline.request import parse
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 
@@ -43,7 +43,7 @@ def assert_data_matches(data: dict, members: dict[int, dict]) -> None:
     ids = [members[i]["AllocationId"] for i in sorted(members)]
     assert data["Addresses"] == ",".join(ips) and data["AllocationIds"] == ",".join(ids)
     assert data["Count"] == str(len(ips))
-    for i, (ip, allocation) in enumerate(zip(ips, ids)):
+    for i, (ip, allocation) in enumerate(zip(ips, ids, strict=True)):
         assert data[f"Address{i}"] == ip and data[f"AllocationId{i}"] == allocation
     assert f"Address{len(ips)}" not in data
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cfn_provider.local.emulator import Stack
 from cfn_provider.handlers import random_secret as rs
+from cfn_provider.local.emulator import Stack
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 

@@ -26,7 +26,6 @@ from tests.support.aws import (
 from tests.support.daemons import InProcessDaemon, settings_for
 from tests.support.listener import ConnectionCounter
 
-
 # -- row 1: body not JSON / not an SNS envelope / not a request ---------------------------------
 MALFORMED = [
     pytest.param("this is not json", id="not-json"),

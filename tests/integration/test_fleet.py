@@ -25,16 +25,17 @@ import signal
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import pytest
 
-from cfn_provider.ops.bootstrap import Bootstrap
 from cfn_provider.local.emulator import REGION, Emulator, Provider, Stack, key_of
+from cfn_provider.ops.bootstrap import Bootstrap
 from tests.support.aws import queue_counts
-from tests.support.daemons import wait_until, SubprocessDaemon, fleet_member, recorded_calls, wait_for_event
+from tests.support.daemons import SubprocessDaemon, fleet_member, recorded_calls, wait_for_event, wait_until
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 
 pytestmark = pytest.mark.slow

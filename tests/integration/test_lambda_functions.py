@@ -113,7 +113,7 @@ async def round_trip(stack: Stack, resource_type: str, logical_id: str, name: st
     )
     stack.publish(delete)
     out.append(await response_of(stack, delete))
-    for resp, req in zip(out, (create, update, delete)):
+    for resp, req in zip(out, (create, update, delete), strict=True):
         assert resp is not None, f"no answer to {req['RequestType']}"
         assert (resp["StackId"], resp["RequestId"], resp["LogicalResourceId"]) == (
             req["StackId"],
@@ -170,7 +170,7 @@ async def test_concurrent_requests_to_one_crhelper_function_get_their_own_answer
     for req in requests:
         stack.publish(req)
     responses = await asyncio.gather(*(response_of(stack, req, timeout=40) for req in requests))
-    for i, (req, resp) in enumerate(zip(requests, responses)):
+    for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
         assert resp["Status"] == "SUCCESS"
         assert resp["RequestId"] == req["RequestId"] and resp["Data"]["RequestId"] == req["RequestId"]
         assert resp["PhysicalResourceId"] == f"crh-n{i}"

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -108,7 +109,7 @@ async def test_more_parked_answers_than_the_query_limit_do_not_starve_due_polls(
     for req in good:
         stack.publish(req)
     answers = await asyncio.gather(*(response_of(stack, req, timeout=45) for req in good))
-    unanswered = [req["LogicalResourceId"] for req, answer in zip(good, answers) if answer is None]
+    unanswered = [req["LogicalResourceId"] for req, answer in zip(good, answers, strict=True) if answer is None]
     assert not unanswered, f"due polls hidden behind {len(parked)} parked answers: {unanswered} never answered"
     assert all(answer["Status"] == "SUCCESS" and answer["Data"] == {"Polls": 2} for answer in answers)
     assert all(len(stub_s3.requests_for(f"parked/{r['RequestId']}")) == 1 for r in parked)  # parked: never again

@@ -23,8 +23,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cfn_provider.local.emulator import REGION, Emulator, Provider, Stack
 from cfn_provider.dialects.base import CLOUDFORMATION
+from cfn_provider.local.emulator import REGION, Emulator, Provider, Stack
 from cfn_provider.ops.bootstrap import Bootstrap
 from cfn_provider.pipeline.request import stored_parts
 from cfn_provider.stores.sqlite import SQLiteStore

@@ -22,12 +22,12 @@ from urllib.parse import urlparse
 import pytest
 from structlog.testing import capture_logs
 
-from cfn_provider.ops.bootstrap import ensure_table
 from cfn_provider.local.emulator import Emulator, Provider, Stack
+from cfn_provider.ops.bootstrap import ensure_table
 from tests.support import handlers
 from tests.support.aws import queue_counts, response_of, wait_for_event, wait_until_queue_empty
-from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 from tests.support.lying_store import LyingStore
+from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 from tests.support.tcp_proxy import TcpProxy
 
 VISIBILITY = 3  # seconds: a message handed back would be received again within the test

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cfn_provider.local.emulator import Stack
 from cfn_provider.pipeline.request import parse

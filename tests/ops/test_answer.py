@@ -9,22 +9,23 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
 
 from cfn_provider.cli import main
-from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
-from cfn_provider.ops.answer import owner
 from cfn_provider.dialects.base import CLOUDFORMATION
 from cfn_provider.dialects.ros import ROS
+from cfn_provider.local.emulator import Emulator, Provider, Stack, key_of
+from cfn_provider.ops.answer import owner
 from cfn_provider.pipeline.request import idempotency_key, parse, stored_form, stored_parts
 from cfn_provider.pipeline.response import TIMED_OUT_PREFIX
 from tests.dialects.conftest import ros_request
-from tests.support.egress import EgressGuard
 from tests.support.aws import exhaust
+from tests.support.egress import EgressGuard
 from tests.support.sns_signing import CertServer, Signer
 
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 
 import cfn_provider.cli as cli
 import cfn_provider.logs
-from cfn_provider.pipeline.budget import MAX_RECEIVE_COUNT, max_receive_count
 from cfn_provider.config import Settings
 from cfn_provider.local.emulator import REGION, Emulator
+from cfn_provider.pipeline.budget import MAX_RECEIVE_COUNT, max_receive_count
 
 KINDS = (
     "sns topic policy",
@@ -470,7 +470,7 @@ def _printed_policy(output: str) -> dict[str, Any]:
 def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulator, name):
     """Ready to attach: exact ARNs of the queue, its DLQ, the table and its index; each action one the
     daemon's code calls (daemon/transports/queue.py, daemon/stores/dynamodb.py), and every such call granted."""
-    from tests.deploy.test_templates import _calls, dynamodb_store_calls, iam, REPO
+    from tests.deploy.test_templates import REPO, _calls, dynamodb_store_calls, iam
 
     table = f"{name}-state"
     result = bootstrap("--name", name, "--dynamodb-table", table)

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import re
-from datetime import datetime, timezone
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from click.testing import CliRunner
 
 from cfn_provider.cli import main
-from cfn_provider.local.emulator import Stack
-from cfn_provider.ops.requests import duration, parse_duration, state_names
 from cfn_provider.dialects.base import CLOUDFORMATION
 from cfn_provider.dialects.ros import ROS
+from cfn_provider.local.emulator import Stack
+from cfn_provider.ops.requests import duration, parse_duration, state_names
 from cfn_provider.pipeline.request import idempotency_key, parse, stored_form
 from tests.support.aws import wait_until_queue_empty
 
@@ -142,7 +142,7 @@ def test_a_long_running_request_shows_its_next_poll_and_how_far_it_got_never_its
     assert snap["state"] == "POLLING" and snap["lease_left"] is None
     assert 100 < snap["next_poll_in"] <= 120 and snap["polls"] == 2 and snap["progress_bytes"] == len(state.dumps())
     assert snap["polling_physical_id"] == "snap-1-id"
-    assert snap["deadline_at"] == datetime.fromtimestamp(deadline, timezone.utc).isoformat(timespec="seconds")
+    assert snap["deadline_at"] == datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds")
     assert [r["logical_id"] for r in listing(state_url)][:2] == ["Web", "Snapshot"]  # after in flight
     for args in (["--json"], []):
         result = CliRunner().invoke(main, ["requests", "--state", state_url, *args])

@@ -146,7 +146,8 @@ def _user_data_install(
 set -eu
 [ "$1 $2" = "s3 cp" ] || {{ echo "unexpected: aws $*" >&2; exit 2; }}
 args=("$@"); src=${{args[-2]}}; dest=${{args[-1]}}; key=${{src#s3://the-bucket/releases/}}
-if [[ " $* " == *" --recursive "* ]]; then mkdir -p "$dest"; cp -r {bucket}/. "$dest"; else cp "{bucket}/$key" "$dest"; fi
+if [[ " $* " == *" --recursive "* ]]; then mkdir -p "$dest"; cp -r {bucket}/. "$dest"
+else cp "{bucket}/$key" "$dest"; fi
 """)
     (stubs / "cfn-signal").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {tmp_path / "signals"}\n')
     (stubs / "python3.11").symlink_to(Path(sys.base_prefix) / "bin" / "python3.11")

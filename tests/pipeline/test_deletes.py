@@ -1,4 +1,5 @@
-"""cfn_provider.pipeline.deletes.DeleteBatcher over a real SqsQueue on the moto server: batches, per-entry failures, close."""
+"""cfn_provider.pipeline.deletes.DeleteBatcher over a real SqsQueue on the moto server: batches,
+per-entry failures, close."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
-
-from cfn_provider.pipeline.deletes import DeleteBatcher, DeleteFailed
 from cfn_provider.local.emulator import Emulator
+from cfn_provider.pipeline.deletes import DeleteBatcher, DeleteFailed
 from cfn_provider.transports.queue import Message, SqsQueue
 from tests.support.aws import queue_counts
 

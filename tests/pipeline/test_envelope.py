@@ -12,7 +12,7 @@ import pytest
 from cfn_provider.pipeline.envelope import BadMessage, unwrap
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
-SENT_AT = dt.datetime(2024, 5, 1, 11, 59, 59, tzinfo=dt.timezone.utc)
+SENT_AT = dt.datetime(2024, 5, 1, 11, 59, 59, tzinfo=dt.UTC)
 REQUEST = {
     "RequestType": "Create",
     "ResponseURL": "https://bucket.s3.amazonaws.com/key?X-Amz-Signature=x",
@@ -53,7 +53,7 @@ def test_sns_notification_yields_the_request_and_envelope_fields():
     assert env.message_id == "sns-msg-1"
     assert env.topic_arn == TOPIC
     assert not env.raw
-    assert env.timestamp == dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.timezone.utc)
+    assert env.timestamp == dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.UTC)
     assert env.document == doc  # kept whole for the signature check
 
 
@@ -64,7 +64,7 @@ def test_sns_message_text_is_passed_through_unchanged():
 
 def test_timestamp_without_zone_is_taken_as_utc():
     env = unwrap_doc(notification(Timestamp="2024-05-01T12:00:00"))
-    assert env.timestamp == dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    assert env.timestamp == dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
 def test_raw_delivery_is_the_bare_request():

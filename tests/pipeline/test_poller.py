@@ -1,4 +1,5 @@
-"""cfn_provider.pipeline.poller.Poller over a real SqsQueue on the moto server: slots, receives side by side, pause, stop.
+"""cfn_provider.pipeline.poller.Poller over a real SqsQueue on the moto server: slots, receives side by
+side, pause, stop.
 
 Nothing of boto is mocked: the SQS calls the client really makes are observed through botocore's
 events, and the worker is a small double of our own `Worker` interface.
@@ -10,13 +11,12 @@ import asyncio
 import time
 from typing import Any
 
-
-from cfn_provider.pipeline import poller as poller_module
 from cfn_provider.local.emulator import Provider
+from cfn_provider.pipeline import poller as poller_module
+from cfn_provider.pipeline.disposition import Disposition
 from cfn_provider.pipeline.heartbeat import Heartbeat
 from cfn_provider.pipeline.poller import Poller
 from cfn_provider.transports.queue import Message, SqsQueue
-from cfn_provider.pipeline.disposition import Disposition
 from tests.support.aws import queue_counts
 
 
@@ -212,7 +212,7 @@ async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(
         try:
             await asyncio.wait_for(worker.seen_all.wait(), 10)
             held.append(True)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             held.append(False)
 
     client.meta.events.register("before-call.sqs.DeleteMessageBatch", hold_deletes)

@@ -5,8 +5,8 @@ keeps its message alone."""
 from __future__ import annotations
 
 from cfn_provider import PropertyError
-from cfn_provider.pipeline.raised import TRACEBACK_HINT, reason
 from cfn_provider.functions.function import FunctionFailed
+from cfn_provider.pipeline.raised import TRACEBACK_HINT, reason
 
 
 def test_the_reason_names_the_exception_type_and_where_the_traceback_is():

@@ -1,4 +1,5 @@
-"""cfn_provider.pipeline.response: every response rule of docs/guarantees.md ("How each part is kept"), then properties over arbitrary input."""
+"""cfn_provider.pipeline.response: every response rule of docs/guarantees.md ("How each part is
+kept"), then properties over arbitrary input."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cfn_provider.pipeline.request import ID_LIMITS, MAX_PHYSICAL_ID, Request, parse, json_size
+from cfn_provider.pipeline.request import ID_LIMITS, MAX_PHYSICAL_ID, Request, json_size, parse
 from cfn_provider.pipeline.response import (
     MAX_BODY,
     Response,

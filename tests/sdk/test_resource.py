@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from cfn_provider.sdk import resource as sdk
+from cfn_provider import Call, PropertyError, Resource
 from cfn_provider.pipeline.request import parse
 from cfn_provider.pipeline.response import default_physical_id, success
 from cfn_provider.pipeline.router import Router
-from cfn_provider.pipeline.runner import Context, call as run_action
-from cfn_provider import Call, PropertyError, Resource
+from cfn_provider.pipeline.runner import Context
+from cfn_provider.pipeline.runner import call as run_action
+from cfn_provider.sdk import resource as sdk
 from tests.support.aws import response_of
 
 STACK_ID = "arn:aws:cloudformation:eu-west-2:123456789012:stack/shop/6a1b-guid"

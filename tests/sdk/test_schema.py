@@ -11,7 +11,6 @@ from cfn_provider import PropertyError
 from cfn_provider.pipeline.request import parse
 from cfn_provider.sdk.schema import check_schema, coerce, thaw, validate
 
-
 # ---------------------------------------------------------------------------------- coercion
 
 SCHEMA = {

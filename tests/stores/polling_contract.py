@@ -170,11 +170,11 @@ async def test_a_lost_answer_at_any_polling_write_is_recognised_as_this_attempts
         await rival.tries()  # a redelivered copy: refused, POLLING
         for step, token in enumerate(("p1", "p2")):
             clock.advance(1)
-            taken = await retried(lambda: w.take_poll(KEY, "w1", LEASE, token=token))
+            taken = await retried(lambda token=token: w.take_poll(KEY, "w1", LEASE, token=token))
             assert taken is not None and taken.token == token, "a retried take_poll met its own lease"
             assert await rival.store.take_poll(KEY, "rival", LEASE, token=f"r{step}") is None
             if step == 0:
-                assert await retried(lambda: w.save_progress(KEY, token, '{"n":1}', clock.now + 1))
+                assert await retried(lambda token=token: w.save_progress(KEY, token, '{"n":1}', clock.now + 1))
         assert await retried(lambda: w.save_response(KEY, "p2", "SUCCESS", b"done"))
         await retried(lambda: w.mark_sent(KEY, URL_A, "p2"))
         record = await store.get(KEY)

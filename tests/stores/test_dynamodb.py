@@ -19,16 +19,16 @@ import uuid
 
 import pytest
 
+from cfn_provider.local.emulator import Emulator
 from cfn_provider.ops.bootstrap import ensure_table
+from cfn_provider.stores import open_store
+from cfn_provider.stores.base import StoreConfigError
 from cfn_provider.stores.dynamodb import DynamoDBStore, TableNotFound
 from cfn_provider.stores.dynamodb_admin import DynamoDBAdminStore
-from cfn_provider.local.emulator import Emulator
-from cfn_provider.stores.base import StoreConfigError
-from cfn_provider.stores import open_store
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
+from tests.stores.contract import KEY, LEASE, TTL, URL_A, URL_B, Clock, answered
 from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
 from tests.stores.transition_contract import *  # noqa: F401,F403 - the transition table
-from tests.stores.contract import KEY, LEASE, TTL, URL_A, URL_B, Clock, answered
 from tests.support.dynalite import make_table
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 

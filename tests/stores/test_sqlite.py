@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from cfn_provider.stores.base import StoreConfigError
-
-from cfn_provider.stores.sqlite import SQLiteStore
-
 from cfn_provider.stores import open_store
+from cfn_provider.stores.base import StoreConfigError
+from cfn_provider.stores.sqlite import SQLiteStore
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
+from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
 from tests.stores.polling_contract import *  # noqa: F401,F403 - the POLLING cases
 from tests.stores.transition_contract import *  # noqa: F401,F403 - the transition table
-from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
 
 
 @pytest.fixture
@@ -283,7 +281,8 @@ async def test_stored_bodies_queued_together_share_one_durable_commit(store):
 
 
 async def test_a_write_that_fails_in_a_group_fails_alone(store):
-    """One caller's write raising inside the group's transaction (here: a body that is not JSON) leaves the others' writes
+    """One caller's write raising inside the group's transaction (here: a body that is not JSON) leaves
+    the others' writes
     committed and their callers told so; a refused write (wrong token) is False, not an error."""
     keys = [f"{KEY}-{i}" for i in range(3)]
     for k in keys:

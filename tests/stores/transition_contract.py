@@ -78,7 +78,7 @@ def _rows() -> dict[str, dict[str, str]]:
     rows = {}
     for line in lines:
         cells = [c.strip() for c in line.split("|")]
-        rows[cells[0]] = dict(zip(OPERATIONS, cells[1:]))
+        rows[cells[0]] = dict(zip(OPERATIONS, cells[1:], strict=True))
     return rows
 
 

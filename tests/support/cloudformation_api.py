@@ -85,7 +85,7 @@ class CloudFormationApi:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "CloudFormationApi":
+    def __enter__(self) -> CloudFormationApi:
         return self
 
     def __exit__(self, *_: Any) -> None:
@@ -233,7 +233,7 @@ class CloudFormationApi:
                     "LogicalResourceId": logical_id or stack.name,
                     "PhysicalResourceId": (stack.physical_id or "") if resource else stack.stack_id,
                     "ResourceType": stack.resource_type if resource else "AWS::CloudFormation::Stack",
-                    "Timestamp": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+                    "Timestamp": dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z"),
                     "ResourceStatus": status,
                     "ResourceStatusReason": reason,
                 }

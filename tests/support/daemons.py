@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from cfn_provider.config import Settings
 from cfn_provider.local.emulator import Emulator, Provider
@@ -48,7 +49,7 @@ class InProcessDaemon:
     task: asyncio.Task
 
     @classmethod
-    async def start(cls, settings: Settings) -> "InProcessDaemon":
+    async def start(cls, settings: Settings) -> InProcessDaemon:
         ready = asyncio.Event()
         service = Service(settings, on_ready=ready.set)
         task = asyncio.create_task(service.run())
@@ -104,7 +105,7 @@ class SubprocessDaemon:
         log_path: Path,
         extra_args: list[str] = (),
         env: dict[str, str] | None = None,
-    ) -> "SubprocessDaemon":
+    ) -> SubprocessDaemon:
         args = [
             sys.executable,
             "-m",
@@ -134,7 +135,7 @@ class SubprocessDaemon:
         full_env = {**os.environ, **emulator.env(), "PYTHONPATH": str(REPO), **(env or {})}
         return cls(args, full_env, log_path)
 
-    def start(self, wait_ready: float = 30) -> "SubprocessDaemon":
+    def start(self, wait_ready: float = 30) -> SubprocessDaemon:
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO

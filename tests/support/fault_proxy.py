@@ -52,8 +52,8 @@ import struct
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 __all__ = ["FAULTS", "Exchange", "FaultProxy", "Schedule"]
 

@@ -12,7 +12,8 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 calls: list[tuple[str, str]] = []  # completed calls
 started: list[tuple[str, str]] = []  # every call, including ones that raise

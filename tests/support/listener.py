@@ -36,7 +36,7 @@ class ConnectionCounter:
         self._thread.join(2)
         self._sock.close()
 
-    def __enter__(self) -> "ConnectionCounter":
+    def __enter__(self) -> ConnectionCounter:
         return self
 
     def __exit__(self, *exc: object) -> None:

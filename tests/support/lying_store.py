@@ -10,7 +10,8 @@ cannot tell it was applied. A retry with identical arguments is let through trut
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 WRITES = ("claim", "extend", "save_response", "mark_sent", "release", "save_progress", "take_poll")
 

@@ -134,7 +134,7 @@ class MnsServer:
         self.port = 0
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "MnsServer":
+    def start(self) -> MnsServer:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -151,7 +151,7 @@ class MnsServer:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "MnsServer":
+    def __enter__(self) -> MnsServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -525,4 +525,4 @@ def notification_xml(
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)

@@ -35,7 +35,7 @@ def make_identity(days_valid: int = 30, not_before_days: int = 1) -> SigningIden
     now - not_before_days to now - not_before_days + days_valid."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
-    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=not_before_days)
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(days=not_before_days)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -65,7 +65,7 @@ def sign_envelope(envelope: dict, identity: SigningIdentity, version: str = "2")
 
 def notification(message: str, topic_arn: str, cert_url: str, subject: str | None = None) -> dict:
     """An unsigned SNS Notification envelope."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     envelope = {
         "Type": "Notification",
         "MessageId": str(uuid.uuid4()),

@@ -178,7 +178,7 @@ class StubS3:
                 f"AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires={int(now + expires_in)}&Signature={quote(sig, safe='')}"
             )
         else:
-            stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc)
+            stamp = dt.datetime.fromtimestamp(now, dt.UTC)
             day, amz_date = stamp.strftime("%Y%m%d"), stamp.strftime("%Y%m%dT%H%M%SZ")
             credential = quote(f"AKIAIOSFODNN7EXAMPLE/{day}/us-east-1/s3/aws4_request", safe="")
             signature = hashlib.sha256(os.urandom(32)).hexdigest()
@@ -321,7 +321,7 @@ def expired(target: str, now: float | None = None) -> bool:
     query = {k.lower(): v[0] for k, v in parse_qs(urlsplit(target).query).items()}
     try:
         if "x-amz-date" in query and "x-amz-expires" in query:
-            start = dt.datetime.strptime(query["x-amz-date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+            start = dt.datetime.strptime(query["x-amz-date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
             return now > start.timestamp() + int(query["x-amz-expires"])
         if "expires" in query:
             return now > int(query["expires"])

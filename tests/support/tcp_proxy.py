@@ -227,7 +227,7 @@ class TcpProxy:
                 continue
             try:
                 client, _ = listener.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue  # timeout, or the listener was closed by down("refuse")
             if self._mode != "up":
                 self._record("reset")

@@ -29,7 +29,7 @@ def _name(cn: str) -> x509.Name:
 class CertAuthority:
     def __init__(self, directory: Path | None = None) -> None:
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         public = self.key.public_key()
         self.cert = (
             x509.CertificateBuilder()
@@ -51,7 +51,7 @@ class CertAuthority:
     def issue(self, stem: Path, names: tuple[str, ...] = ("127.0.0.1", "localhost")) -> tuple[Path, Path]:
         """A server certificate for `names` (IP addresses or DNS names): (stem.crt, stem.key)."""
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         sans: list[x509.GeneralName] = []
         for name in names:
             try:

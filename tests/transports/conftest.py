@@ -4,8 +4,9 @@ listener's tests get a test CA, a token file, in-process daemons on transport we
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import pytest

@@ -14,10 +14,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from cfn_provider.stores import open_store
-from cfn_provider.stores.base import POLLING, SENT
 from cfn_provider.dialects.ros import ROS
 from cfn_provider.pipeline.request import idempotency_key, stored_parts
+from cfn_provider.stores import open_store
+from cfn_provider.stores.base import POLLING, SENT
 from tests.dialects.conftest import JsonLog, ros_request
 from tests.support import handlers
 from tests.support.stub_s3 import StubS3

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cfn_provider.stores import open_store
 from cfn_provider.pipeline.request import idempotency_key
+from cfn_provider.stores import open_store
 from cfn_provider.trust import sources
 from tests.dialects.conftest import JsonLog, ros_request
 from tests.support import handlers

@@ -5,7 +5,8 @@ the completed call, and answers with a fresh nonce in Data (two runs give two di
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tests.support.handlers import stamped
 

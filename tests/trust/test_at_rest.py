@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-import stat
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from structlog.testing import capture_logs
 
-from cfn_provider.trust import at_rest
-
 from cfn_provider import cli
-from cfn_provider.trust.at_rest import StateExposed, secure, secure_key_files, secure_sqlite
 from cfn_provider.stores.sqlite import SQLiteStore
+from cfn_provider.trust import at_rest
+from cfn_provider.trust.at_rest import StateExposed, secure, secure_key_files, secure_sqlite
 
 ME = os.geteuid()
 SOMEONE_ELSE = ME + 4242

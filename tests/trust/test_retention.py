@@ -11,10 +11,10 @@ import uuid
 import pytest
 from structlog.testing import capture_logs
 
-from cfn_provider.trust import retention
 from cfn_provider.ops.bootstrap import ensure_table
 from cfn_provider.stores.dynamodb import DynamoDBStore
 from cfn_provider.stores.sqlite import SQLiteStore
+from cfn_provider.trust import retention
 from tests.stores.contract import KEY, LEASE, URL_A, URL_B, Clock
 from tests.support.moto_dynamodb import make_dynamodb_writes_atomic
 

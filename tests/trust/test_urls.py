@@ -299,7 +299,7 @@ def test_redact_text_matches_redact_for_a_bare_url():
 
 
 def test_expires_at_sigv4_is_date_plus_expires():
-    expected = dt.datetime(2024, 5, 1, 14, 0, 0, tzinfo=dt.timezone.utc).timestamp()  # 12:00Z + 7200 s
+    expected = dt.datetime(2024, 5, 1, 14, 0, 0, tzinfo=dt.UTC).timestamp()  # 12:00Z + 7200 s
     assert expires_at(SECRET_URL) == expected
 
 

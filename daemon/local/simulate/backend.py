@@ -8,9 +8,10 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import click
 
@@ -148,7 +149,7 @@ class Backend:
         self._tmp: str | None = None
 
     # -- set-up and tear-down
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         try:
             self._start()
         except BaseException:

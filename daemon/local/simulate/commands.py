@@ -4,12 +4,14 @@ the checks made before anything starts, and the operation each one runs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import click
 
-from ..template import StackInfo, Template, TemplateError, lint, load as load_template, parse_parameters
+from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
+from ..template import load as load_template
 from ..template.lint import missing_extra
 from .backend import Backend
 from .console import Console

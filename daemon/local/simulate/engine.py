@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..template import Template, TemplateError
 from .state import Resource, now
@@ -70,7 +70,7 @@ class Engine(Steps):
         except TemplateError:
             return True
 
-    def update(
+    def update(  # noqa: C901 - to split (issue 24: complexity <= 12)
         self, old: Template, new: Template, overrides: Mapping[str, str] | None = None, template_file: str | None = None
     ) -> str:
         """Update to `new` (made with parameter `overrides`, from `template_file`)."""

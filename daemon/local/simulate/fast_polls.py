@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...long_running.progress import POLL_FUNCTIONS, InProgress
 from ...pipeline.router import ACTIONS

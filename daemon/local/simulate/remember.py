@@ -5,9 +5,10 @@ they were imported from, the endpoint, and the poll speed. `create` records them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass
@@ -28,7 +29,7 @@ class Remembered:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any] | None) -> "Remembered":
+    def from_json(cls, doc: Mapping[str, Any] | None) -> Remembered:
         doc = doc or {}
         every = doc.get("PollEvery")
         return cls(
@@ -39,7 +40,7 @@ class Remembered:
             float(every) if isinstance(every, (int, float)) else None,
         )
 
-    def with_options(self, options: Mapping[str, Any]) -> "Remembered":
+    def with_options(self, options: Mapping[str, Any]) -> Remembered:
         """These settings with the command line's on top; the current folder is the handler path when
         none is given now or was remembered."""
         by_type = {_type_of(h): h for h in self.handlers}

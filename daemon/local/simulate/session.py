@@ -7,8 +7,9 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import click
 

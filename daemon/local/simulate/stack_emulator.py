@@ -62,7 +62,7 @@ class StackEmulator:
             os.kill(self.pid, signal.SIGTERM)
 
     @classmethod
-    def attach(cls, record: Any, state_path: Path) -> "StackEmulator":
+    def attach(cls, record: Any, state_path: Path) -> StackEmulator:
         """The emulator `record` names when it still answers; otherwise a new one for `state_path`."""
         if isinstance(record, dict) and isinstance(record.get("Pid"), int) and isinstance(record.get("Endpoint"), str):
             if _alive(record["Pid"], record["Endpoint"]):

@@ -8,9 +8,10 @@ import datetime as dt
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import click
 
@@ -55,7 +56,7 @@ class Resource:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "Resource":
+    def from_json(cls, doc: Mapping[str, Any]) -> Resource:
         return cls(
             doc["Type"],
             doc["PhysicalResourceId"],
@@ -113,7 +114,7 @@ class StackState:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "StackState":
+    def from_json(cls, doc: Mapping[str, Any]) -> StackState:
         if doc.get("Version") != STATE_VERSION:
             raise ValueError(f"unknown state file version {doc.get('Version')!r}")
         return cls(
@@ -170,4 +171,4 @@ def write_state(path: Path, state: StackState) -> None:
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -3,11 +3,13 @@ events, and what the answers (or their absence) make of the resource in the stac
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..template import Template, TemplateError
 from .backend import Answer, Backend
@@ -131,7 +133,7 @@ class Steps:
         outputs = {}
         for name in template.outputs_defs:
             touched: set[str] = set()
-            entry = template.output(name, lambda lid: self.lookup(lid, touched))
+            entry = template.output(name, functools.partial(self.lookup, touched=touched))
             if touched:
                 entry["Value"] = "****"  # NoEcho: CloudFormation masks it too
             outputs[name] = entry
@@ -272,13 +274,12 @@ class Steps:
             self.state.resources[logical_id].status = "UPDATE_FAILED"
             self.save(self.state)
             return None
-        if (answer.physical_id or current_id) != current_id:
-            # a str here (it differs from current_id); mypy does not narrow through the `or`
+        if answer.physical_id and answer.physical_id != current_id:
             self.emit(
                 logical_id,
                 answer.physical_id,
                 rtype,
-                "UPDATE_IN_PROGRESS",  # type: ignore[arg-type]
+                "UPDATE_IN_PROGRESS",
                 "Requested update required the provider to create a new physical resource",
             )
         return answer

@@ -4,7 +4,8 @@ CloudFormation words it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .values import PSEUDO_PARAMETERS, SUB_VARIABLE, TemplateError, intrinsic, is_custom
 
@@ -26,7 +27,7 @@ class Dependencies:
         @staticmethod
         def _sub_args(arg: Any, where: str) -> tuple[str, dict[str, Any]]: ...
 
-    def _references(self, value: Any, where: str) -> Iterator[tuple[str, str | None]]:
+    def _references(self, value: Any, where: str) -> Iterator[tuple[str, str | None]]:  # noqa: C901 - to split (issue 24: complexity <= 12)
         """(name, attribute or None) for each Ref / GetAtt / Sub variable, following only the
         Fn::If branches the conditions choose."""
         found = intrinsic(value)

@@ -3,7 +3,8 @@ order, and the values (properties, outputs, policies) CloudFormation would send 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .dependencies import Dependencies
 from .inputs import Inputs

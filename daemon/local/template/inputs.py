@@ -4,7 +4,8 @@ and Conditions (Fn::Equals / Not / And / Or over parameters and mappings)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .values import (
     PLACEHOLDER_PREFIX,
@@ -97,7 +98,7 @@ class Inputs:
                     raise TemplateError(f"Parameter '{name}' must be a number not greater than {spec['MaxValue']}")
         return items if is_list else value
 
-    def _mentioned_names(self, skip_service_tokens: bool) -> set[str]:
+    def _mentioned_names(self, skip_service_tokens: bool) -> set[str]:  # noqa: C901 - to split (issue 24: complexity <= 12)
         """Every name a Ref / Sub / GetAtt mentions, anywhere, conditions ignored."""
         names: set[str] = set()
 

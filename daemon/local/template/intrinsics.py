@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import ipaddress
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .values import (
     NO_VALUE,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 CUSTOM_RESOURCE_TYPE = "AWS::CloudFormation::CustomResource"
 PSEUDO_PARAMETERS = (
@@ -42,9 +43,9 @@ def is_custom(resource_type: str) -> bool:
 class _NoValue:
     """AWS::NoValue: removes the property (or list item) it is the value of."""
 
-    _instance: "_NoValue | None" = None
+    _instance: _NoValue | None = None
 
-    def __new__(cls) -> "_NoValue":
+    def __new__(cls) -> _NoValue:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -91,7 +92,7 @@ class StackInfo:
         return "amazonaws.com.cn" if self.region.startswith("cn-") else "amazonaws.com"
 
     @classmethod
-    def new(cls, name: str, region: str = "us-east-1", account_id: str = "123456789012") -> "StackInfo":
+    def new(cls, name: str, region: str = "us-east-1", account_id: str = "123456789012") -> StackInfo:
         partition = cls(name, "", region, account_id).partition
         return cls(
             name,

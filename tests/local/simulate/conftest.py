@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result

@@ -3,7 +3,6 @@ and the template format errors."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from cfn_provider.local.template import TemplateError

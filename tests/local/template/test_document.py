@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from cfn_provider.local.template import Template, is_custom, load, stringify
 from tests.local.template.helpers import STACK, Made, template
 

@@ -3,12 +3,10 @@ values) and Conditions choosing resources, outputs and values."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from cfn_provider.local.template import TemplateError, parse_parameters
 from tests.local.template.helpers import Made, template
-
 
 CONDITIONS = """
 Parameters:

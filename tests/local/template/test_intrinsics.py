@@ -10,7 +10,6 @@ import pytest
 from cfn_provider.local.template import NO_VALUE, AttributeMissing, StackInfo, TemplateError, loads
 from tests.local.template.helpers import STACK, Made, resolve, template
 
-
 SUBS = """
 Parameters:
   Env: {Type: String, Default: dev}
