@@ -302,14 +302,15 @@ def test_handler_overrunning_its_service_timeout_is_answered_failed_by_the_daemo
 
 def test_rollback_of_a_create_cut_short_reaches_the_handlers_delete_with_its_properties(sim, write):
     # the daemon answered a timed-out Create with its timed-out marker; CloudFormation's rollback
-    # Delete carries that id and the Create's properties, and the daemon passes it to `delete`
+    # Delete carries that id and the Create's properties, and the daemon passes it to `delete`.
+    # ServiceTimeout 5: the daemon's 1 s margin must survive a loaded machine (with 2 s it did not)
     path = write(
         "cut.yaml",
         """\
         Resources:
           Cut:
             Type: Custom::Slow
-            Properties: {ServiceToken: x, ServiceTimeout: 2, CreateSeconds: 4, Name: cut-1}
+            Properties: {ServiceToken: x, ServiceTimeout: 5, CreateSeconds: 7, Name: cut-1}
     """,
     )
     run = sim("create", path)
