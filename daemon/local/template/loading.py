@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import yaml
 
-from .values import TemplateError
+from .values import FUNCTIONS, TemplateError
 
 
 class _Loader(yaml.SafeLoader):
@@ -24,33 +24,7 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
-_SHORT_FORMS = {
-    "Ref": "Ref",
-    "Condition": "Condition",
-    "GetAtt": "Fn::GetAtt",
-    **{
-        name: f"Fn::{name}"
-        for name in (
-            "Sub",
-            "Join",
-            "Select",
-            "If",
-            "Equals",
-            "Not",
-            "And",
-            "Or",
-            "FindInMap",
-            "Base64",
-            "Split",
-            "GetAZs",
-            "ImportValue",
-            "Cidr",
-            "Transform",
-            "ToJsonString",
-            "Length",
-        )
-    },
-}
+_SHORT_FORMS = {"Ref": "Ref", "Condition": "Condition", **{name: f"Fn::{name}" for name in FUNCTIONS}}
 
 
 def _short_form(long_name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str, Any]]:

@@ -103,29 +103,27 @@ class StackInfo:
 
 
 SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-INTRINSICS = {"Ref", "Condition"} | {
-    f"Fn::{n}"
-    for n in (
-        "GetAtt",
-        "Sub",
-        "Join",
-        "Select",
-        "If",
-        "Equals",
-        "Not",
-        "And",
-        "Or",
-        "FindInMap",
-        "Base64",
-        "Split",
-        "GetAZs",
-        "ImportValue",
-        "Cidr",
-        "Transform",
-        "ToJsonString",
-        "Length",
-    )
-}
+FUNCTIONS = (  # the Fn:: intrinsic functions a template may use (short form: !Name)
+    "GetAtt",
+    "Sub",
+    "Join",
+    "Select",
+    "If",
+    "Equals",
+    "Not",
+    "And",
+    "Or",
+    "FindInMap",
+    "Base64",
+    "Split",
+    "GetAZs",
+    "ImportValue",
+    "Cidr",
+    "Transform",
+    "ToJsonString",
+    "Length",
+)
+INTRINSICS = {"Ref", "Condition"} | {f"Fn::{n}" for n in FUNCTIONS}
 
 
 def intrinsic(value: Any) -> tuple[str, Any] | None:
