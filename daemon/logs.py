@@ -44,13 +44,13 @@ class _Redactor:
     def __call__(self, _logger: Any, _name: str, line: Any) -> str:
         """A processor placed after the renderer: `line` is the rendered text (typed Any, as
         structlog types every processor's third argument as the event dict)."""
-        line = redact_text(line)
+        text = redact_text(line)
         for secret in (*self.secrets, *_registered):
-            line = line.replace(secret, "<redacted>")
-        return line
+            text = text.replace(secret, "<redacted>")
+        return text
 
 
-class _QuietStreamHandler(logging.StreamHandler):
+class _QuietStreamHandler(logging.StreamHandler[TextIO]):
     """logging's own error path prints the record's raw arguments to stderr, past the redactor;
     say only which logger failed."""
 
@@ -169,7 +169,7 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
     )
     # logging's documented optimisations: no caller lookup, thread or process fields per record
     # (the lines carry none of them); the caller lookup alone walked the stack on every line
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler.setFormatter(formatter)
     root = logging.getLogger()

@@ -208,7 +208,7 @@ class MnsQueue:
         self.url = f"{self.base}/queues/{queue}"
         self.connect_timeout, self.read_timeout, self.allow_http = connect_timeout, read_timeout, allow_http
         self.queue_visibility: int | None = None  # the queue's VisibilityTimeout, once read
-        self._changing: dict[int, asyncio.Task] = {}  # id(message) -> its visibility change in flight
+        self._changing: dict[int, asyncio.Task[None]] = {}  # id(message) -> its visibility change in flight
 
     @classmethod
     async def open(
@@ -307,7 +307,7 @@ class MnsQueue:
         if pending is not None:
             await asyncio.wait({pending})
 
-    def _forget(self, key: int, task: asyncio.Task) -> None:
+    def _forget(self, key: int, task: asyncio.Task[None]) -> None:
         if self._changing.get(key) is task:
             del self._changing[key]
         if not task.cancelled():

@@ -23,7 +23,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import structlog
 from aiohttp import web
@@ -128,8 +128,8 @@ class Requests:
         self.allow = sources.networks(settings.allow_sources)
         self.limiter = sources.RefusalLimiter()
         self.concurrency, self.free, self.lease_seconds = concurrency, concurrency, lease_seconds
-        self.tasks: set[asyncio.Task] = set()
-        self.started_at: dict[asyncio.Task, float] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()  # aiohttp's request handler tasks
+        self.started_at: dict[asyncio.Task[Any], float] = {}
         self.stopping = False
         self.handled = 0
         self.last_request_at: float | None = None
