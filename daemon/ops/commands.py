@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..config import apply_config_file, default_state_url
-from ..stores.base import StoreConfigError, url_digest
+from ..stores.base import POLLING, StoreConfigError, url_digest
 from .requests import STATES_HELP
 
 ENV = "CFN_PROVIDER_"
@@ -239,7 +239,7 @@ def answer_command(
             )
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
-            polled = ops.poll_state(record) if record is not None and record.state == "POLLING" else None
+            polled = ops.poll_state(record) if record is not None and record.state == POLLING else None
             response = ops.build(request, status, reason, physical_id or (polled.physical_id if polled else None))
             _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)
             _confirm(yes)
