@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO, get_args
 
 import structlog
 
@@ -28,6 +28,10 @@ _SECRET_ENV = (
     "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
     "ALIBABA_CLOUD_SECURITY_TOKEN",
 )
+LogFormat = Literal["auto", "json", "console"]  # --log-format (auto: console on a terminal, JSON otherwise)
+LogLevel = Literal["debug", "info", "warning", "error"]  # --log-level
+LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 _registered: list[str] = []  # secrets read from files at run time (cfn_provider.transports.mns credentials)
 
 
@@ -138,7 +142,7 @@ def _console_renderer(colors: bool) -> Any:
     return render
 
 
-def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     if fmt == "auto":
         fmt = "console" if stream.isatty() else "json"
