@@ -12,12 +12,15 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dialects.ros import UrlMode
 from .loops import EventLoop
 from .transports import Transport
 from .transports.web_settings import WebSettings
+
+if TYPE_CHECKING:
+    import click
 
 
 def default_state_dir() -> Path:
@@ -201,7 +204,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def apply_config_file(ctx: Any, path: str, *, strict: bool) -> None:
+def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:
     """`--config PATH` of a click command: the file's settings become the command's defaults (its
     flags and environment variables still win). `strict`: a setting the command does not have is
     an error (`run`); otherwise it is skipped (an operator command reading the daemon's file)."""

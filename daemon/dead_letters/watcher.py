@@ -188,7 +188,7 @@ class DeadLetterWatcher:
 
 
 async def watcher_for(
-    queue: Any, worker: Worker, *, interval: float, visibility_timeout: int
+    queue: Queue, worker: Worker, *, interval: float, visibility_timeout: int
 ) -> DeadLetterWatcher | None:
     """The watcher of `queue`'s dead-letter queue; None (saying why) when it is off, the queue has
     none, or the transport cannot name it."""

@@ -46,9 +46,9 @@ import json
 import os
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -212,7 +212,7 @@ class MnsQueue:
 
     @classmethod
     async def open(
-        cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any, allow_http: bool = False
+        cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: AsyncExitStack, allow_http: bool = False
     ) -> MnsQueue:
         cls(None, endpoint, queue, credentials, allow_http=allow_http)  # type: ignore[arg-type]  # refuse before connecting
         session = await exit_stack.enter_async_context(aiohttp.ClientSession())
