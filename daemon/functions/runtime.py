@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    from .process import Setup
+
 MAX_TEXT = 64 * 1024  # characters of one output line or log message sent to the daemon
 CO_COROUTINE = 0x80
 
@@ -156,7 +158,8 @@ class Inbox:
     def start(self) -> None:
         threading.Thread(target=self._read, name="cfn-provider-inbox", daemon=True).start()
 
-    def first(self) -> "dict[str, Any] | None":
+    def first(self) -> "Setup | None":
+        """The set-up line (the daemon's first), None at end of input."""
         line = self._line()
         return json.loads(line) if line else None
 
@@ -226,7 +229,7 @@ def limit_memory(memory_mb: "int | None") -> None:
         del sys.modules["resource"]
 
 
-def load(init: "dict[str, Any]", channel: Channel) -> "tuple[Callable[..., object], dict[str, Any]]":
+def load(init: "Setup", channel: Channel) -> "tuple[Callable[..., object], dict[str, Any]]":
     """Import the function; its handler, or raise with the reason the daemon shows."""
     code = init["code"]
     clash = shadowed(code) if init.get("prepend", True) else []
