@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -17,6 +17,9 @@ from .pipeline.budget import MAX_RECEIVE_COUNT
 from .pipeline.router import HandlerError, parse_handler_option
 from .stores.base import StoreConfigError
 from .trust.at_rest import StateExposed
+
+if TYPE_CHECKING:
+    from .logs import LogFormat, LogLevel
 
 ENV = "CFN_PROVIDER_"
 
@@ -227,7 +230,7 @@ def main() -> None:
     envvar=ENV + "LOG_LEVEL",
 )
 @ros_options
-def run(log_format: str, log_level: str, **options: Any) -> None:
+def run(log_format: LogFormat, log_level: LogLevel, **options: Any) -> None:
     """Run the provider daemon until SIGTERM/SIGINT (a second signal stops at once).
 
     \b

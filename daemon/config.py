@@ -12,9 +12,15 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .dialects.ros import UrlMode
+from .loops import EventLoop
+from .transports import Transport
 from .transports.web_settings import WebSettings
+
+if TYPE_CHECKING:
+    import click
 
 
 def default_state_dir() -> Path:
@@ -30,7 +36,7 @@ def default_state_url() -> str:
 
 
 def daemon_id(
-    transport: str = "sqs",
+    transport: Transport = "sqs",
     queue_url: str | None = None,
     mns_endpoint: str | None = None,
     mns_queue: str | None = None,
@@ -101,17 +107,17 @@ class Settings:
     metrics_port: int | None = None  # Prometheus text endpoint; off by default
     metrics_address: str = "127.0.0.1"  # the endpoint has no authentication: loopback unless asked
     summary_interval: float = 60.0  # seconds between `summary` log lines
-    transport: str = "sqs"  # sqs (queue_url; CloudFormation) | mns (mns_endpoint + mns_queue; ROS) | web (ROS)
+    transport: Transport = "sqs"  # sqs (queue_url; CloudFormation) | mns (mns_endpoint + mns_queue; ROS) | web (ROS)
     mns_endpoint: str | None = None  # https://ACCOUNT.mns.REGION.aliyuncs.com
     mns_queue: str | None = None
     mns_allow_http: bool = False  # an http:// mns_endpoint (local emulators only): refused otherwise
     mns_topics: tuple[str, ...] = ()  # acs:mns:REGION:ACCOUNT:topics/NAME: the topics whose notifications are served
     mns_allow_bare_messages: bool = False  # with mns_topics: also serve messages that are not notifications
-    ros_response_url: str = "auto"  # intranet | public | auto (cfn_provider.dialects.ros.ResponseUrlChoice)
+    ros_response_url: UrlMode = "auto"  # intranet | public | auto (cfn_provider.dialects.ros.ResponseUrlChoice)
     alibaba_cloud: bool | None = None  # running inside Alibaba Cloud; None: detect (cfn_provider.dialects.ros)
     dead_letter_interval: float = 60.0  # seconds between looks in the dead-letter queue; 0: off
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
-    event_loop: str = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
+    event_loop: EventLoop = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
     web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
@@ -198,7 +204,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def apply_config_file(ctx: Any, path: str, *, strict: bool) -> None:
+def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:
     """`--config PATH` of a click command: the file's settings become the command's defaults (its
     flags and environment variables still win). `strict`: a setting the command does not have is
     an error (`run`); otherwise it is skipped (an operator command reading the daemon's file)."""

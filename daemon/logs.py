@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO, get_args
 
 import structlog
 
@@ -28,6 +28,10 @@ _SECRET_ENV = (
     "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
     "ALIBABA_CLOUD_SECURITY_TOKEN",
 )
+LogFormat = Literal["auto", "json", "console"]  # --log-format (auto: console on a terminal, JSON otherwise)
+LogLevel = Literal["debug", "info", "warning", "error"]  # --log-level
+LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 _registered: list[str] = []  # secrets read from files at run time (cfn_provider.transports.mns credentials)
 
 
@@ -44,13 +48,13 @@ class _Redactor:
     def __call__(self, _logger: Any, _name: str, line: Any) -> str:
         """A processor placed after the renderer: `line` is the rendered text (typed Any, as
         structlog types every processor's third argument as the event dict)."""
-        line = redact_text(line)
+        text = redact_text(line)
         for secret in (*self.secrets, *_registered):
-            line = line.replace(secret, "<redacted>")
-        return line
+            text = text.replace(secret, "<redacted>")
+        return text
 
 
-class _QuietStreamHandler(logging.StreamHandler):
+class _QuietStreamHandler(logging.StreamHandler[TextIO]):
     """logging's own error path prints the record's raw arguments to stderr, past the redactor;
     say only which logger failed."""
 
@@ -138,7 +142,7 @@ def _console_renderer(colors: bool) -> Any:
     return render
 
 
-def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     if fmt == "auto":
         fmt = "console" if stream.isatty() else "json"
@@ -169,7 +173,7 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
     )
     # logging's documented optimisations: no caller lookup, thread or process fields per record
     # (the lines carry none of them); the caller lookup alone walked the stack on every line
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler.setFormatter(formatter)
     root = logging.getLogger()

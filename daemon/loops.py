@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import platform
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal, TypeVar, get_args
 
-CHOICES = ("auto", "asyncio", "uvloop")
+EventLoop = Literal["auto", "asyncio", "uvloop"]  # --event-loop (cfn_provider.config.Settings)
+Running = Literal["asyncio", "uvloop"]  # what `auto` resolves to, and what runs
+CHOICES: tuple[EventLoop, ...] = get_args(EventLoop)
 T = TypeVar("T")
 
 
@@ -37,7 +39,7 @@ def _uvloop() -> Any:
     return uvloop
 
 
-def choose(name: str = "auto") -> str:
+def choose(name: EventLoop = "auto") -> Running:
     """The loop `name` resolves to here: "uvloop" or "asyncio"."""
     if name not in CHOICES:
         raise EventLoopError(f"unknown event loop {name!r}: one of {', '.join(CHOICES)}")
@@ -52,19 +54,19 @@ def choose(name: str = "auto") -> str:
     return "uvloop"
 
 
-def factory(name: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
+def factory(name: EventLoop = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
     """A loop factory for asyncio.Runner (None: asyncio's own loop)."""
     return _uvloop().new_event_loop if choose(name) == "uvloop" else None
 
 
-def run(main: Callable[[], Awaitable[T]], name: str = "auto") -> T:
+def run(main: Callable[[], Coroutine[Any, Any, T]], name: EventLoop = "auto") -> T:
     """asyncio.run(main()) on the loop `name` chooses (EventLoopError before anything runs if it cannot)."""
     loop_factory = factory(name)
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(main())  # type: ignore[arg-type]
+        return runner.run(main())
 
 
-def running() -> str:
+def running() -> Running:
     """The name of the running loop: "uvloop" or "asyncio"."""
     loop = asyncio.get_running_loop()
     return "uvloop" if type(loop).__module__.split(".")[0] == "uvloop" else "asyncio"

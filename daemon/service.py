@@ -214,7 +214,7 @@ class Service:
             False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=not topics or s.mns_allow_bare_messages
         )
 
-    async def _stop_watching(self, watching: asyncio.Task | None) -> None:
+    async def _stop_watching(self, watching: asyncio.Task[None] | None) -> None:
         """Let the dead-letter pass in progress finish its messages within the grace period (none
         after a second stop request), then stop it."""
         if watching is None:

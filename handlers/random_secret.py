@@ -290,7 +290,8 @@ class RandomSecret(Resource):
             found = await ssm.get_parameter(Name=name, WithDecryption=True)
         except ssm.exceptions.ParameterNotFound:
             return None
-        return found["Parameter"]["Value"]
+        value: str = found["Parameter"]["Value"]
+        return value
 
     async def _remove(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
         owner = await self._owner(ssm, name)

@@ -1,10 +1,11 @@
 """The house rules of the source tree (docs/architecture.md): the package's folders read as the
-architecture, no import cycles, no module past about 400 lines, and each module's docstring says
-what it is."""
+architecture, no import cycles, no module past about 400 lines, each module's docstring says
+what it is, and mypy checks the whole package strictly."""
 
 from __future__ import annotations
 
 import ast
+import configparser
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,15 @@ def test_the_folders_read_as_the_architecture():
         "transports",
         "trust",
     ]
+
+
+def test_mypy_is_strict_over_the_whole_package():
+    """`make test` runs `mypy -p cfn_provider` under setup.cfg: `strict` for every module, handlers
+    included; a per-module section only lets off third-party libraries that ship no annotations."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert config.getboolean("mypy", "strict")
+    for section in (s for s in config.sections() if s.startswith("mypy-")):
+        modules = [m.strip() for m in section.removeprefix("mypy-").split(",")]
+        assert not any(m.split(".")[0] == "cfn_provider" for m in modules), f"[{section}] relaxes the package"
+        assert dict(config[section]) == {"ignore_missing_imports": "True"}, f"[{section}]"

@@ -11,6 +11,7 @@ import logging
 import os
 import textwrap
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 import structlog
@@ -608,6 +609,25 @@ def test_config_that_is_a_directory(captured, tmp_path):
     assert result.exit_code == 2
     assert "--config" in result.output
     assert captured.settings == []
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "typed"),
+    [
+        ("run", "transport", get_type_hints(Settings)["transport"]),
+        ("run", "event_loop", get_type_hints(Settings)["event_loop"]),
+        ("run", "ros_response_url", get_type_hints(Settings)["ros_response_url"]),
+        ("run", "log_format", get_type_hints(cfn_provider.logs.configure)["fmt"]),
+        ("run", "log_level", get_type_hints(cfn_provider.logs.configure)["level"]),
+        ("check", "transport", get_type_hints(Settings)["transport"]),
+    ],
+)
+def test_each_closed_setting_offers_exactly_the_values_its_type_names(command, option, typed):
+    """Settings.transport, .event_loop, .ros_response_url and the log options are Literal types, which
+    mypy holds the code to; the command line (click.Choice, also for the config file and the
+    environment) is where an operator's string becomes one: both name the same values."""
+    [param] = [p for p in cli.main.commands[command].params if p.name == option]
+    assert tuple(param.type.choices) == get_args(typed) and get_args(typed)
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
@@ -83,7 +84,7 @@ class DeadLetterWatcher:
         self.message_seconds = MESSAGE_SECONDS if message_seconds is None else message_seconds
         self._stop = asyncio.Event()
         self._receive_failed = False  # said once until a receive works again
-        self._behind: set[asyncio.Task] = set()  # messages an earlier pass stopped waiting for
+        self._behind: set[asyncio.Task[str]] = set()  # messages an earlier pass stopped waiting for
 
     def stop(self) -> None:
         """No new pass, and the running one takes no new message (idempotent)."""
@@ -108,9 +109,9 @@ class DeadLetterWatcher:
         except TimeoutError:
             pass
 
-    async def sweep(self) -> Counter:
+    async def sweep(self) -> Counter[str]:
         """One pass over the dead-letter queue."""
-        outcomes: Counter = Counter()
+        outcomes: Counter[str] = Counter()
         seen: set[str] = set()
         while len(seen) + len(self._behind) < self.max_per_pass and not self._stop.is_set():
             room = self.max_per_pass - len(seen) - len(self._behind)
@@ -125,7 +126,7 @@ class DeadLetterWatcher:
             log.info("deadletter.sweep", dead_letter_queue=self.name, **{k: v for k, v in sorted(outcomes.items())})
         return outcomes
 
-    async def _bounded(self, work: list[Any]) -> list[str]:
+    async def _bounded(self, work: list[Coroutine[Any, Any, str]]) -> list[str]:
         """Each message's outcome, waiting at most `message_seconds` for any of them: one still
         running then goes on in the background (its heartbeat keeps it hidden) as `still-running`."""
         tasks = [asyncio.create_task(w, name="dead-letter") for w in work]
@@ -187,7 +188,7 @@ class DeadLetterWatcher:
 
 
 async def watcher_for(
-    queue: Any, worker: Worker, *, interval: float, visibility_timeout: int
+    queue: Queue, worker: Worker, *, interval: float, visibility_timeout: int
 ) -> DeadLetterWatcher | None:
     """The watcher of `queue`'s dead-letter queue; None (saying why) when it is off, the queue has
     none, or the transport cannot name it."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 from ..trust.urls import ALIYUN_HOSTS
 from .base import CLOUDFORMATION, Dialect
@@ -40,7 +40,8 @@ ROS = Dialect(
     stack_name_field="StackName",
 )
 DIALECTS = {d.name: d for d in (CLOUDFORMATION, ROS)}  # by name: how a stored request names its dialect
-URL_MODES = ("intranet", "public", "auto")
+UrlMode = Literal["intranet", "public", "auto"]  # --ros-response-url (ResponseUrlChoice)
+URL_MODES: tuple[UrlMode, ...] = get_args(UrlMode)
 _DMI = ("/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name")
 
 
@@ -77,7 +78,7 @@ class ResponseUrlChoice:
     auto: inside Alibaba Cloud the intranet URL first, then the public one on connection
     errors; elsewhere the public one only."""
 
-    mode: str = "auto"
+    mode: UrlMode = "auto"
     inside_cloud: bool = False
 
     def urls(self, request: Answerable) -> list[str]:

@@ -9,18 +9,18 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from ..transports import TRANSPORTS, Transport
 from ..trust.topics import FORM, allowlist
 from .ros import URL_MODES
 from .ros_web_options import WEB_ONLY, WEB_OPTIONS, web_settings
 
 ENV = "CFN_PROVIDER_"
-TRANSPORTS = ("sqs", "mns", "web")
 
 # The `run` options that apply to some transports only (by parameter name) and the transports they
 # apply to; every option not named here applies to all. Given (on the command line, in the
 # environment or in the --config file) with another --transport, an option is refused rather than
 # silently ignored: an operator who sets --topic-arn on MNS believes topics are checked.
-APPLIES_TO: dict[str, tuple[str, ...]] = {
+APPLIES_TO: dict[str, tuple[Transport, ...]] = {
     "queue_url": ("sqs",),
     "topic_arn": ("sqs",),
     "verify_signatures": ("sqs",),
@@ -139,7 +139,7 @@ def transport_settings(options: dict[str, Any]) -> dict[str, Any]:
 _GIVEN = {ParameterSource.COMMANDLINE: "on the command line", ParameterSource.DEFAULT_MAP: "in the --config file"}
 
 
-def refuse_other_transports(ctx: click.Context, transport: str) -> None:
+def refuse_other_transports(ctx: click.Context, transport: Transport) -> None:
     """A UsageError for the first option of APPLIES_TO given although it does not apply to `transport`."""
     for param in ctx.command.params:
         applies = APPLIES_TO.get(param.name or "")

@@ -14,7 +14,7 @@ from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 
 ENV = "CFN_PROVIDER_"
 
-WEB_OPTIONS = [
+WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.daemon_id): `check` takes them too
     click.option(
         "--web-address",
         default="0.0.0.0",
@@ -31,6 +31,9 @@ WEB_OPTIONS = [
         envvar=ENV + "WEB_PORT",
         help="With --transport web: the port to listen on (0: any free one).",
     ),
+]
+WEB_OPTIONS = [
+    *WEB_LISTEN_OPTIONS,
     click.option(
         "--web-cert",
         type=click.Path(dir_okay=False),

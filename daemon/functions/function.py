@@ -38,7 +38,7 @@ from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from .process import CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, log_stream_name
+from .process import CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
 from .settings import FunctionSettings
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
@@ -79,7 +79,7 @@ class FunctionTarget:
         """Lambda's Handler setting (the _HANDLER variable)."""
         return f"{self.module}.{self.attr}"
 
-    def init(self, check: bool = False) -> dict[str, Any]:
+    def init(self, check: bool = False) -> Setup:
         """The runtime's set-up line (cfn_provider.functions.runtime)."""
         return {
             "code": self.code,

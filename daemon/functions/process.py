@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import structlog
 
@@ -35,6 +35,20 @@ STOCK = str(Path(__file__).with_name("stock"))
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one line from the runtime (a log record, a `done`)
 MAX_RAW_LINE = 64 * 1024  # bytes of one raw output line kept (the rest of it is cut)
 CLOSE_WAIT = 2.0  # seconds a process gets to exit after end of input before it is killed
+
+
+class Setup(TypedDict):
+    """The first line the runtime reads (cfn_provider.functions.runtime.load): how to load the function."""
+
+    code: str  # the function's folder
+    module: str  # Lambda's Handler setting: MODULE.ATTR
+    attr: str
+    stock: str  # the folder of the stock cfnresponse (last on the path)
+    crhelper: str  # runtime_crhelper.py, executed before the function is imported
+    memory_mb: int | None  # RLIMIT_DATA, in MiB
+    check: bool  # load, say ready, and exit (the start-up check)
+    prepend: bool  # the folder goes first on sys.path (not when it is the interpreter's own)
+
 
 log = structlog.get_logger("lambda")
 _calls = itertools.count(1)
@@ -78,7 +92,7 @@ def log_stream_name() -> str:
 class FunctionProcess:
     """One worker process (start it with `start`)."""
 
-    def __init__(self, name: str, init: dict[str, Any], env: dict[str, str], cwd: str, log_stream: str):
+    def __init__(self, name: str, init: Setup, env: dict[str, str], cwd: str, log_stream: str):
         self.name, self.init, self.env, self.cwd, self.log_stream = name, init, env, cwd, log_stream
         self.output = Output(name)
         self.proc: asyncio.subprocess.Process | None = None

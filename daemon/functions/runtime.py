@@ -27,6 +27,13 @@ import sys
 import threading
 import time
 
+TYPE_CHECKING = False  # typing is not imported here (see above): mypy alone reads these names
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from .process import Setup
+
 MAX_TEXT = 64 * 1024  # characters of one output line or log message sent to the daemon
 CO_COROUTINE = 0x80
 
@@ -34,11 +41,11 @@ CO_COROUTINE = 0x80
 class Channel:
     """JSON lines to the daemon, from any thread; a daemon that is gone ends this process."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.fd, self.lock = fd, threading.Lock()
-        self.call = None  # the id of the call being served (output is tagged with it)
+        self.call: object = None  # the id of the call being served (output is tagged with it)
 
-    def send(self, doc):
+    def send(self, doc: "dict[str, Any]") -> None:
         data = (json.dumps(doc, default=str, separators=(",", ":")) + "\n").encode("utf-8", "backslashreplace")
         with self.lock:
             try:
@@ -48,7 +55,7 @@ class Channel:
             except OSError:
                 os._exit(0)
 
-    def text(self, op, text, **fields):
+    def text(self, op: str, text: str, **fields: object) -> None:
         if len(text) > MAX_TEXT:
             text = text[:MAX_TEXT] + " [...]"
         self.send({"op": op, "call": self.call, "text": text, **fields})
@@ -59,10 +66,10 @@ class Lines:
 
     encoding, errors, newlines = "utf-8", "backslashreplace", None
 
-    def __init__(self, channel, stream):
+    def __init__(self, channel: Channel, stream: str) -> None:
         self.channel, self.stream, self.lock, self.partial = channel, stream, threading.Lock(), ""
 
-    def write(self, text):
+    def write(self, text: object) -> int:
         text = str(text)
         with self.lock:
             lines = (self.partial + text).split("\n")
@@ -71,34 +78,34 @@ class Lines:
             self.channel.text("out", line, stream=self.stream)
         return len(text)
 
-    def flush(self):
+    def flush(self) -> None:
         with self.lock:
             line, self.partial = self.partial, ""
         if line:
             self.channel.text("out", line, stream=self.stream)
 
-    def writelines(self, lines):
+    def writelines(self, lines: "Iterable[object]") -> None:
         for line in lines:
             self.write(line)
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return False
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def fileno(self):
+    def fileno(self) -> int:
         return 1 if self.stream == "stdout" else 2
 
 
 class Records(logging.Handler):
     """The root logger's handler (Lambda's runtime installs one too): each record goes to the daemon."""
 
-    def __init__(self, channel):
+    def __init__(self, channel: Channel) -> None:
         super().__init__()
         self.channel = channel
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         try:
             exc = logging.Formatter().formatException(record.exc_info) if record.exc_info else None
             self.channel.text(
@@ -120,7 +127,7 @@ class LambdaContext:
     identity = None
     client_context = None
 
-    def __init__(self, doc, channel):
+    def __init__(self, doc: "dict[str, Any]", channel: Channel) -> None:
         self.function_name = doc["function_name"]
         self.invoked_function_arn = doc["invoked_function_arn"]
         self.memory_limit_in_mb = doc["memory_limit_in_mb"]
@@ -129,13 +136,13 @@ class LambdaContext:
         self.log_stream_name = doc["log_stream_name"]
         self._deadline, self._channel = float(doc["deadline"]), channel
 
-    def get_remaining_time_in_millis(self):
+    def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
-    def log(self, message):
+    def log(self, message: object) -> None:
         self._channel.text("out", str(message).rstrip("\n"), stream="stdout")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<LambdaContext {self.function_name} aws_request_id={self.aws_request_id}>"
 
 
@@ -143,19 +150,21 @@ class Inbox:
     """The daemon's lines, read by a thread of their own: end of input ends the process even
     while the main thread is busy in the function."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.file = os.fdopen(fd, "rb", buffering=0)
-        self.cond, self.items = threading.Condition(), []
+        self.cond = threading.Condition()
+        self.items: list[dict[str, Any]] = []
 
-    def start(self):
+    def start(self) -> None:
         threading.Thread(target=self._read, name="cfn-provider-inbox", daemon=True).start()
 
-    def first(self):
+    def first(self) -> "Setup | None":
+        """The set-up line (the daemon's first), None at end of input."""
         line = self._line()
         return json.loads(line) if line else None
 
-    def _line(self):
-        chunks = []
+    def _line(self) -> bytes:
+        chunks: list[bytes] = []
         while True:
             byte_chunk = self.file.readline()
             if not byte_chunk:
@@ -164,7 +173,7 @@ class Inbox:
             if byte_chunk.endswith(b"\n"):
                 return b"".join(chunks)
 
-    def _read(self):
+    def _read(self) -> None:
         while True:
             line = self._line()
             if not line.endswith(b"\n"):
@@ -173,7 +182,7 @@ class Inbox:
                 self.items.append(json.loads(line))
                 self.cond.notify()
 
-    def next(self):
+    def next(self) -> "dict[str, Any]":
         with self.cond:
             while not self.items:
                 self.cond.wait()
@@ -183,7 +192,7 @@ class Inbox:
 # ---------------------------------------------------------------------------------- loading
 
 
-def shadowed(code):
+def shadowed(code: str) -> list[str]:
     """Top-level modules in the function's folder whose names this interpreter has already loaded:
     importing them would give the loaded module instead, so they are refused by name."""
     loaded = {name.partition(".")[0] for name in sys.modules}
@@ -201,7 +210,7 @@ def shadowed(code):
     return sorted(n for n in found & loaded if n.isidentifier() and n != "__main__")
 
 
-def limit_memory(memory_mb):
+def limit_memory(memory_mb: "int | None") -> None:
     """RLIMIT_DATA: heap, anonymous memory and thread stacks, close to what Lambda's memory counts.
     The `resource` module is let go of afterwards, so a function's own resource.py imports."""
     if not memory_mb:
@@ -220,7 +229,7 @@ def limit_memory(memory_mb):
         del sys.modules["resource"]
 
 
-def load(init, channel):
+def load(init: "Setup", channel: Channel) -> "tuple[Callable[..., object], dict[str, Any]]":
     """Import the function; its handler, or raise with the reason the daemon shows."""
     code = init["code"]
     clash = shadowed(code) if init.get("prepend", True) else []
@@ -235,7 +244,7 @@ def load(init, channel):
     if init.get("prepend", True):
         sys.path[:0] = [code]
     sys.path.append(init["stock"])
-    crhelper = {}
+    crhelper: dict[str, Any] = {}
     with open(init["crhelper"], encoding="utf-8") as fh:
         exec(compile(fh.read(), init["crhelper"], "exec"), crhelper)  # noqa: S102 - the daemon's own file
     crhelper["install"](channel)
@@ -261,11 +270,13 @@ class LoadError(Exception):
 # ---------------------------------------------------------------------------------- calls
 
 
-def invoke(handler, message, channel, crhelper):
+def invoke(
+    handler: "Callable[..., object]", message: "dict[str, Any]", channel: Channel, crhelper: "dict[str, Any]"
+) -> None:
     """One call, in this (the main) thread; reports how it ended."""
     channel.call = message["call"]
     crhelper["begin"]()
-    done = {"op": "done", "call": message["call"]}
+    done: dict[str, object] = {"op": "done", "call": message["call"]}
     try:
         handler(message["event"], LambdaContext(message["context"], channel))
     except SystemExit as exc:
@@ -283,7 +294,7 @@ def invoke(handler, message, channel, crhelper):
     channel.call = None
 
 
-def main():
+def main() -> None:
     protocol_in, protocol_out = os.dup(0), os.dup(1)  # non-inheritable: children never hold them
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -21,26 +21,33 @@ single-file crhelper.py some functions bundle, when it cannot send (`check_bundl
 
 import sys
 
+TYPE_CHECKING = False  # typing is not imported here (the function's interpreter): mypy alone reads these names
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
 PIN = "pin crhelper==2.0.12 (pip install 'cfn-sns-provider[crhelper]')"
 _POINTS = ("_polling_init", "_setup_polling", "_remove_polling", "_wait_for_cwlogs", "_send")
-_state = {"poll": None}
+_state: "dict[str, dict[str, Any] | None]" = {"poll": None}
 
 
 class CrhelperUnsupported(ImportError):
     """The crhelper the function imports is not one whose polling cfn-provider maps (2.0.12's)."""
 
 
-def begin():
+def begin() -> None:
     _state["poll"] = None
 
 
-def poll():
+def poll() -> "dict[str, Any] | None":
     """crhelper's wish to be polled, from the call just ended: {"data": helper.Data, "interval": minutes,
     "no_echo": helper.NoEcho}."""
     return _state["poll"]
 
 
-def patch(module):
+def patch(module: "ModuleType") -> None:
     """Map crhelper.resource_helper's polling onto the daemon's (see the module docstring)."""
     cls = getattr(module, "CfnResource", None)
     wait_defaults = getattr(getattr(cls, "_wait_for_cwlogs", None), "__defaults__", None) or ()
@@ -51,7 +58,7 @@ def patch(module):
         )
     init = cls._polling_init
 
-    def polling_init(self, event):
+    def polling_init(self: "Any", event: object) -> object:
         result = init(self, event)
         if not self._send_response:  # crhelper waits for its rule to invoke it again
             _state["poll"] = {
@@ -61,17 +68,17 @@ def patch(module):
             }
         return result
 
-    def setup_polling(self):
+    def setup_polling(self: "Any") -> None:
         self._event["CrHelperData"] = self.Data
         self._event["CrHelperPoll"] = True
 
-    def remove_polling(self):
+    def remove_polling(self: "Any") -> None:
         if isinstance(self._event, dict):
             self._event.pop("CrHelperData", None)
         if isinstance(self.Data, dict):
             self.Data.pop("PhysicalResourceId", None)
 
-    def no_wait(seconds):
+    def no_wait(seconds: float) -> None:
         return None
 
     cls._polling_init, cls._setup_polling, cls._remove_polling = polling_init, setup_polling, remove_polling
@@ -81,7 +88,9 @@ def patch(module):
 class _Hook:
     """A meta path finder that patches crhelper.resource_helper as soon as it is imported."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: "Sequence[str] | None" = None, target: "ModuleType | None" = None
+    ) -> "ModuleSpec | None":
         if name != "crhelper.resource_helper":
             return None
         for finder in sys.meta_path:
@@ -91,20 +100,20 @@ class _Hook:
             if spec is not None and spec.loader is not None:
                 original = spec.loader.exec_module
 
-                def exec_module(module, _original=original):
+                def exec_module(module: "ModuleType", _original: "Callable[[ModuleType], None]" = original) -> None:
                     _original(module)
                     patch(module)
 
-                spec.loader.exec_module = exec_module
+                spec.loader.exec_module = exec_module  # type: ignore[method-assign]  # this spec's loader only
                 return spec
         return None
 
 
-def install(channel):
+def install(channel: object) -> None:
     sys.meta_path.insert(0, _Hook())
 
 
-def check_bundled(code):
+def check_bundled(code: str) -> None:
     """The old single-file crhelper.py (before crhelper was on PyPI), bundled with the function,
     sends with `requests.put`; where that is botocore's long-removed vendored copy, it cannot."""
     module = sys.modules.get("crhelper")

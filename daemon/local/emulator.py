@@ -170,9 +170,10 @@ class Stack:
         self._sns = self.provider.emulator.client("sns")
 
     def response_url(self, key: str, bucket: str | None = None) -> str:
-        return self._s3.generate_presigned_url(
+        url: str = self._s3.generate_presigned_url(
             "put_object", Params={"Bucket": bucket or self.provider.bucket, "Key": key}, ExpiresIn=self.url_expires_in
         )
+        return url
 
     def request(
         self,
@@ -203,7 +204,8 @@ class Stack:
 
     def publish(self, request: dict[str, Any] | str) -> str:
         body = request if isinstance(request, str) else json.dumps(request)
-        return self._sns.publish(TopicArn=self.provider.topic_arn, Message=body)["MessageId"]
+        message_id: str = self._sns.publish(TopicArn=self.provider.topic_arn, Message=body)["MessageId"]
+        return message_id
 
     def response(self, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
         """The response CloudFormation would read for `request`, waiting up to `timeout` seconds."""
@@ -212,7 +214,8 @@ class Stack:
         while True:
             try:
                 body = self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-                return json.loads(body)
+                response: dict[str, Any] = json.loads(body)
+                return response
             except self._s3.exceptions.NoSuchKey:
                 if time.monotonic() >= deadline:
                     return None

@@ -48,7 +48,7 @@ class PollScheduler:
         self.polls, self.store, self.owner = polls, store, owner
         self.concurrency, self.lease_seconds, self.interval = concurrency, lease_seconds, interval
         self.free = concurrency  # slots: a step holds one only while it runs
-        self.running: dict[str, asyncio.Task] = {}  # key -> its step
+        self.running: dict[str, asyncio.Task[None]] = {}  # key -> its step
         self.steps = 0  # steps run, for the health of the loop
         self._soon: list[float] = []  # heap: when the polls this daemon scheduled come due
         self._backlog = False  # the last look found more due than it had slots for: look again as one frees

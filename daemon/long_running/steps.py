@@ -212,7 +212,7 @@ class Polls:
             )
             if final:
                 self.worker.metrics.request_done(request.request_type, outcome["outcome"], outcome.get("status"))
-        return outcome.get("outcome", "?")
+        return str(outcome.get("outcome", "?"))
 
     async def _step(
         self, request: Request, state: PollState, record: Record, token: str, outcome: dict[str, Any]

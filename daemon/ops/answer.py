@@ -32,7 +32,7 @@ import socket
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dialects.base import CLOUDFORMATION
 from ..long_running.steps import PollState
@@ -44,6 +44,9 @@ from ..stores.base import POLLING, RESPONSE_READY, SENT, Record, Store, new_toke
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..transports.queue import Message
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
+
+if TYPE_CHECKING:
+    from ..pipeline.responder import Responder
 
 LEASE = 300.0  # seconds the operator's claim holds the request while the answer is PUT
 TAKEOVER_TRIES = 5
@@ -230,7 +233,7 @@ def check(record: Record | None, url_digest: str, now: float, force: bool, statu
     return None
 
 
-def build(request: Request, status: str, reason: str, physical_id: str | None) -> responses.Response:
+def build(request: Request, status: responses.Status, reason: str, physical_id: str | None) -> responses.Response:
     """The answer by the daemon's rules (a SUCCESS carries no Reason and no Data). FAILED without an
     id: a Create gets the timed-out marker (its rollback Delete reaches the handler, which may have
     created something), an Update or Delete keeps the request's id."""
@@ -264,7 +267,7 @@ async def send(
     record: Record | None,
     force: bool,
     who: str,
-    responder: Any,
+    responder: Responder,
 ) -> Sent:
     """Claim the request, store the answer, PUT it, mark it sent."""
     key, url_digest, token = (

@@ -7,13 +7,21 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..config import apply_config_file, default_state_url
-from ..stores.base import StoreConfigError, url_digest
+from ..stores.base import POLLING, Record, StoreConfigError, url_digest
 from .requests import STATES_HELP
+
+if TYPE_CHECKING:
+    from ..pipeline.request import Request
+    from ..pipeline.response import Response, Status
+    from ..transports.queue import Message
+
+T = TypeVar("T")
 
 ENV = "CFN_PROVIDER_"
 
@@ -45,7 +53,7 @@ state_option = click.option(
 region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region (default: botocore's).")
 
 
-def _run(coro: Any) -> Any:
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     from ..stores.dynamodb import TableNotFound
 
     try:
@@ -190,7 +198,7 @@ def requests_command(
 def answer_command(
     stack_id: str,
     request_id: str,
-    status: str,
+    status: Status,
     reason: str,
     physical_id: str | None,
     state: str,
@@ -239,7 +247,7 @@ def answer_command(
             )
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
-            polled = ops.poll_state(record) if record is not None and record.state == "POLLING" else None
+            polled = ops.poll_state(record) if record is not None and record.state == POLLING else None
             response = ops.build(request, status, reason, physical_id or (polled.physical_id if polled else None))
             _show(request, response, record, "the dead-letter queue" if dead_text else "the store", warning)
             _confirm(yes)
@@ -264,7 +272,7 @@ def answer_command(
 
 
 async def _admitted(
-    candidates: list[Any],
+    candidates: list[Message],
     allow_response_url: tuple[str, ...],
     topic_arns: tuple[str, ...],
     verify: bool,
@@ -293,7 +301,7 @@ async def _admitted(
 
 def _from_dead_letters(
     queue_url: str | None, dlq_url: str | None, region: str | None, stack_id: str, request_id: str
-) -> list[Any]:
+) -> list[Message]:
     import boto3
 
     from .answer import dead_letter_candidates
@@ -314,7 +322,7 @@ def _from_dead_letters(
     return found
 
 
-def _show(request: Any, response: Any, record: Any, source: str, warning: str | None) -> None:
+def _show(request: Request, response: Response, record: Record | None, source: str, warning: str | None) -> None:
     from ..trust.urls import redact
 
     click.echo(

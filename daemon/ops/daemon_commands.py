@@ -12,6 +12,8 @@ from typing import Any
 import click
 
 from ..config import daemon_id, default_state_url
+from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
+from ..transports import TRANSPORTS, Transport
 from .commands import config_option, region_option
 
 ENV = "CFN_PROVIDER_"
@@ -25,7 +27,7 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
             config_option,
             click.option(
                 "--transport",
-                type=click.Choice(["sqs", "mns"]),
+                type=click.Choice(TRANSPORTS),
                 default="sqs",
                 show_default=True,
                 envvar=ENV + "TRANSPORT",
@@ -36,6 +38,7 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help="As for run (--transport mns)."
             ),
             click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help="As for run (--transport mns)."),
+            *WEB_LISTEN_OPTIONS,
             click.option(
                 "--state",
                 envvar=ENV + "STATE",
@@ -66,10 +69,12 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="Seconds after which a health file that has not been refreshed counts as stuck.",
 )
 def check_command(
-    transport: str,
+    transport: Transport,
     queue_url: str | None,
     mns_endpoint: str | None,
     mns_queue: str | None,
+    web_address: str,
+    web_port: int,
     state: str,
     health_file: str | None,
     max_age: float,
@@ -88,7 +93,7 @@ def check_command(
     to guess between several."""
     from . import health
 
-    daemon = daemon_id(transport, queue_url, mns_endpoint, mns_queue)
+    daemon = daemon_id(transport, queue_url, mns_endpoint, mns_queue, f"{web_address}:{web_port}")
     path, why = health.locate(state, health_file, daemon)
     if path is None:
         click.echo(why, err=True)

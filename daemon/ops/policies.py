@@ -105,7 +105,7 @@ def same_policy(current: str | None, wanted: dict[str, Any]) -> bool:
     if not current:
         return False
     try:
-        return _normalise(json.loads(current)) == _normalise(wanted)
+        return bool(_normalise(json.loads(current)) == _normalise(wanted))
     except ValueError:
         return False
 

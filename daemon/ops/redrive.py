@@ -30,7 +30,8 @@ def dead_letter_queue_url(sqs: Any, queue_url: str) -> str:
     if "RedrivePolicy" not in attrs:
         raise ValueError(f"{queue_url} has no RedrivePolicy, so no dead-letter queue; give --dlq-url")
     account, name = dead_letter_target(attrs["RedrivePolicy"])
-    return sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+    url: str = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+    return url
 
 
 def preview(body: str, width: int = 160) -> str:

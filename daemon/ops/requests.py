@@ -26,14 +26,14 @@ from typing import Any
 
 from ..dialects.base import Dialect
 from ..pipeline.request import stack_name_from_id, stored_parts
-from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, StoreConfigError, claimed_at
+from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, State, StoreConfigError, claimed_at
 from ..trust.urls import redact, redact_text
 
 # --state-is accepts the store's states (any case) and these words for them
-WORDS = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling", SENT: "answered"}
+WORDS: dict[State, str] = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling", SENT: "answered"}
 ALIASES = {word: state for state, word in WORDS.items()}
 STATES_HELP = ", ".join(f"{state} ({word})" for state, word in WORDS.items())
-_ORDER = {CLAIMED: 0, RESPONSE_READY: 2, SENT: 3}  # any other state (POLLING) sorts between, at 1
+_ORDER: dict[State, int] = {CLAIMED: 0, RESPONSE_READY: 2, SENT: 3}  # any other state (POLLING) sorts between, at 1
 COLUMNS = [
     ("STATE", "state"),
     ("STACK", "stack"),
@@ -85,7 +85,7 @@ def parse_duration(text: str) -> float:
     return float(m[1]) * _UNITS[m[2]]
 
 
-def state_names(values: Iterable[str]) -> set[str]:
+def state_names(values: Iterable[str]) -> set[State]:
     """--state-is values as store states ('in-flight' -> CLAIMED, 'sent' -> SENT); ValueError for
     a value that names no state (a typo would otherwise list nothing, as if nothing were there)."""
     names = set()
@@ -93,7 +93,7 @@ def state_names(values: Iterable[str]) -> set[str]:
         name = ALIASES.get(value.lower(), value.upper().replace("-", "_"))
         if name not in WORDS:
             raise ValueError(f"{value!r} is not a state: use one of {STATES_HELP}")
-        names.add(name)
+        names.add(State(name))
     return names
 
 
@@ -198,7 +198,7 @@ def select(
     *,
     stack: str | None = None,
     logical_id: str | None = None,
-    states: set[str] | None = None,
+    states: set[State] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows matching every filter given (stack: its name or id), in flight first, newest first."""
     kept = [

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 import click
 
 from ..config import apply_config_file
-from ..trust.web_tokens import ENV_TOKEN, TokenError, Tokens, new_token
+from ..trust.web_tokens import ENV_TOKEN, Mode, TokenError, Tokens, new_token
 
 ENV = "CFN_PROVIDER_"
 
@@ -91,7 +92,12 @@ def write_token(path: Path, rotate: bool) -> None:
     "the daemon never runs a request twice).",
 )
 def web_token_command(
-    web_token_file: str | None, url: str | None, new: bool, rotate: bool, mode: str, idempotent: bool
+    web_token_file: str | None,
+    url: str | None,
+    new: bool,
+    rotate: bool,
+    mode: Mode | Literal["both"],
+    idempotent: bool,
 ) -> None:
     """Make the web listener's path token (--new, --rotate) and print the ROS ServiceTokens that carry it:
     `web[idempotent]:URL/TOKEN` (asynchronous: the answer is POSTed to ROS's ResponseURL) and

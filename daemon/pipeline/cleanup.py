@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -16,7 +17,7 @@ from .request import Request, idempotency_key
 
 log = structlog.get_logger("worker")
 
-RunHandler = Callable[[Request, float, "asyncio.Future | None"], Awaitable[responses.Response | InProgress]]
+RunHandler = Callable[[Request, float, "asyncio.Future[Any] | None"], Awaitable[responses.Response | InProgress]]
 
 
 def gave_marker(record: Record | None, request: Request) -> bool:
@@ -40,9 +41,9 @@ class TimedOutCreates:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._orphans: dict[str, asyncio.Future] = {}
+        self._orphans: dict[str, asyncio.Future[Any]] = {}
 
-    def track(self, marker: str, orphan: asyncio.Future) -> None:
+    def track(self, marker: str, orphan: asyncio.Future[Any]) -> None:
         """Remember a timed-out Create's handler still running here, for its rollback Delete."""
         self._orphans[marker] = orphan
         orphan.add_done_callback(lambda _: self._orphans.pop(marker, None))

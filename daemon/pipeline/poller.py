@@ -23,6 +23,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
@@ -60,10 +61,10 @@ class Poller:
         self.on_ready, self.on_receive_error = on_ready, on_receive_error
         self.receivers = max(1, min(MAX_RECEIVERS, math.ceil(concurrency / queue.max_batch)))
         self.deletes = DeleteBatcher(queue)
-        self.started_at: dict[asyncio.Task, float] = {}  # in-flight task -> when it was received (monotonic)
+        self.started_at: dict[asyncio.Task[None], float] = {}  # in-flight task -> when it was received (monotonic)
         self.free = concurrency  # slots: a message takes one from before its receive until its work is done
         self._wakeup: asyncio.Future[None] | None = None  # the run loop waits on it (see _changes)
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self.has_dlq: bool | None = None
         self.handled = 0
         self.last_receive_ok: bool | None = None  # for the health file
@@ -74,7 +75,7 @@ class Poller:
         self._ready = False
         self._busy = False  # the last receive came back full
         self._receive_after = 0.0  # monotonic time before which no new receive starts
-        self._receiving: set[asyncio.Task] = set()
+        self._receiving: set[asyncio.Task[None]] = set()
 
     def stop(self) -> None:
         """Stop receiving; in-flight work drains (idempotent)."""
@@ -145,7 +146,7 @@ class Poller:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 
-    def _received(self, task: asyncio.Task) -> None:
+    def _received(self, task: asyncio.Task[None]) -> None:
         self._receiving.discard(task)
         self._wake()
 
@@ -154,7 +155,7 @@ class Poller:
         if self._may_receive():
             self._wake()
 
-    def _forget(self, task: asyncio.Task) -> None:
+    def _forget(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         self.started_at.pop(task, None)
 
@@ -254,7 +255,7 @@ class Poller:
             if holding:
                 self._release()
 
-    async def _finish(self, aw: Awaitable) -> None:
+    async def _finish(self, aw: Awaitable[None]) -> None:
         """Let queue bookkeeping complete even when the grace period's cancel lands meanwhile."""
         task = asyncio.ensure_future(aw)
         try:
@@ -310,7 +311,7 @@ class Poller:
             task.cancel()
 
 
-async def drain(tasks: set[asyncio.Task], worker: Worker, seconds_left: float) -> None:
+async def drain(tasks: set[asyncio.Task[Any]], worker: Worker, seconds_left: float) -> None:
     """The second phase of a stop (the poller's, the web listener's): let `tasks` finish within what
     is left of the grace period (it counts from the stop), then cancel the rest with
     `worker.stopping` set, so that the worker answers FAILED or hands each back, and give them

@@ -52,7 +52,7 @@ class NotARequest(ValueError):
         self.dialect = dialect  # the transport's, for the log line
 
 
-class FrozenDict(dict):
+class FrozenDict(dict[str, Any]):
     """A dict that refuses mutation; still a dict, so json.dumps(event) works in handlers."""
 
     def _readonly(self, *_: Any, **__: Any) -> None:
@@ -62,11 +62,12 @@ class FrozenDict(dict):
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
     __ior__ = _readonly  # type: ignore[assignment]
 
-    def __copy__(self) -> dict:
+    def __copy__(self) -> dict[str, Any]:
         return dict(self)
 
-    def __deepcopy__(self, memo: dict) -> dict:
-        return json.loads(json.dumps(self))
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        copy: dict[str, Any] = json.loads(json.dumps(self))
+        return copy
 
 
 def depth(value: Any) -> int:

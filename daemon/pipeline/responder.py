@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import structlog
@@ -85,7 +86,7 @@ class Responder:
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
         if deadline is not None:
             give_up_at = min(give_up_at, max(deadline, time.time() + self.min_delivery))
-        last: dict = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
+        last: dict[str, Any] = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
 
         def stop(state: RetryCallState) -> bool:
             return time.time() + (state.upcoming_sleep or 0) >= give_up_at

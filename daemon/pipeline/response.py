@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from ..dialects.ros import replacement_refused
 from .request import Request, is_utf8, json_size
@@ -30,9 +30,25 @@ _RESULT_KEYS = {"PhysicalResourceId", "Data", "NoEcho"}
 _ELLIPSIS = " [...]"
 
 
+Status = Literal["SUCCESS", "FAILED"]
+
+
+class Body(TypedDict):
+    """The response body's JSON, as CloudFormation (and ROS) read it from the ResponseURL."""
+
+    Status: Status
+    Reason: str
+    PhysicalResourceId: str
+    StackId: str
+    RequestId: str
+    LogicalResourceId: str
+    NoEcho: NotRequired[bool]  # only on a successful Create or Update, when the dialect has it
+    Data: NotRequired[Mapping[str, Any]]
+
+
 @dataclass(frozen=True)
 class Response:
-    status: str  # SUCCESS | FAILED
+    status: Status
     physical_id: str
     reason: str
     body: bytes
@@ -187,13 +203,13 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
 
 def _encode(
     request: Request,
-    status: str,
+    status: Status,
     physical_id: str,
     reason: str,
     data: Mapping[str, Any] | None = None,
     no_echo: bool = False,
 ) -> Response:
-    doc: dict[str, Any] = {
+    doc: Body = {
         "Status": status,
         "Reason": reason,
         "PhysicalResourceId": physical_id,
@@ -217,7 +233,7 @@ def _dumps(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
-def _fit_reason(doc: dict[str, Any], reason: str) -> str:
+def _fit_reason(doc: Body, reason: str) -> str:
     """The longest prefix of `reason` (plus a marker) that keeps the body within MAX_BODY."""
     lo, hi = 0, len(reason)
     while lo < hi:  # binary search on characters: JSON escaping makes bytes unpredictable

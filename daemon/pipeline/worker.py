@@ -350,7 +350,7 @@ class Worker:
         return await self._run_handler(request, deadline)
 
     async def _run_handler(
-        self, request: Request, deadline: float, wait_for: asyncio.Future | None = None
+        self, request: Request, deadline: float, wait_for: asyncio.Future[Any] | None = None
     ) -> responses.Response | InProgress:
         route = self.router.route(request.resource_type)
         if route is None:

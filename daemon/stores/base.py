@@ -51,16 +51,32 @@ import hashlib
 import sqlite3
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from enum import StrEnum
+from typing import Final, Protocol
 
-CLAIMED, RESPONSE_READY, SENT, POLLING = "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"
+
+class State(StrEnum):
+    """A record's state (the table above). A StrEnum: written (SQLite's `state` column, DynamoDB's
+    `state` attribute, `--json`) and printed as its name, the plain string earlier builds stored; a
+    stored string reads back as the member (Record converts it)."""
+
+    CLAIMED = "CLAIMED"
+    RESPONSE_READY = "RESPONSE_READY"
+    SENT = "SENT"
+    POLLING = "POLLING"
+
+
+CLAIMED: Final = State.CLAIMED
+RESPONSE_READY: Final = State.RESPONSE_READY
+SENT: Final = State.SENT
+POLLING: Final = State.POLLING
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 
 
 @dataclass(frozen=True)
 class Record:
     key: str
-    state: str
+    state: State  # a stored string is converted (ValueError for one that names no state)
     owner: str | None
     lease_until: float | None
     url_digest: str
@@ -73,6 +89,10 @@ class Record:
     request: str | None = None  # the request's JSON (with its ResponseURL): written at claim, kept while polled
     progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.long_running.scheduler)
     next_poll: float | None = None  # POLLING: when the next poll step is due (epoch seconds)
+
+    def __post_init__(self) -> None:
+        if type(self.state) is not State:  # as read: the stored string
+            object.__setattr__(self, "state", State(self.state))
 
     def answered(self, url_digest: str) -> bool:
         return url_digest in self.sent_digests.split()

@@ -160,7 +160,8 @@ class DynamoDBStore(PollTransitions):
     async def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         client = await self._get_client()
         try:
-            return await getattr(client, operation)(TableName=self.table, **params)
+            response: dict[str, Any] = await getattr(client, operation)(TableName=self.table, **params)
+            return response
         except client.exceptions.ResourceNotFoundException as exc:
             raise TableNotFound(
                 f"DynamoDB table {self.table!r} not found ({exc}); create it with "

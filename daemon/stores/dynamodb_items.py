@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .base import CLAIMED, Record
+from .base import CLAIMED, Record, State
 
 TTL_ATTRIBUTE = "ttl"
 KEY_ATTRIBUTE = "pk"
@@ -59,7 +59,7 @@ def record(item: dict[str, Any] | None) -> Record | None:
     body = item.get("body", {}).get("B")
     return Record(
         key=item[KEY_ATTRIBUTE]["S"],
-        state=s("state") or CLAIMED,
+        state=State(s("state") or CLAIMED),
         owner=s("owner"),
         lease_until=n("lease_until"),
         url_digest=s("url_digest") or "",

@@ -20,7 +20,7 @@ from ..config import default_state_dir
 from ..trust import retention
 from ..trust.at_rest import secure_sqlite
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
-from .sqlite_group import commit_group
+from .sqlite_group import Outcome, Write, commit_group
 from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
@@ -159,7 +159,7 @@ class SQLiteStore:
         return Record(*row) if row else None
 
     @staticmethod
-    def _write(db: sqlite3.Connection, sql: str, params: tuple | dict) -> int:
+    def _write(db: sqlite3.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> int:
         return db.execute(sql, params).rowcount
 
     def _threads(self, fn: Callable[..., T], *args: Any) -> T:
@@ -224,7 +224,7 @@ class SQLiteStore:
             "UPDATE records SET lease_until = ? WHERE key = ? AND token = ? "
             "AND (state IN ('CLAIMED', 'RESPONSE_READY') OR (state = 'POLLING' AND lease_until > ?))"
         )
-        return await self._run(self._threads, self._write, sql, (now + lease_seconds, key, token, now)) == 1
+        return bool(await self._run(self._threads, self._write, sql, (now + lease_seconds, key, token, now)) == 1)
 
     async def save_response(self, key: str, token: str, status: str, body: bytes) -> bool:
         return await self._thread.run_durable(self._save, key, token, status, body)  # _group calls _save(db, ...)
@@ -242,7 +242,7 @@ class SQLiteStore:
         record = self._record(db, key)  # an earlier try of this very write may have been applied
         return _saved_by(record, token, body)
 
-    def _group(self, writes: list[tuple[Callable[..., Any], tuple]]) -> list[tuple[Any, BaseException | None]]:
+    def _group(self, writes: list[Write]) -> list[Outcome]:
         """On the store's thread: durable writes (`write(db, *args)` each), in one transaction that
         commits with an fsync (group commit: the stored bodies of requests that finish together
         share one; cfn_provider.stores.sqlite_group says how a failure is kept to its own write).

@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-Write = tuple[Callable[..., Any], tuple]
+Write = tuple[Callable[..., Any], tuple[Any, ...]]
 Outcome = tuple[Any, "BaseException | None"]
 
 

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# a queued call: (its future: asyncio's, or concurrent.futures' for `call`; the loop to hand it back on,
+# None for `call`; the function; its arguments; durable)
+Job = tuple[Any, "asyncio.AbstractEventLoop | None", Callable[..., Any], tuple[Any, ...], bool]
 
 
 class OwnerThread:
@@ -29,17 +32,17 @@ class OwnerThread:
     def __init__(
         self,
         name: str,
-        group: Callable[[list[tuple[Callable[..., Any], tuple]]], list[tuple[Any, BaseException | None]]],
-    ):
+        group: Callable[[list[tuple[Callable[..., Any], tuple[Any, ...]]]], list[tuple[Any, BaseException | None]]],
+    ) -> None:
         self.stopped = False
         self._group = group
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` on the thread and wait for it (set-up, before any event loop is involved)."""
-        done: concurrent.futures.Future = concurrent.futures.Future()
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._jobs.put((done, None, fn, args, False))
         return done.result()
 
@@ -51,7 +54,7 @@ class OwnerThread:
         store: inside one transaction it commits with an fsync)."""
         return self._submit(fn, args, True)
 
-    def _submit(self, fn: Callable[..., T], args: tuple, durable: bool) -> asyncio.Future[T]:
+    def _submit(self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool) -> asyncio.Future[T]:
         if self.stopped:
             raise RuntimeError("the store is closed")
         loop = asyncio.get_running_loop()
@@ -81,7 +84,7 @@ class OwnerThread:
             if stop:
                 return
 
-    def _run_batch(self, batch: list[tuple]) -> None:
+    def _run_batch(self, batch: list[Job]) -> None:
         """Neighbouring durable jobs as one group, the others one by one; each stretch's outcomes
         go back as soon as it is done (a job is not kept waiting for a later group's fsync)."""
         for durable, stretch in itertools.groupby(batch, key=lambda job: job[4]):
@@ -114,14 +117,14 @@ class OwnerThread:
 _MAX_BATCH = 64  # jobs taken from the queue in one pass
 
 
-def _outcome(fn: Callable[..., Any], args: tuple) -> tuple[Any, BaseException | None]:
+def _outcome(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, BaseException | None]:
     try:
         return fn(*args), None
     except BaseException as exc:  # noqa: BLE001 - handed to the caller
         return None, exc
 
 
-def _settle(outcomes: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
     for future, result, error in outcomes:
         if future.cancelled():
             continue

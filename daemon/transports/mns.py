@@ -46,9 +46,9 @@ import json
 import os
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -208,11 +208,11 @@ class MnsQueue:
         self.url = f"{self.base}/queues/{queue}"
         self.connect_timeout, self.read_timeout, self.allow_http = connect_timeout, read_timeout, allow_http
         self.queue_visibility: int | None = None  # the queue's VisibilityTimeout, once read
-        self._changing: dict[int, asyncio.Task] = {}  # id(message) -> its visibility change in flight
+        self._changing: dict[int, asyncio.Task[None]] = {}  # id(message) -> its visibility change in flight
 
     @classmethod
     async def open(
-        cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: Any, allow_http: bool = False
+        cls, endpoint: str, queue: str, credentials: Credentials, exit_stack: AsyncExitStack, allow_http: bool = False
     ) -> MnsQueue:
         cls(None, endpoint, queue, credentials, allow_http=allow_http)  # type: ignore[arg-type]  # refuse before connecting
         session = await exit_stack.enter_async_context(aiohttp.ClientSession())
@@ -307,7 +307,7 @@ class MnsQueue:
         if pending is not None:
             await asyncio.wait({pending})
 
-    def _forget(self, key: int, task: asyncio.Task) -> None:
+    def _forget(self, key: int, task: asyncio.Task[None]) -> None:
         if self._changing.get(key) is task:
             del self._changing[key]
         if not task.cancelled():

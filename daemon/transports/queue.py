@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -52,7 +53,7 @@ class SqsQueue:
 
     @classmethod
     async def open(
-        cls, session: aiobotocore.session.AioSession, url: str, region: str | None, exit_stack: Any
+        cls, session: aiobotocore.session.AioSession, url: str, region: str | None, exit_stack: AsyncExitStack
     ) -> SqsQueue:
         client = await exit_stack.enter_async_context(
             session.create_client("sqs", region_name=region, config=SQS_CLIENT_CONFIG)

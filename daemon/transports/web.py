@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -72,7 +73,7 @@ class WebListener:
 
     # ------------------------------------------------------------------ what the Service reads
     @property
-    def tasks(self) -> set[asyncio.Task]:
+    def tasks(self) -> set[asyncio.Task[Any]]:
         return self.requests.tasks
 
     @property

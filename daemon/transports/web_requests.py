@@ -23,7 +23,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import structlog
 from aiohttp import web
@@ -38,7 +38,7 @@ from ..pipeline.responder import Delivery
 from ..pipeline.runner import deadline_for
 from ..pipeline.worker import Worker
 from ..trust import sources
-from ..trust.web_tokens import ASYNC, SYNC, Tokens
+from ..trust.web_tokens import ASYNC, SYNC, Mode, Tokens
 from .web_settings import WebSettings
 
 log = structlog.get_logger("web")
@@ -128,8 +128,8 @@ class Requests:
         self.allow = sources.networks(settings.allow_sources)
         self.limiter = sources.RefusalLimiter()
         self.concurrency, self.free, self.lease_seconds = concurrency, concurrency, lease_seconds
-        self.tasks: set[asyncio.Task] = set()
-        self.started_at: dict[asyncio.Task, float] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()  # aiohttp's request handler tasks
+        self.started_at: dict[asyncio.Task[Any], float] = {}
         self.stopping = False
         self.handled = 0
         self.last_request_at: float | None = None
@@ -138,7 +138,7 @@ class Requests:
         structlog.contextvars.clear_contextvars()
         peer = http.remote or "-"
         structlog.contextvars.bind_contextvars(transport="web", source=peer)
-        mode: str | None = None
+        mode: Mode | None = None
         try:
             if http.path == HEALTH_PATH and http.method in ("GET", "HEAD"):
                 return self._health()
@@ -161,7 +161,7 @@ class Requests:
         return web.Response(status=status, content_type="application/json", body=json.dumps(body).encode())
 
     # ------------------------------------------------------------------ who may ask
-    def _authorize(self, http: web.BaseRequest, peer: str) -> str:
+    def _authorize(self, http: web.BaseRequest, peer: str) -> Mode:
         """The mode the path asks for; Refused (403/404, 429 past the source's limit) otherwise. A valid
         token is never limited: behind a load balancer a scanner and ROS share one source address."""
         if not sources.allowed(peer, self.allow):
@@ -189,7 +189,7 @@ class Requests:
             )
 
     # ------------------------------------------------------------------ one request, in a slot
-    async def _in_slot(self, http: web.BaseRequest, mode: str) -> web.StreamResponse:
+    async def _in_slot(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
         task = asyncio.current_task()
         assert task is not None
         self.free -= 1
@@ -208,7 +208,7 @@ class Requests:
             self.started_at.pop(task, None)
             self.last_request_at = time.time()
 
-    async def _serve(self, http: web.BaseRequest, mode: str) -> web.StreamResponse:
+    async def _serve(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
         started, received = time.monotonic(), dt.datetime.now(dt.UTC)
         body = await self._read(http)
         message_id = f"web-{uuid.uuid4().hex[:16]}"

@@ -36,6 +36,7 @@ which comes before that. Its bookkeeping (deadline, steps, the PhysicalResourceI
 from __future__ import annotations
 
 import json
+from typing import Any
 
 NOECHO_REPLAY_WINDOW = 3600.0 + 900.0
 SCRUBBED = 0.0  # `scrub_at` once the Data is gone (a record never scrubbed has None, or a future time)
@@ -88,7 +89,7 @@ def physical_id(body: bytes | None) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _load(body: bytes | None) -> dict | None:
+def _load(body: bytes | None) -> dict[str, Any] | None:
     if not body:
         return None
     try:

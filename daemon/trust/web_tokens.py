@@ -20,6 +20,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from .. import logs
 from ..config import TransportConfigError
@@ -29,7 +30,9 @@ MIN_BITS = 128
 MAX_TOKENS = 2
 ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX = frozenset("0123456789abcdef")
-ASYNC, SYNC = "async", "sync"
+Mode = Literal["async", "sync"]  # what a path asks for: /TOKEN (async) or /TOKEN/sync
+ASYNC: Final = "async"
+SYNC: Final = "sync"
 
 
 class TokenError(TransportConfigError):
@@ -98,7 +101,7 @@ def read_tokens(file: str | None, env_value: str | None) -> tuple[str, ...]:
 class Route:
     """What a request path asks for: `mode` ASYNC or SYNC, or None when it names no valid token."""
 
-    mode: str | None
+    mode: Mode | None
 
 
 class Tokens:
@@ -118,7 +121,8 @@ class Tokens:
         """The mode `path` asks for, when its first segment is a valid token; compared in constant time
         with every valid token (whichever matches, and whether any does, takes the same time)."""
         segment, slash, rest = path[1:].partition("/") if path.startswith("/") else ("", "/", "")
-        mode = SYNC if slash and rest == "sync" else (None if slash else ASYNC)  # exactly /TOKEN or /TOKEN/sync
+        # exactly /TOKEN or /TOKEN/sync
+        mode: Mode | None = SYNC if slash and rest == "sync" else (None if slash else ASYNC)
         matched = False
         candidate = segment.encode("utf-8", "surrogateescape")
         for token in self.tokens:

@@ -88,6 +88,23 @@ def test_a_module_that_shadows_a_standard_module_already_loaded_is_refused_by_na
         load_folder(folder)
 
 
+async def test_a_function_may_bring_its_own_typing_module(tmp_path, executor):
+    """The runtime, crhelper's hooks and the stock cfnresponse load no `typing` before the function
+    (their annotations are for mypy alone), so a function that vendors the old `typing` backport
+    (typing.py in its zip) is served with its own copy instead of being refused for shadowing it."""
+    folder = write_function(
+        tmp_path / "fn",
+        """
+        import cfnresponse, typing
+        def handler(event, context):
+            cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Typing": getattr(typing, "MARK", "stdlib")}, "t-1")
+    """,
+        files={"typing.py": "MARK = 'vendored'\n"},
+    )
+    body = await answer(load_folder(folder), event_for(), executor)
+    assert body["Status"] == "SUCCESS" and body["Data"] == {"Typing": "vendored"}, body
+
+
 async def test_a_renamed_copy_of_cfnresponse_answers_through_its_own_put(tmp_path, executor):
     """AWS's macro examples ship cfnresponse as custom_response.py; whatever PUTs is the answer."""
     folder = write_function(

@@ -119,6 +119,43 @@ def test_a_shared_health_file_left_by_an_earlier_build_is_read_only_when_it_is_t
     assert health.locate(state) == (a, "")
 
 
+def test_check_names_a_web_daemon_as_run_does_from_its_config_file_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A web daemon is named by where it listens (`web ADDRESS:PORT`, config.daemon_id): `check`
+    with its config file (transport = "web") or its CFN_PROVIDER_* variables (a container's
+    HEALTHCHECK) reads that daemon's health file, among others in the same directory."""
+    from click.testing import CliRunner
+
+    from cfn_provider.cli import main
+    from cfn_provider.config import Settings
+    from cfn_provider.transports.web_settings import WebSettings
+
+    for name in list(os.environ):
+        if name.startswith("CFN_PROVIDER_"):
+            monkeypatch.delenv(name)
+    state = f"sqlite://{tmp_path}/state.db"
+    web = Settings(queue_url="", transport="web", state=state, web=WebSettings(address="127.0.0.1", port=8080))
+    for daemon in (web.daemon, Settings(queue_url=QUEUE_A, state=state).daemon):
+        health.write(health_path(state, daemon=daemon), _health(daemon=daemon))
+    config = tmp_path / "web.toml"
+    config.write_text(
+        f'transport = "web"\nweb-address = "127.0.0.1"\nweb-port = 8080\nweb-allow-http = true\nstate = "{state}"\n'
+    )
+
+    def check(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["check", *args], env=env)
+        return result.exit_code, result.output
+
+    code, output = check("--config", str(config))
+    assert code == 0 and "ok (pid 42)" in output and "daemon: web 127.0.0.1:8080" in output, output
+    env = {"CFN_PROVIDER_TRANSPORT": "web", "CFN_PROVIDER_WEB_ADDRESS": "127.0.0.1", "CFN_PROVIDER_WEB_PORT": "8080"}
+    code, output = check("--state", state, env=env)
+    assert code == 0 and "daemon: web 127.0.0.1:8080" in output, output
+    code, output = check("--config", str(config), "--web-port", "8081")  # another port: another daemon
+    assert code == 1 and "no health file of web 127.0.0.1:8081" in output, output
+
+
 @pytest.fixture
 def notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "notify.sock"

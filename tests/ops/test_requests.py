@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from cfn_provider.cli import main
@@ -20,6 +21,7 @@ from cfn_provider.dialects.ros import ROS
 from cfn_provider.local.emulator import Stack
 from cfn_provider.ops.requests import duration, parse_duration, state_names
 from cfn_provider.pipeline.request import idempotency_key, parse, stored_form
+from cfn_provider.stores.base import State
 from tests.support.aws import wait_until_queue_empty
 
 STACK_A = "arn:aws:cloudformation:eu-west-1:123456789012:stack/shop/11111111-2222-3333-4444-555555555555"
@@ -260,6 +262,10 @@ def test_durations_and_state_words():
         "SENT",
         "POLLING",
     }
+    assert state_names(["in-flight", "Response-Ready", "SENT"]) == {State.CLAIMED, State.RESPONSE_READY, State.SENT}
+    assert all(type(s) is State for s in state_names(["answered", "polling"]))
+    with pytest.raises(ValueError, match="'done' is not a state"):
+        state_names(["done"])
 
 
 def test_the_daemons_config_file_names_the_store(state_url, in_store, tmp_path):

@@ -12,11 +12,12 @@ Time is the fake `clock`: nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
 
-from cfn_provider.stores.base import CLAIMED, RESPONSE_READY, SENT
+from cfn_provider.stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, State
 from tests.support.lying_store import LyingStore
 
 KEY = "arn:aws:cloudformation:us-east-1:123456789012:stack/s/guid|req-1"
@@ -598,6 +599,30 @@ async def test_list_records_lists_every_state_and_leaves_out_expired_ones(store,
     assert [r.key for r in await listing.list_records()][0] == KEY + "-claimed"  # the newest claim first
     clock.advance(TTL / 2)  # "old" has expired: as if absent
     assert "old" not in {r.key for r in await listing.list_records()}
+
+
+async def test_every_state_reads_back_as_the_state_enum_and_prints_as_its_plain_name(store, listing, clock):
+    """Record.state is a State (a StrEnum) after every transition, read by get and by list_records:
+    equal to, printed and serialised as the plain name earlier builds stored and compared."""
+
+    async def state_now() -> State:
+        record = await store.get(KEY)
+        [listed] = [r for r in await listing.list_records() if r.key == KEY]
+        assert type(record.state) is State and type(listed.state) is State and listed.state is record.state
+        assert str(record.state) == f"{record.state}" == record.state.value and json.dumps(record.state) == (
+            f'"{record.state.value}"'
+        )
+        return record.state
+
+    await store.claim(KEY, "w1", URL_A, LEASE, token="w1", request=REQUEST)
+    assert await state_now() is CLAIMED and CLAIMED == "CLAIMED"
+    assert await store.save_progress(KEY, "w1", "{}", clock.now + 60)
+    assert await state_now() is POLLING and POLLING == "POLLING"
+    assert (await store.take_poll(KEY, "w2", LEASE, token="w2", early=True)) is not None
+    assert await store.save_response(KEY, "w2", "SUCCESS", b"{}")
+    assert await state_now() is RESPONSE_READY and RESPONSE_READY == "RESPONSE_READY"
+    await store.mark_sent(KEY, URL_A, token="w2")
+    assert await state_now() is SENT and SENT == "SENT"
 
 
 async def test_list_records_since_leaves_out_older_claims(store, listing, clock):

@@ -22,7 +22,7 @@ import pytest
 from cfn_provider.local.emulator import Emulator
 from cfn_provider.ops.bootstrap import ensure_table
 from cfn_provider.stores import open_store
-from cfn_provider.stores.base import StoreConfigError
+from cfn_provider.stores.base import State, StoreConfigError
 from cfn_provider.stores.dynamodb import DynamoDBStore, TableNotFound
 from cfn_provider.stores.dynamodb_admin import DynamoDBAdminStore
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
@@ -108,6 +108,36 @@ async def test_item_is_keyed_on_pk_with_a_ttl_and_a_binary_body(store, table, cl
     assert item["body"] == {"B": b'{"Status":"SUCCESS"}'}
     assert item["sent_digests"] == {"SS": [URL_A]}
     assert item["state"] == {"S": "SENT"} and "lease_until" not in item
+
+
+async def test_an_item_with_a_plain_state_string_reads_back_as_the_state(store, table, clock, dynamodb):
+    """`state` is the plain name earlier builds wrote (State is a StrEnum): their items, in every
+    state, read back with State members and keep working; the store writes plain names too."""
+    for state in State:
+        dynamodb.put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": f"{KEY}-{state.value}"},
+                "state": {"S": state.value},
+                "owner": {"S": "old-daemon"},
+                "lease_until": {"N": "0"},
+                "url_digest": {"S": URL_A},
+                "expires_at": {"N": repr(clock.now + TTL)},
+                "ttl": {"N": str(math.ceil(clock.now + TTL))},
+                **(
+                    {"status": {"S": "SUCCESS"}, "body": {"B": b"{}"}}
+                    if state in (State.RESPONSE_READY, State.SENT)
+                    else {}
+                ),
+            },
+        )
+        record = await store.get(f"{KEY}-{state.value}")
+        assert record is not None and record.state is state
+    assert (await store.claim(f"{KEY}-CLAIMED", "w1", URL_A, LEASE, token="w1")).acquired  # its lease lapsed
+    await store.mark_sent(f"{KEY}-RESPONSE_READY", URL_A)
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": f"{KEY}-RESPONSE_READY"}}, ConsistentRead=True)["Item"]
+    assert item["state"] == {"S": "SENT"}
+    assert (await store.get(f"{KEY}-RESPONSE_READY")).state is State.SENT
 
 
 async def test_answered_urls_accumulate_in_a_string_set(store, table, dynamodb):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cfn_provider.stores import open_store
-from cfn_provider.stores.base import StoreConfigError
+from cfn_provider.stores.base import Record, State, StoreConfigError
 from cfn_provider.stores.sqlite import SQLiteStore
 from tests.stores.contract import *  # noqa: F401,F403 - the Store contract cases
 from tests.stores.contract import KEY, LEASE, TTL, URL_A, answered
@@ -207,7 +207,7 @@ async def test_a_state_file_from_before_claim_tokens_is_upgraded_in_place(db_pat
     store = SQLiteStore(db_path, ttl=TTL, clock=clock)
     try:
         record = await store.get(KEY)
-        assert record.state == "SENT" and record.body == b"old-body" and record.token is None
+        assert record.state is State.SENT and record.body == b"old-body" and record.token is None
         assert record.answered(URL_A)
         claim = await store.claim(KEY, "w1", URL_A, LEASE, token="w1")
         assert not claim.acquired and claim.record.answered(URL_A)  # answered before the upgrade: not re-run
@@ -242,6 +242,50 @@ async def test_a_state_file_from_before_stored_requests_is_upgraded_in_place(db_
         await store.close()
     columns = [row[1] for row in sqlite3.connect(db_path).execute("PRAGMA table_info(records)")]
     assert columns[-3:] == ["request", "progress", "next_poll"]
+
+
+async def test_states_are_stored_as_plain_text_and_a_plain_string_reads_back_as_the_state(db_path, clock):
+    """The `state` column holds the plain names earlier builds wrote (State is a StrEnum): a file
+    written by them, rows in every state, reads back with State members and keeps working."""
+    import sqlite3
+
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    await store.close()  # the current schema, then rows as an earlier build wrote them: plain strings
+    old = sqlite3.connect(db_path)
+    for state in ("CLAIMED", "RESPONSE_READY", "SENT", "POLLING"):
+        old.execute(
+            "INSERT INTO records (key, state, owner, lease_until, url_digest, status, body, expires_at, next_poll) "
+            "VALUES (?, ?, 'old-daemon', 0, ?, ?, ?, ?, ?)",
+            (
+                f"{KEY}-{state}",
+                state,
+                URL_A,
+                "SUCCESS" if state in ("RESPONSE_READY", "SENT") else None,
+                b"{}" if state in ("RESPONSE_READY", "SENT") else None,
+                clock.now + TTL,
+                clock.now if state == "POLLING" else None,
+            ),
+        )
+    old.commit()
+    old.close()
+    store = SQLiteStore(db_path, ttl=TTL, clock=clock)
+    try:
+        for state in State:
+            record = await store.get(f"{KEY}-{state.value}")
+            assert record is not None and record.state is state
+        assert {r.state for r in await store.list_records()} == set(State)
+        assert await store.due_polls(clock.now, 10) == [f"{KEY}-POLLING"]  # the old rows keep working
+        assert (await store.claim(f"{KEY}-CLAIMED", "w1", URL_A, LEASE, token="w1")).acquired  # its lease lapsed
+        await store.mark_sent(f"{KEY}-RESPONSE_READY", URL_A)
+    finally:
+        await store.close()
+    stored = dict(sqlite3.connect(db_path).execute("SELECT key, state || ':' || typeof(state) FROM records"))
+    assert stored[f"{KEY}-CLAIMED"] == "CLAIMED:text" and stored[f"{KEY}-RESPONSE_READY"] == "SENT:text"
+
+
+def test_a_stored_state_that_names_no_state_is_refused_by_name():
+    with pytest.raises(ValueError, match="'LOST' is not a valid State"):
+        Record(KEY, "LOST", None, None, URL_A, None, None, 0.0)
 
 
 # --- group commit: stored bodies that finish together share one fsync ------------------------

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from click.testing import CliRunner
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 import cfn_provider.cli as cli
 from cfn_provider.dialects.ros_options import APPLIES_TO
 from cfn_provider.dialects.ros_web_options import WEB_ONLY, WEB_OPTIONS
-from cfn_provider.trust.web_tokens import new_token, strength
+from cfn_provider.trust.web_tokens import ASYNC, SYNC, Mode, new_token, strength
 from tests.support.daemons import REPO
 from tests.support.web import free_port
 
@@ -170,6 +171,13 @@ def test_web_token_new_rotate_and_print(tmp_path: Path, monkeypatch):
     assert result.output == f"web[sync]:https://p.example.com/{second[0]}/sync\n"
     result = run(cli.main, ["web-token", "--web-token-file", str(path), "--url", "ftp://p.example.com"])
     assert result.exit_code == 2 and "https://HOST" in result.output
+
+
+def test_web_token_mode_offers_both_and_exactly_the_modes_a_path_asks_for():
+    """web-token's --mode is `both` or a web_tokens.Mode (the Literal a request path's mode is typed as):
+    the command line names the same values, so mypy's view of `mode` is what an operator can pass."""
+    [param] = [p for p in cli.main.commands["web-token"].params if p.name == "mode"]
+    assert tuple(param.type.choices) == ("both", *get_args(Mode)) == ("both", ASYNC, SYNC)
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -15,19 +15,23 @@ gets that one instead: this module is last on the function's path.
 import json
 import urllib.request
 
+TYPE_CHECKING = False  # as AWS's module, this imports no typing at run time: mypy alone reads these names
+if TYPE_CHECKING:
+    from typing import Any
+
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 
 
 def send(
-    event,
-    context,
-    responseStatus,
-    responseData,
-    physicalResourceId=None,
-    noEcho=False,  # noqa: N803
-    reason=None,
-):
+    event: "dict[str, Any]",
+    context: "Any",
+    responseStatus: str,
+    responseData: object,
+    physicalResourceId: str | None = None,
+    noEcho: bool = False,  # noqa: N803
+    reason: str | None = None,
+) -> None:
     """PUT the answer for `event`; prints the status CloudFormation's store returned (or the error)."""
     body = json.dumps(
         {

@@ -270,7 +270,8 @@ class Backend:
 
     @property
     def topic_arn(self) -> str:
-        return self.provider.topic_arn
+        arn: str = self.provider.topic_arn
+        return arn
 
     def describe(self) -> str:
         if self.endpoint_url:

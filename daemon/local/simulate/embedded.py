@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...config import Settings
 
 
 class EmbeddedDaemon:
     """The daemon (Service) on a thread of its own with its own event loop, so a handler that blocks
     its loop cannot freeze the simulated CloudFormation, which keeps its own clock."""
 
-    def __init__(self, settings: Any):
+    def __init__(self, settings: Settings) -> None:
         from ...service import Service
 
         self.service = Service(settings)  # raises HandlerError for a bad --handler

@@ -87,7 +87,8 @@ class Template(Inputs, Dependencies, Intrinsics):
         strings (what CloudFormation sends a custom resource)."""
         props = {k: v for k, v in (self.resources[logical_id].get("Properties") or {}).items() if k != "ServiceToken"}
         resolved = self.resolve(props, lookup, f"{logical_id}.Properties")
-        return stringify(resolved)
+        strings: dict[str, Any] = stringify(resolved)
+        return strings
 
     def outputs(self, lookup: Lookup) -> dict[str, dict[str, Any]]:
         return {name: self.output(name, lookup) for name in self.outputs_defs}

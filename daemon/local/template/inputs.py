@@ -3,6 +3,7 @@ and Conditions (Fn::Equals / Not / And / Or over parameters and mappings)."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -83,8 +84,8 @@ class Inputs:
                 and f"Parameter '{name}' failed to satisfy constraint: {spec['ConstraintDescription']}"
                 or f"Parameter '{name}' must match pattern {pattern}"
             )
-        for bound, check in (("MinLength", lambda v, b: len(v) >= b), ("MaxLength", lambda v, b: len(v) <= b)):
-            if bound in spec and any(not check(item, int(spec[bound])) for item in items):
+        for bound, holds in (("MinLength", operator.ge), ("MaxLength", operator.le)):
+            if bound in spec and any(not holds(len(item), int(spec[bound])) for item in items):
                 raise TemplateError(f"Parameter '{name}' must satisfy {bound} {spec[bound]}")
         if ptype in ("Number", "List<Number>"):
             for item in items:
@@ -161,7 +162,7 @@ class Inputs:
             if not isinstance(arg, list) or len(arg) != 2:
                 raise TemplateError(f"{where}: Fn::Equals takes a list of two values")
             a, b = (self._plain(v, where) for v in arg)
-            return comparable(a) == comparable(b)
+            return bool(comparable(a) == comparable(b))
         if key == "Fn::Not":
             items = arg if isinstance(arg, list) else [arg]
             if len(items) != 1:
