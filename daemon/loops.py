@@ -14,11 +14,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from .errors import StartupError
+
 CHOICES = ("auto", "asyncio", "uvloop")
 T = TypeVar("T")
 
 
-class EventLoopError(ValueError):
+class EventLoopError(StartupError, ValueError):
     """The event loop asked for cannot be had here."""
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..config import apply_config_file, default_state_url
-from ..stores.base import StoreConfigError, url_digest
+from ..stores.base import url_digest
 from .requests import STATES_HELP
 
 ENV = "CFN_PROVIDER_"
@@ -46,12 +46,7 @@ region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region
 
 
 def _run(coro: Any) -> Any:
-    from ..stores.dynamodb import TableNotFound
-
-    try:
-        return asyncio.run(coro)
-    except (StoreConfigError, TableNotFound) as exc:
-        raise click.ClickException(str(exc)) from None
+    return asyncio.run(coro)  # StoreConfigError, TableNotFound: start-up errors, exit 2 (cfn_provider.cli_errors)
 
 
 @click.command("requests")

@@ -53,6 +53,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..errors import StartupError
+
 CLAIMED, RESPONSE_READY, SENT, POLLING = "CLAIMED", "RESPONSE_READY", "SENT", "POLLING"
 DEFAULT_TTL = 15 * 24 * 3600  # longer than SQS's maximum retention (14 days)
 
@@ -211,5 +213,5 @@ def _parked_by(record: Record | None, token: str) -> bool:
     )
 
 
-class StoreConfigError(ValueError):
-    pass
+class StoreConfigError(StartupError, ValueError):
+    """The --state URL cannot be used: not a store this daemon knows, or not as written (the message says why)."""

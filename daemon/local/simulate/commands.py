@@ -310,7 +310,7 @@ def delete_command(**options: Any) -> None:
     except SimulateError as exc:
         if "no simulated stack" not in str(exc):
             raise
-        click.echo(f"No simulated stack to delete ({exc.message.split(':')[0]}).")
+        click.echo(f"No simulated stack to delete ({str(exc).split(':')[0]}).")
         return
     state = read_state(path)
     if state is None:
