@@ -23,25 +23,15 @@ from cfn_provider.errors import (
     TransportError,
 )
 from cfn_provider.pipeline import raised
+from tests.test_architecture import MODULES
 
-REPO = Path(__file__).resolve().parents[1]
-ROOTS = {"cfn_provider": REPO / "daemon", "cfn_provider.handlers": REPO / "handlers"}
 # Files that run inside a `lambda:` function's own interpreter, with the standard library only
 # (cfn_provider.functions.runtime): their exceptions never reach the daemon's process.
 OWN_INTERPRETER = {"cfn_provider.functions.runtime", "cfn_provider.functions.runtime_crhelper"}
 BRANCHES = (StartupError, OperatorError, NotAdmitted, InputError, TransportError, HandlerFailure)
 
 
-def _sources() -> dict[str, Path]:
-    found = {}
-    for prefix, folder in ROOTS.items():
-        for path in sorted(folder.rglob("*.py")):
-            parts = [prefix, *path.relative_to(folder).with_suffix("").parts]
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
-
-
-SOURCES = _sources()
+SOURCES = MODULES  # every module of the package, by dotted name (as tests/test_architecture.py reads them)
 
 
 def _classes(path: Path) -> tuple[list[str], list[ast.ClassDef]]:

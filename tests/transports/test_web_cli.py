@@ -198,20 +198,8 @@ def test_a_listener_that_cannot_listen_is_a_start_up_error(token_file: Path, tmp
         port = taken.getsockname()[1]
         result = CliRunner().invoke(
             cli.main,
-            [
-                "run",
-                "--transport",
-                "web",
-                "--web-allow-http",
-                "--web-address",
-                "127.0.0.1",
-                "--web-port",
-                str(port),
-                "--web-token-file",
-                str(token_file),
-                "--state",
-                f"sqlite://{tmp_path}/s.db",
-            ],
+            [*"run --transport web --web-allow-http --web-address 127.0.0.1 --web-port".split(), str(port)]
+            + ["--web-token-file", str(token_file), "--state", f"sqlite://{tmp_path}/s.db"],
         )
     assert_not_started(result, f"cannot listen on 127.0.0.1:{port}")
 
