@@ -10,13 +10,12 @@ import click
 from click.core import ParameterSource
 
 from . import __version__
-from .config import ConfigError, Settings, TransportConfigError, apply_config_file, default_state_url, load_config_file
+from .cli_errors import Commands
+from .config import Settings, apply_config_file, default_state_url, load_config_file
 from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .pipeline.router import HandlerError, parse_handler_option
-from .stores.base import StoreConfigError
-from .trust.at_rest import StateExposed
 
 if TYPE_CHECKING:
     from .logs import LogFormat, LogLevel
@@ -39,7 +38,7 @@ def _handlers(
         raise click.BadParameter(str(exc)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="cfn-provider")
 def main() -> None:
     """Serve AWS CloudFormation custom resources from your own machines.
@@ -48,6 +47,14 @@ def main() -> None:
     as its ServiceToken; SNS delivers it to an SQS queue; `cfn-provider run` long-polls that
     queue, runs the handler registered for the request's ResourceType, and uploads the answer
     to the request's presigned ResponseURL. Try it with no AWS account: `cfn-provider demo`.
+
+    \b
+    Exit status (every command; a command's help adds its own):
+      0  done
+      1  the command ran and failed (check: not healthy; answer: refused or not delivered; ...)
+      2  nothing was done: a usage error, or a start-up error shown as `cfn-provider: <why>`
+         (the config file, --state, the transport's settings, a state file open to others,
+         the event loop, a handler or function that does not load, a function setting)
     """
 
 
@@ -247,6 +254,9 @@ def run(log_format: LogFormat, log_level: LogLevel, **options: Any) -> None:
     Every option can also come from a CFN_PROVIDER_<OPTION> environment variable (e.g.
     CFN_PROVIDER_QUEUE_URL) or the --config file. AWS endpoints follow botocore's own
     AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SQS variables.
+
+    Exit status: 0 stopped by a signal, 1 stopped at once by a second one, 2 did not start
+    (a usage error, or `cfn-provider: <why>` on one line).
     """
     from . import logs
 
@@ -288,11 +298,7 @@ def _serve(settings: Settings) -> int:
         service.install_signal_handlers()
         return await service.run()
 
-    try:
-        code = loops.run(go, settings.event_loop)
-    except (HandlerError, loops.EventLoopError, StoreConfigError, TransportConfigError, StateExposed) as exc:
-        click.echo(f"cfn-provider: {exc}", err=True)
-        return 2
+    code = loops.run(go, settings.event_loop)  # a StartupError ends the command (cli_errors): exit 2
     _exit_past_stuck_handlers(code)
     return code
 
@@ -401,7 +407,7 @@ def bootstrap(
     import boto3
     import botocore.exceptions
 
-    from .ops.bootstrap import Bootstrap, BootstrapError, summary
+    from .ops.bootstrap import Bootstrap, summary
     from .ops.bootstrap import write_config as write_config_file
 
     def show(change: Any) -> None:
@@ -426,8 +432,6 @@ def bootstrap(
             change = write_config_file(Path(write_config), outcome.config_text(visibility_timeout), dry_run)
             outcome.changes.append(change)
             show(change)
-    except BootstrapError as exc:
-        raise click.ClickException(str(exc)) from None
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         raise click.ClickException(f"AWS: {exc}") from None
     click.echo("")
@@ -438,10 +442,7 @@ def bootstrap(
 def _handler_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
     """--config for `handlers`: the daemon's own config file, of which only the handlers matter here."""
     if path:
-        try:
-            values = load_config_file(path)
-        except ConfigError as exc:
-            raise click.BadParameter(str(exc)) from None
+        values = load_config_file(path)  # ConfigError: a start-up error (cli_errors)
         chosen = {key: values[key] for key in ("handler", "function", "handler_path") if values.get(key)}
         if chosen:
             ctx.default_map = {**(ctx.default_map or {}), **chosen}
@@ -517,11 +518,7 @@ def handlers_command(
     from .pipeline.router import Router
 
     check_served(handler, function)
-    try:
-        router = Router(handler, functions=function, handler_paths=handler_path)
-    except HandlerError as exc:
-        click.echo(f"cfn-provider: {exc}", err=True)
-        sys.exit(2)
+    router = Router(handler, functions=function, handler_paths=handler_path)  # HandlerError: exit 2 (cli_errors)
     source = ctx.get_parameter_source("handler")
     why = _WHY.get(source, "named") if source is not None else "named"
     rows = []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .dialects.ros import UrlMode
+from .errors import StartupError
 from .loops import EventLoop
 from .transports import Transport
 from .transports.web_settings import WebSettings
@@ -144,11 +145,11 @@ _REPEATABLE = (
 )
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(StartupError, ValueError):
+    """The config file cannot be read or holds a setting that cannot be used (the message names the file)."""
 
 
-class TransportConfigError(ValueError):
+class TransportConfigError(StartupError, ValueError):
     """The queue transport cannot be set up (e.g. MNS without credentials)."""
 
 
@@ -207,17 +208,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:
     """`--config PATH` of a click command: the file's settings become the command's defaults (its
     flags and environment variables still win). `strict`: a setting the command does not have is
-    an error (`run`); otherwise it is skipped (an operator command reading the daemon's file)."""
-    import click
-
-    try:
-        values = load_config_file(path)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
+    an error (`run`); otherwise it is skipped (an operator command reading the daemon's file).
+    ConfigError, a start-up error, when the file cannot be used."""
+    values = load_config_file(path)
     known = {p.name for p in ctx.command.params}
     unknown = sorted(set(values) - known)
     if strict and unknown:
-        raise click.BadParameter(
-            f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known - {'config'}))}"
-        )
+        known_names = ", ".join(sorted(known - {"config"}))
+        raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}; known: {known_names}")
     ctx.default_map = {**(ctx.default_map or {}), **{k: v for k, v in values.items() if k in known}}

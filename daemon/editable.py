@@ -17,10 +17,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .errors import StartupError
+
 HINT = "the editable install predates it: run `make venv` to rebuild the virtualenv's links"
 
 
-class StaleInstall(ModuleNotFoundError):
+class StaleInstall(StartupError, ModuleNotFoundError):
     """A module the source checkout has and the editable install does not link (yet)."""
 
 

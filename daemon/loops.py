@@ -14,13 +14,15 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar, get_args
 
+from .errors import StartupError
+
 EventLoop = Literal["auto", "asyncio", "uvloop"]  # --event-loop (cfn_provider.config.Settings)
 Running = Literal["asyncio", "uvloop"]  # what `auto` resolves to, and what runs
 CHOICES: tuple[EventLoop, ...] = get_args(EventLoop)
 T = TypeVar("T")
 
 
-class EventLoopError(ValueError):
+class EventLoopError(StartupError, ValueError):
     """The event loop asked for cannot be had here."""
 
 

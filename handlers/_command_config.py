@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cfn_provider.config import read_toml
+from cfn_provider.errors import HandlerFailure
 
 __all__ = ["CONFIG_ENV", "DEFAULT_PASS_ENV", "DEFAULT_TIMEOUT", "Config", "ConfigError", "Entry", "load_config"]
 
@@ -20,7 +21,7 @@ _ENTRY_KEYS = {"create", "update", "delete", "timeout", "shell", "cwd", "pass-en
 _ACTIONS = ("create", "update", "delete")
 
 
-class ConfigError(RuntimeError):
+class ConfigError(HandlerFailure, RuntimeError):
     """The operator's command configuration is missing or wrong."""
 
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cfn_provider.errors import HandlerFailure
 from cfn_provider.handlers._command_config import Entry
 
 __all__ = ["CommandError", "Outcome", "env_name", "request_env", "request_json", "result_of", "run"]
@@ -22,7 +23,7 @@ REASON_LINES = 10
 REASON_CHARS = 1500
 
 
-class CommandError(RuntimeError):
+class CommandError(HandlerFailure, RuntimeError):
     """The command failed, timed out, or printed something that is not a result."""
 
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)

@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cfn_provider.errors import HandlerFailure
+
 _RESERVED = ("ServiceToken", "ServiceTimeout", "Name", "FailWith")
 
 
-class FailedOnPurpose(RuntimeError):
+class FailedOnPurpose(HandlerFailure, RuntimeError):
     """FailWith: the Reason is the message alone (cfn_provider.pipeline.raised)."""
 
     reason_is_message = True

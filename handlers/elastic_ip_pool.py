@@ -41,6 +41,7 @@ import contextlib
 from typing import Any
 
 from cfn_provider import Call, Resource
+from cfn_provider.errors import HandlerFailure
 
 POOL_TAG = "cfn-provider:pool"
 INDEX_TAG = "cfn-provider:index"
@@ -52,7 +53,7 @@ CLEANUP_SECONDS = 10.0
 _GONE = ("InvalidAllocationID.NotFound", "InvalidAddress.NotFound", "InvalidAddressID.NotFound")
 
 
-class PoolError(RuntimeError):
+class PoolError(HandlerFailure, RuntimeError):
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
 
 

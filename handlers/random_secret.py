@@ -55,6 +55,7 @@ import string
 from typing import Any
 
 from cfn_provider import Call, Resource
+from cfn_provider.errors import HandlerFailure
 
 KEY_ENV = "CFN_PROVIDER_SECRET_KEY_FILE"
 DEFAULT_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits
@@ -63,7 +64,7 @@ _ID = re.compile(r"-(?P<nonce>[0-9a-f]{16})(?:-k(?P<key>[0-9a-f]{8})(?:-b(?P<bin
 _OWNER = re.compile(r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P<logical>\S+) stack=(?P<stack>\S+)$")
 
 
-class SecretError(RuntimeError):
+class SecretError(HandlerFailure, RuntimeError):
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)
 
 

@@ -43,6 +43,7 @@ import aiohttp
 from yarl import URL
 
 from cfn_provider import InProgress
+from cfn_provider.errors import HandlerFailure
 from cfn_provider.trust.urls import matches_prefix
 
 URLS_ENV = "CFN_PROVIDER_WAIT_URLS"
@@ -52,7 +53,7 @@ PROBE_TIMEOUT = 10.0  # seconds, at most, for one look at the URL
 KNOWN = {"ServiceToken", "ServiceTimeout", "Url", "Until", "Seconds", "IntervalSeconds"}
 
 
-class WaitError(ValueError):
+class WaitError(HandlerFailure, ValueError):
     """A property breaks a rule (the message names the property, never its value)."""
 
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)

@@ -2,7 +2,9 @@
 
 No daemon is started: `cfn_provider.cli._serve` is replaced by a function that records the Settings
 it is given, and `cfn_provider.logs.configure` by one that records the log options. The last tests
-run the real `_serve` on configurations that fail before any network use.
+run the real `_serve` on configurations that fail before any network use. A start-up error
+(cfn_provider.errors.StartupError) ends `run` with exit 2 and one line, `cfn-provider: <why>`
+(tests.support.cli.assert_not_started).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import cfn_provider
 import cfn_provider.cli as cli
 import cfn_provider.logs
 from cfn_provider.config import Settings
+from cfn_provider.pipeline.router import HandlerError
+from cfn_provider.stores.base import StoreConfigError
+from tests.support.cli import assert_not_started
 
 Q = "https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider"
 Q2 = "https://sqs.us-east-1.amazonaws.com/123456789012/other"
@@ -561,46 +566,48 @@ def test_bad_handler_value_from_environment(captured):
 CONFIG_PATH = object()  # in `named` below: the config file's own path
 
 
+def test_a_bad_value_in_the_config_file_is_the_option_s_usage_error(captured, tmp_path):
+    """A value the option's own check refuses is click's usage error (exit 2), wherever it came from."""
+    config = write_config(tmp_path, f'queue-url = "{Q}"\nhandler = ["cfn_provider.handlers.echo"]\n')
+    result = invoke("run", "--config", config)
+    assert result.exit_code == 2
+    assert "--handler" in result.output and "TYPE=MODULE[:ATTR]" in result.output
+    assert "cfn_provider.handlers.echo" in result.output
+    assert captured.settings == []
+
+
 @pytest.mark.parametrize(
     "entries, named",
     [
-        pytest.param(
-            'handler = ["cfn_provider.handlers.echo"]\n',
-            ["TYPE=MODULE[:ATTR]", "cfn_provider.handlers.echo"],
-            id="handler-without-type",
-        ),
         pytest.param('handlers = "cfn_provider.handlers.echo"\n', ["[handlers]"], id="handlers-not-a-table"),
         pytest.param("bogus = 1\nconcurency = 4\n", ["bogus", "concurency", CONFIG_PATH], id="unknown-keys"),
         pytest.param('queue-urll = "x"\n', [("queue-urll", "queue_urll")], id="unknown-dashed-key"),
         pytest.param('[aws]\nregion = "eu-west-1"\n', ["aws"], id="unknown-table"),
     ],
 )
-def test_bad_config_entry_is_a_usage_error_naming_it(captured, tmp_path, entries, named):
+def test_bad_config_entry_is_a_start_up_error_naming_it(captured, tmp_path, entries, named):
     """Every item of `named` is in the message; a tuple there is satisfied by any one of its strings."""
     config = write_config(tmp_path, f'queue-url = "{Q}"\n{entries}')
     result = invoke("run", "--config", config)
-    assert result.exit_code == 2
+    line = assert_not_started(result)
     for name in named:
         alternatives = (config,) if name is CONFIG_PATH else name if isinstance(name, tuple) else (name,)
-        assert any(text in result.output for text in alternatives), (name, result.output)
+        assert any(text in line for text in alternatives), (name, result.output)
     assert captured.settings == []
 
 
 def test_missing_config_file(captured, tmp_path):
     missing = str(tmp_path / "nope.toml")
     result = invoke("run", "--config", missing)
-    assert result.exit_code == 2
-    assert missing in result.output
-    assert "cannot read" in result.output or "No such file" in result.output or "does not exist" in result.output
+    line = assert_not_started(result, missing)
+    assert "cannot read" in line or "No such file" in line or "does not exist" in line
     assert captured.settings == []
 
 
 def test_invalid_toml(captured, tmp_path):
     config = write_config(tmp_path, 'queue-url = "unterminated\nconcurrency = = 3\n')
     result = invoke("run", "--config", config)
-    assert result.exit_code == 2
-    assert config in result.output and "TOML" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, config, "TOML")
     assert captured.settings == []
 
 
@@ -660,18 +667,13 @@ def test_out_of_range_value_in_config(captured, tmp_path):
 
 def test_relative_sqlite_state_exits_2():
     result = invoke("run", "--queue-url", Q, "--state", "sqlite://relative/path", "--log-format", "json")
-    assert result.exit_code == 2, result.output
-    assert "sqlite://relative/path" in result.output
-    assert "absolute" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, "sqlite://relative/path", "absolute")
 
 
 @pytest.mark.parametrize("state", ["dynamodb://", "postgres://db/x", "state.db"])
 def test_unusable_state_url_exits_2(state):
     result = invoke("run", "--queue-url", Q, "--state", state, "--log-format", "json")
-    assert result.exit_code == 2, result.output
-    assert "cfn-provider:" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, repr(state))
 
 
 def test_handler_module_that_does_not_exist_exits_2(tmp_path):
@@ -686,10 +688,7 @@ def test_handler_module_that_does_not_exist_exits_2(tmp_path):
         "--handler",
         "Custom::Missing=no_such_module_for_cfn_tests",
     )
-    assert result.exit_code == 2, result.output
-    assert "no_such_module_for_cfn_tests" in result.output
-    assert "Custom::Missing" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, "no_such_module_for_cfn_tests", "Custom::Missing")
 
 
 def test_handler_module_that_fails_to_import_exits_2(tmp_path, monkeypatch):
@@ -706,10 +705,7 @@ def test_handler_module_that_fails_to_import_exits_2(tmp_path, monkeypatch):
         "--handler",
         "Custom::Broken=broken_handler_for_cfn_tests",
     )
-    assert result.exit_code == 2, result.output
-    assert "broken_handler_for_cfn_tests" in result.output
-    assert "database password not set" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, "broken_handler_for_cfn_tests", "database password not set")
 
 
 def test_handler_without_actions_exits_2(tmp_path, monkeypatch):
@@ -726,18 +722,23 @@ def test_handler_without_actions_exits_2(tmp_path, monkeypatch):
         "--handler",
         "Custom::Half=half_handler_for_cfn_tests",
     )
-    assert result.exit_code == 2, result.output
-    assert "update" in result.output and "delete" in result.output
-    assert "Traceback" not in result.output
+    assert_not_started(result, "update", "delete")
 
 
-def test_serve_returns_2_directly(capsys):
-    assert cli._serve(Settings(queue_url=Q, state="sqlite://relative/path")) == 2
-    assert "sqlite://relative/path" in capsys.readouterr().err
-    assert cli._serve(Settings(queue_url=Q, handlers=(("Custom::Missing", "no_such_module_for_cfn_tests"),))) == 2
-    assert "no_such_module_for_cfn_tests" in capsys.readouterr().err
-    assert cli._serve(Settings(queue_url=Q, handlers=(("Custom::Nope", None),))) == 2
-    assert "no built-in or installed entry point is registered as Custom::Nope" in capsys.readouterr().err
+def test_serve_leaves_start_up_errors_to_the_command_line():
+    """`_serve` raises them, before any network use; cfn_provider.cli_errors says them, exit 2 (above)."""
+    with pytest.raises(StoreConfigError, match="sqlite://relative/path"):
+        cli._serve(Settings(queue_url=Q, state="sqlite://relative/path"))
+    with pytest.raises(HandlerError, match="no_such_module_for_cfn_tests"):
+        cli._serve(Settings(queue_url=Q, handlers=(("Custom::Missing", "no_such_module_for_cfn_tests"),)))
+    with pytest.raises(HandlerError, match="no built-in or installed entry point is registered as Custom::Nope"):
+        cli._serve(Settings(queue_url=Q, handlers=(("Custom::Nope", None),)))
+
+
+def test_a_bad_functions_table_in_the_config_file_is_a_start_up_error(captured, tmp_path):
+    config = write_config(tmp_path, f'queue-url = "{Q}"\n[functions]\n"Custom::Fn" = "lots"\n')
+    assert_not_started(invoke("run", "--config", config), config, "[functions] 'Custom::Fn' must be a table")
+    assert captured.settings == []
 
 
 def test_run_serves_a_built_in_named_by_its_bare_type_from_every_source(captured, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cfn_provider import loops
+from tests.support.cli import assert_not_started
 from tests.support.daemons import REPO, stop_gracefully
 
 pytest.importorskip("uvloop", reason="uvloop is a regular dependency on Linux CPython")
@@ -112,8 +113,7 @@ def test_the_daemon_refuses_to_start_when_uvloop_is_asked_for_and_missing(tmp_pa
         config.write_text('event-loop = "uvloop"\n')
         args = ("--config", str(config))
     done = _run_without_uvloop(tmp_path, *args, env=env)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "uvloop is not installed" in done.stderr
+    assert_not_started(done, "uvloop is not installed", "--event-loop asyncio")
     assert '"event": "started"' not in done.stdout
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import structlog
 
+from ..errors import HandlerFailure
 from ..long_running.progress import InProgress
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
@@ -50,7 +51,7 @@ _URL_KEYS = ("ResponseURL", "IntranetResponseURL")
 log = structlog.get_logger("lambda")
 
 
-class FunctionFailed(Exception):
+class FunctionFailed(HandlerFailure):
     """The function's answer was FAILED (or it gave none): the message is the Reason."""
 
     reason_is_message = True  # an answer, not a crash of the daemon's own (cfn_provider.pipeline.raised)

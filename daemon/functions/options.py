@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .settings import parse_options, unmatched
+from .settings import FunctionSettingError, parse_options, unmatched
 
 HELP = (
     "A setting of the Lambda function serving TYPE (a `lambda:` handler), repeatable: code=FOLDER (the "
@@ -39,12 +39,12 @@ def function_option(help_text: str = HELP) -> Callable[[Callable[..., Any]], Cal
 
 
 def check_served(handlers: Sequence[tuple[str, Any]], functions: dict[str, Any]) -> None:
-    """Every configured function must be a `lambda:` handler's: a typo would otherwise go unnoticed."""
+    """Every configured function must be a `lambda:` handler's: a typo would otherwise go unnoticed
+    (FunctionSettingError, a start-up error, naming it)."""
     served = [rtype for rtype, spec in handlers if isinstance(spec, str) and spec.startswith("lambda:")]
     stray = unmatched(functions, served)
     if stray:
-        raise click.BadParameter(
-            f"function settings for {', '.join(stray)}, which no lambda: handler serves "
-            "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')",
-            param_hint="'--function'",
+        raise FunctionSettingError(
+            f"--function: function settings for {', '.join(stray)}, which no lambda: handler serves "
+            "(register it with --handler 'TYPE=lambda:MODULE.FUNCTION')"
         )

@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 
 import structlog
 
+from ..errors import HandlerFailure
 from .output import Output
 
 RUNTIME = str(Path(__file__).with_name("runtime.py"))
@@ -54,11 +55,11 @@ log = structlog.get_logger("lambda")
 _calls = itertools.count(1)
 
 
-class FunctionLoadError(Exception):
+class FunctionLoadError(HandlerFailure):
     """The function could not be loaded (the message is the runtime's reason)."""
 
 
-class Exited(Exception):
+class Exited(HandlerFailure):
     """The process ended while starting or serving a call."""
 
     def __init__(self, returncode: int | None):

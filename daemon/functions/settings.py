@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import StartupError
+
 DEFAULT_CONCURRENCY = 1
 MAX_CONCURRENCY = 64
 # Set by the execution environment itself, as Lambda reserves them: a function cannot override them.
@@ -38,7 +40,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class FunctionSettingError(ValueError):
+class FunctionSettingError(StartupError, ValueError):
     """A `--function` value or `[functions]` entry that cannot be used (the message names it)."""
 
 

@@ -35,9 +35,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..dialects.base import CLOUDFORMATION
+from ..errors import NotAdmitted, OperatorError
 from ..long_running.steps import PollState
 from ..pipeline import response as responses
-from ..pipeline.admission import Admission, Rejected
+from ..pipeline.admission import Admission
 from ..pipeline.envelope import BadMessage, unwrap
 from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, SENT, Record, Store, new_token
@@ -52,7 +53,7 @@ LEASE = 300.0  # seconds the operator's claim holds the request while the answer
 TAKEOVER_TRIES = 5
 
 
-class Refused(Exception):
+class Refused(OperatorError):
     """The answer is not sent; the message says why and what to do instead."""
 
 
@@ -130,7 +131,7 @@ async def admitted_dead_letter(candidates: list[Message], admission: Admission) 
     for message in candidates:
         try:
             envelope, request = await admission.admit(message)
-        except Rejected as exc:
+        except NotAdmitted as exc:  # rejected, forged, or a certificate not to be had now
             rejected.append(f"message {message.id}: {exc}")
             continue
         admitted.setdefault(envelope.message, (message, request))  # copies of one request are one

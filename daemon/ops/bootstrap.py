@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import OperatorError
 from ..pipeline.budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/pipeline/budget.py
 from .policies import daemon_policy, dlq_statements, merged, queue_statements, same_policy, topic_statements
 
@@ -33,8 +34,8 @@ MAX_RETENTION_DAYS = 14
 TTL_ATTRIBUTE, KEY_ATTRIBUTE = "ttl", "pk"  # as daemon/stores/dynamodb_items.py names them
 
 
-class BootstrapError(Exception):
-    pass
+class BootstrapError(OperatorError):
+    """Bootstrap cannot go on: an option, the region, or what it finds in the account (the message says which)."""
 
 
 @dataclass(frozen=True)

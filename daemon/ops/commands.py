@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..config import apply_config_file, default_state_url
-from ..stores.base import POLLING, Record, StoreConfigError, url_digest
+from ..stores.base import POLLING, Record, url_digest
 from .requests import STATES_HELP
 
 if TYPE_CHECKING:
@@ -54,12 +54,7 @@ region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
-    from ..stores.dynamodb import TableNotFound
-
-    try:
-        return asyncio.run(coro)
-    except (StoreConfigError, TableNotFound) as exc:
-        raise click.ClickException(str(exc)) from None
+    return asyncio.run(coro)  # StoreConfigError, TableNotFound: start-up errors, exit 2 (cfn_provider.cli_errors)
 
 
 @click.command("requests")

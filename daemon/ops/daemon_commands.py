@@ -243,9 +243,6 @@ def invoke_command(
             answers = StackInvoke(session, topic_arn[0], name, timeout, click.echo, poll_interval).run(
                 rtype, props, keep
             )
-    except InvokeError as exc:
-        click.echo(f"cfn-provider invoke: {exc}", err=True)
-        sys.exit(2)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         click.echo(f"cfn-provider invoke: AWS: {exc}", err=True)
         sys.exit(2)

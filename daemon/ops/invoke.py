@@ -25,15 +25,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from ..errors import EXIT_NOT_STARTED, OperatorError
 
 PING_TYPE = "Custom::CfnProviderPing"
 LOGICAL_ID = "SmokeTest"
 STACK_PREFIX = "cfn-provider-invoke"
 
 
-class InvokeError(Exception):
-    """The smoke test could not be run (bad options, an AWS error): said once, exit 2."""
+class InvokeError(OperatorError):
+    """The smoke test could not be run (bad options, an AWS error) or its answer did not come: said
+    once, exit 2 (invoke's 1 is a daemon that answered otherwise)."""
+
+    exit_code: ClassVar[int | None] = EXIT_NOT_STARTED
 
 
 @dataclass

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import click
 
 from ..config import apply_config_file
-from ..trust.web_tokens import ENV_TOKEN, Mode, TokenError, Tokens, new_token
+from ..trust.web_tokens import ENV_TOKEN, Mode, Tokens, new_token
 
 ENV = "CFN_PROVIDER_"
 
@@ -113,10 +113,7 @@ def web_token_command(
             + "; send the daemon SIGHUP (or start it) to use it",
             err=True,
         )
-    try:
-        tokens = Tokens(web_token_file)
-    except TokenError as exc:
-        raise click.ClickException(str(exc)) from None
+    tokens = Tokens(web_token_file)  # TokenError: a start-up error, exit 2 (cfn_provider.cli_errors)
     if not url:
         if new or rotate:
             return

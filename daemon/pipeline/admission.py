@@ -6,8 +6,9 @@ listener's body goes through `admit_request`, the part after the envelope).
         only when allowed -> TopicArn allowlist -> SNS signature -> parse (the transport's dialect)
         -> ResponseURL allowlist
 
-A message that fails is `Rejected` (`security` when it may be forged, `transient` when a signing
-certificate could not be fetched and it is worth looking at again).
+A message that fails is not admitted (cfn_provider.errors): `Rejected` (bad input), `Forged` (it
+may be forged: logged as a `security` event) or `Deferred` (a signing certificate could not be
+fetched: worth looking at again).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import structlog
 
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
+from ..errors import Deferred, Forged, NotAdmitted, Rejected
 from ..transports.queue import Message
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
@@ -34,11 +36,7 @@ BARE_REFUSED = (
     "served (--mns-allow-bare-messages also serves requests sent straight to the queue)"
 )
 
-
-class Rejected(Exception):
-    def __init__(self, reason: str, security: bool = False, transient: bool = False):
-        super().__init__(reason)
-        self.security, self.transient = security, transient
+__all__ = ["Admission", "Deferred", "Forged", "NotAdmitted", "Rejected"]  # the outcomes, importable from here too
 
 
 class Admission:
@@ -65,29 +63,29 @@ class Admission:
         self.forms, self.bare_messages = forms, bare_messages
 
     async def admit(self, message: Message) -> tuple[Envelope, Request]:
+        """The message's envelope and request; NotAdmitted (Rejected, Forged, Deferred) saying why not."""
         try:
             envelope = unwrap(message.body, message.id, message.sent_at, self.forms)
         except BadMessage as exc:
             raise Rejected(str(exc)) from None
         if envelope.raw and self.verifier is not None:
-            raise Rejected(
+            raise Forged(
                 "raw message delivery carries no signature; it is accepted only with "
-                "--no-verify-signatures (turn raw delivery off on the subscription)",
-                security=True,
+                "--no-verify-signatures (turn raw delivery off on the subscription)"
             )
         if envelope.raw and not self.bare_messages:
-            raise Rejected(BARE_REFUSED, security=True)
+            raise Forged(BARE_REFUSED)
         if not envelope.raw:
             # The allowlist first: a message from another topic never makes the daemon fetch anything.
             if self.topic_arns and envelope.topic_arn not in self.topic_arns:
-                raise Rejected(f"TopicArn {envelope.topic_arn!r} is not in the allowlist", security=True)
+                raise Forged(f"TopicArn {envelope.topic_arn!r} is not in the allowlist")
             if self.verifier is not None:
                 await self._verify(message, envelope)
         return envelope, self.admit_request(envelope.message)
 
     def admit_request(self, text: str) -> Request:
         """The request in `text`, parsed under the transport's dialect and its ResponseURLs checked;
-        Rejected saying why not."""
+        Rejected (not a request) or Forged (a ResponseURL outside the allowlist) saying why not."""
         try:
             request = parse(text, self.dialect)
         except NotARequest as exc:
@@ -98,7 +96,7 @@ class Admission:
             try:
                 self.url_policy.check(url, request.dialect.response_hosts)
             except UrlRejected as exc:
-                raise Rejected(f"ResponseURL {redact(url)!r} rejected: {exc}", security=True) from None
+                raise Forged(f"ResponseURL {redact(url)!r} rejected: {exc}") from None
         return request
 
     async def _verify(self, message: Message, envelope: Envelope) -> None:
@@ -113,7 +111,7 @@ class Admission:
                 await self.verifier.verify(envelope.document)
                 return
             except SignatureError as exc:
-                raise Rejected(f"SNS signature rejected: {exc}", security=True) from None
+                raise Forged(f"SNS signature rejected: {exc}") from None
             except CertificateUnavailable as exc:
                 if pause == 1.0:
                     log.warning(
@@ -122,6 +120,6 @@ class Admission:
                         receive_count=message.receive_count,
                     )
                 if self.stopping() or time.time() + pause > give_up:
-                    raise Rejected(f"SNS signing certificate unavailable, will retry: {exc}", transient=True) from None
+                    raise Deferred(f"SNS signing certificate unavailable, will retry: {exc}") from None
             await asyncio.sleep(pause)
             pause = min(CERT_RETRY_MAX, pause * 2)

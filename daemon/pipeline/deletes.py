@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..errors import TransportError
 from ..transports.queue import Message, Queue
 
 LINGER_SECONDS = 0.05
@@ -103,5 +104,5 @@ class DeleteBatcher:
             await asyncio.gather(*self._sending, return_exceptions=True)
 
 
-class DeleteFailed(Exception):
+class DeleteFailed(TransportError):
     """The queue refused to delete one entry of a batch (e.g. an expired receipt handle)."""

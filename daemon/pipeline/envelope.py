@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InputError
 from ..trust.topics import notification_topic
 
 SNS_FORMS, MNS_FORMS = "sns", "mns"
@@ -33,7 +34,7 @@ _SNS_CONTROL_TYPES = ("SubscriptionConfirmation", "UnsubscribeConfirmation")
 _XML_DECLARATIONS = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)  # no entity tricks in a notification
 
 
-class BadMessage(ValueError):
+class BadMessage(InputError, ValueError):
     """The body is not an SNS notification nor a raw CloudFormation request."""
 
 

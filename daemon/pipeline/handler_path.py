@@ -23,8 +23,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
+from ..errors import StartupError
 
-class HandlerPathError(Exception):
+
+class HandlerPathError(StartupError):
     """A handler folder does not exist, or a module cannot be imported under the rule (the message
     says how to fix it)."""
 

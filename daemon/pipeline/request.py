@@ -20,6 +20,7 @@ from typing import Any
 
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DIALECTS
+from ..errors import InputError
 
 REQUEST_TYPES = ("Create", "Update", "Delete")
 # Without these nothing can be answered: they are copied into every response.
@@ -44,7 +45,7 @@ def is_utf8(text: str) -> bool:
     return True
 
 
-class NotARequest(ValueError):
+class NotARequest(InputError, ValueError):
     """The message is not an answerable CloudFormation request."""
 
     def __init__(self, message: str, dialect: Dialect = CLOUDFORMATION):

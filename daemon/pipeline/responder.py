@@ -32,6 +32,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from yarl import URL
 
 from ..dialects.base import CLOUDFORMATION, Dialect
+from ..errors import TransportError
 from ..trust.urls import expires_at, redact
 from .retries import first_try_then
 
@@ -42,8 +43,8 @@ UNKNOWN_EXPIRY_BUDGET = 3600.0  # a URL that states no expiry is retried this lo
 MIN_DELIVERY = 30.0  # seconds a delivery always gets, whatever the request's deadline says
 
 
-class _Retryable(Exception):
-    pass
+class _Retryable(TransportError):
+    """A PUT of the answer that failed in a way worth trying again (a 5xx, a connection error, ...)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from ..dialects.ros import replacement_refused
+from ..errors import HandlerFailure
 from .request import Request, is_utf8, json_size
 
 MAX_BODY = 4096
@@ -162,8 +163,8 @@ def success(request: Request, result: Any) -> Response:
     return response
 
 
-class _BadResult(ValueError):
-    pass
+class _BadResult(HandlerFailure, ValueError):
+    """A handler returned what cannot be an answer (the message says what)."""
 
 
 def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | None, bool]:

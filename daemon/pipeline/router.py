@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from ..errors import StartupError
 from . import handler_path
 
 ENTRY_POINT_GROUP = "cfn_provider.handlers"
 ACTIONS = ("create", "update", "delete")
 
 
-class HandlerError(Exception):
-    """A handler could not be loaded or does not honour the contract."""
+class HandlerError(StartupError):
+    """A handler could not be loaded or does not honour the contract (at start: nothing is served;
+    a handler loaded later, a poll step's: its request is answered FAILED)."""
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from ..errors import HandlerFailure
 from .request import Request
 
 log = structlog.get_logger("runner")
@@ -32,7 +33,9 @@ CANCEL_GRACE = 0.1  # seconds an async action gets to unwind its cancellation be
 _orphans: set[asyncio.Future[Any]] = set()  # strong references: the loop keeps only weak ones to tasks
 
 
-class HandlerTimeout(Exception):
+class HandlerTimeout(HandlerFailure):
+    """A handler's action did not end within its deadline."""
+
     def __init__(self, seconds: float, orphan: asyncio.Future[Any] | None = None):
         super().__init__(f"timed out after {seconds:.0f} s")
         self.seconds = seconds

@@ -24,6 +24,7 @@ import structlog
 from ..dead_letters.answer import DEAD_LETTER, dead_letter_answer
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
+from ..errors import Deferred, Forged, NotAdmitted
 from ..long_running.progress import InProgress
 from ..long_running.steps import Polls, accepted
 from ..ops.metrics import Metrics
@@ -35,7 +36,6 @@ from ..trust.urls import ResponseUrlPolicy, redact
 from . import raised
 from . import response as responses
 from .admission import Admission
-from .admission import Rejected as _Rejected
 from .cleanup import TimedOutCreates
 from .disposition import Disposition, when_cut_short
 from .envelope import SNS_FORMS, Envelope
@@ -63,8 +63,6 @@ class Policy:
 
 
 class Worker:
-    Rejected = _Rejected  # what admit_request raises, saying why (the web listener's 400)
-
     def __init__(
         self,
         *,
@@ -117,7 +115,7 @@ class Worker:
         started = time.monotonic()
         try:
             envelope, request = await self.admission.admit(message)
-        except _Rejected as exc:
+        except NotAdmitted as exc:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started)
 
@@ -163,18 +161,18 @@ class Worker:
         return disposition
 
     # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
-    def _rejected(self, message: Message, exc: _Rejected) -> Disposition:
-        if exc.transient:  # already logged ("deferred") when it first failed
+    def _rejected(self, message: Message, exc: NotAdmitted) -> Disposition:
+        if isinstance(exc, Deferred):  # already logged ("deferred") when it first failed
             return Disposition.DEFER
-        self.metrics.message_rejected("security" if exc.security else "rejected")
+        self.metrics.message_rejected(exc.event)  # "rejected", or "security" for a Forged one
         first = message.id not in self._logged_bad
         if first:
             self._logged_bad[message.id] = None
             if len(self._logged_bad) > 10_000:
                 self._logged_bad.popitem(last=False)
-        level = ("warning" if exc.security else "error") if first else "debug"
+        level = ("warning" if isinstance(exc, Forged) else "error") if first else "debug"
         getattr(log, level)(
-            "security" if exc.security else "rejected",
+            exc.event,
             reason=str(exc),
             message_id=message.id,
             receive_count=message.receive_count,

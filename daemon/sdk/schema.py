@@ -21,6 +21,8 @@ from typing import Any
 from jsonschema import validators
 from jsonschema.exceptions import SchemaError
 
+from ..errors import HandlerFailure
+
 __all__ = ["PropertyError", "check_schema", "coerce", "describe", "thaw", "validate"]
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -28,7 +30,7 @@ _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _MAX_REPORTED = 5
 
 
-class PropertyError(ValueError):
+class PropertyError(HandlerFailure, ValueError):
     """ResourceProperties do not match the handler's schema (the message names the property)."""
 
     reason_is_message = True  # the Reason is the message alone (cfn_provider.pipeline.raised)

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
 
+from ..errors import StartupError
+
 
 class State(StrEnum):
     """A record's state (the table above). A StrEnum: written (SQLite's `state` column, DynamoDB's
@@ -231,5 +233,5 @@ def _parked_by(record: Record | None, token: str) -> bool:
     )
 
 
-class StoreConfigError(ValueError):
-    pass
+class StoreConfigError(StartupError, ValueError):
+    """The --state URL cannot be used: not a store this daemon knows, or not as written (the message says why)."""

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+from ..errors import StartupError
 from ..trust import retention
 from .base import CLAIMED, DEFAULT_TTL, POLLING, RESPONSE_READY, SENT, Claim, Record, StoreConfigError, _saved_by
 from .dynamodb_items import HELD, KEY_ATTRIBUTE
@@ -82,8 +83,9 @@ _CLAIM_CONDITION = (
 _OWNED_CLAIM = "#token = :token AND #state = :claimed"
 
 
-class TableNotFound(RuntimeError):
-    """The table does not exist (in this region/account): it is created by `bootstrap`, not here."""
+class TableNotFound(StartupError, RuntimeError):
+    """The table does not exist (in this region/account): it is created by `bootstrap`, not here. The
+    operator's to fix (the store named is not there), whenever it is found."""
 
 
 def table_from_url(url: str) -> str:

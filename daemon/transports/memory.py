@@ -20,10 +20,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from ..errors import TransportError
 from .queue import Message
 
 
-class ReceiptHandleInvalid(Exception):
+class ReceiptHandleInvalid(TransportError):
     """The receipt is not the message's latest, or the message is gone (deleted or moved)."""
 
 

@@ -56,6 +56,7 @@ from yarl import URL
 
 from .. import logs
 from ..config import TransportConfigError
+from ..errors import TransportError
 from .queue import Message
 
 API_VERSION = "2015-06-06"
@@ -64,7 +65,9 @@ VISIBILITY_RANGE = (1, 43200)
 _HANDLE_SAFE = "+/="  # receipt handles go into URLs as the SDK sends them (base64 alphabet unencoded)
 
 
-class MnsError(Exception):
+class MnsError(TransportError):
+    """MNS answered a call with an error (its HTTP status and error code)."""
+
     def __init__(self, status: int, code: str, message: str):
         super().__init__(f"MNS HTTP {status} {code}: {message}"[:300])
         self.status, self.code = status, code

@@ -29,6 +29,7 @@ import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from ..errors import Forged, Rejected, TransportError
 from ..ops.metrics import Metrics
 from ..pipeline.disposition import Disposition
 from ..pipeline.envelope import Envelope
@@ -48,7 +49,7 @@ RETRY_FULL, RETRY_STOPPING = 1, 5  # Retry-After seconds: every slot busy; this 
 WRITE_MARGIN = 2.0  # seconds a sync answer keeps back from the caller's limit, to be stored and written
 
 
-class Refused(Exception):
+class Refused(TransportError):
     """An HTTP request answered with an error before (or instead of) the worker."""
 
     def __init__(
@@ -273,8 +274,9 @@ class Requests:
             request = self.worker.admit_request(body.decode("utf-8"))
         except UnicodeDecodeError:
             raise self._rejected(400, "the body is not UTF-8 text") from None
-        except Worker.Rejected as exc:  # "message is not JSON", "ResponseURL ... rejected", ...
-            raise self._rejected(403 if exc.security else 400, f"the body: {exc}", exc.security) from None
+        except (Rejected, Forged) as exc:  # "message is not JSON", "ResponseURL ... rejected", ...
+            forged = isinstance(exc, Forged)
+            raise self._rejected(403 if forged else 400, f"the body: {exc}", forged) from None
         if request.problems:
             raise self._rejected(400, "invalid request: " + "; ".join(request.problems))
         return request

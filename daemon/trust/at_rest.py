@@ -33,12 +33,14 @@ from pathlib import Path
 
 import structlog
 
+from ..errors import StartupError
+
 log = structlog.get_logger("atrest")
 SQLITE_SIBLINGS = ("", "-wal", "-shm", "-journal")
 KEY_FILE_VARIABLES = ("CFN_PROVIDER_SECRET_KEY_FILE",)  # handlers/random_secret.py's server key
 
 
-class StateExposed(ValueError):
+class StateExposed(StartupError, ValueError):
     """A state or key file is open to other users and the daemon cannot fix it."""
 
 

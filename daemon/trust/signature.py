@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from cfn_provider.trust.urls import matches_prefix
 
+from ..errors import InputError, TransportError
+
 _SNS_CERT_URL = re.compile(
     r"https://sns\.(?P<region>[a-z]{2}(?:-gov)?-[a-z]+-[0-9]{1,2})\.amazonaws\.com(?P<cn>\.cn)?"
     r"/SimpleNotificationService-[0-9a-f]{16,128}\.pem"
@@ -47,11 +49,11 @@ _KEYS = {
 _KEYS["UnsubscribeConfirmation"] = _KEYS["SubscriptionConfirmation"]
 
 
-class SignatureError(Exception):
+class SignatureError(InputError):
     """The message is not verifiably from Amazon SNS (forged, tampered, or an untrusted certificate URL). Permanent."""
 
 
-class CertificateUnavailable(Exception):
+class CertificateUnavailable(TransportError):
     """The signing certificate could not be fetched right now (network error, timeout, non-200).
     Transient: the caller retries later."""
 

@@ -27,6 +27,8 @@ import datetime as dt
 import re
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
+from ..errors import InputError
+
 # S3's own endpoint forms (without a bucket): s3 (aws only), s3-external-1 (us-east-1), s3.REGION,
 # s3-REGION (legacy), s3.dualstack.REGION; under amazonaws.com, or amazonaws.com.cn for cn-* regions.
 # Anything looser would admit customer-named hosts such as s3-x.us-east-1.elb.amazonaws.com.
@@ -130,7 +132,7 @@ ALIYUN_HOSTS = HostRule(_ALIYUN_HOST, "a ROS or OSS host under aliyuncs.com")
 _URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
 
 
-class UrlRejected(ValueError):
+class UrlRejected(InputError, ValueError):
     """The URL is outside what the daemon is allowed to call."""
 
 

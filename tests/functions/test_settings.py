@@ -14,6 +14,7 @@ from cfn_provider.functions.settings import (
     parse_options,
     unmatched,
 )
+from tests.support.cli import assert_not_started
 
 CONFIG = """
 [handlers]
@@ -113,8 +114,7 @@ def test_settings_for_a_type_no_lambda_handler_serves_are_refused_at_start():
             "Custom::Typo=code=/opt/fn",
         ],
     )
-    assert result.exit_code == 2
-    assert "function settings for Custom::Typo, which no lambda: handler serves" in result.output
+    assert_not_started(result, "--function", "function settings for Custom::Typo, which no lambda: handler serves")
 
 
 def test_run_help_documents_the_function_option():

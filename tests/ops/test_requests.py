@@ -23,6 +23,7 @@ from cfn_provider.ops.requests import duration, parse_duration, state_names
 from cfn_provider.pipeline.request import idempotency_key, parse, stored_form
 from cfn_provider.stores.base import State
 from tests.support.aws import wait_until_queue_empty
+from tests.support.cli import assert_not_started
 
 STACK_A = "arn:aws:cloudformation:eu-west-1:123456789012:stack/shop/11111111-2222-3333-4444-555555555555"
 STACK_B = "arn:aws:cloudformation:eu-west-1:123456789012:stack/blog/66666666-2222-3333-4444-555555555555"
@@ -226,11 +227,16 @@ def test_each_record_shows_its_dialect_and_names_its_stack_by_that_dialects_rule
 
 
 def test_an_empty_store_says_so_and_a_missing_state_file_is_an_error(state_url, tmp_path):
+    """A store that is not there is a start-up error, as for `run` (exit 2, one line; exit 1 before issue 24)."""
     result = CliRunner().invoke(main, ["requests", "--state", state_url])
     assert result.exit_code == 0 and result.output.startswith("no requests in")
     missing = tmp_path / "nowhere" / "state.db"
     result = CliRunner().invoke(main, ["requests", "--state", f"sqlite://{missing}"])
-    assert result.exit_code == 1 and "no state file" in result.output and not missing.parent.exists()
+    assert_not_started(result, "no state file")
+    assert not missing.parent.exists()
+    if state_url.startswith("dynamodb://"):
+        result = CliRunner().invoke(main, ["requests", "--state", state_url + "-missing"])
+        assert_not_started(result, "not found", "cfn-provider bootstrap --dynamodb-table")
 
 
 async def test_a_request_a_daemon_answered_is_listed_with_its_logical_id(state_url, run_daemon, stack: Stack):

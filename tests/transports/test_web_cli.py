@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import cfn_provider.cli as cli
 from cfn_provider.dialects.ros_options import APPLIES_TO
 from cfn_provider.dialects.ros_web_options import WEB_ONLY, WEB_OPTIONS
 from cfn_provider.trust.web_tokens import ASYNC, SYNC, Mode, new_token, strength
+from tests.support.cli import assert_not_started
 from tests.support.daemons import REPO
 from tests.support.web import free_port
 
@@ -178,6 +180,36 @@ def test_web_token_mode_offers_both_and_exactly_the_modes_a_path_asks_for():
     the command line names the same values, so mypy's view of `mode` is what an operator can pass."""
     [param] = [p for p in cli.main.commands["web-token"].params if p.name == "mode"]
     assert tuple(param.type.choices) == ("both", *get_args(Mode)) == ("both", ASYNC, SYNC)
+
+
+def test_a_token_file_that_cannot_be_used_is_a_start_up_error(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("CFN_PROVIDER_WEB_TOKEN", raising=False)
+    empty = tmp_path / "tok"
+    empty.write_text("# no token yet\n")
+    empty.chmod(0o600)
+    result = CliRunner().invoke(cli.main, ["web-token", "--web-token-file", str(empty), "--url", "https://p.example"])
+    assert_not_started(result, f"{empty} holds no token")
+
+
+def test_a_listener_that_cannot_listen_is_a_start_up_error(token_file: Path, tmp_path: Path, monkeypatch):
+    """The transport cannot be set up (here: its port is taken): `run` exits 2, naming the address."""
+    for name in list(os.environ):
+        if name.startswith("CFN_PROVIDER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr("cfn_provider.logs.configure", lambda *a, **k: None)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    with socket.socket() as taken, contextlib.ExitStack() as restore:
+        for sig, handler in saved.items():  # the daemon's loop installs its own and leaves them
+            restore.callback(signal.signal, sig, handler)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            cli.main,
+            [*"run --transport web --web-allow-http --web-address 127.0.0.1 --web-port".split(), str(port)]
+            + ["--web-token-file", str(token_file), "--state", f"sqlite://{tmp_path}/s.db"],
+        )
+    assert_not_started(result, f"cannot listen on 127.0.0.1:{port}")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -15,6 +15,7 @@ from cfn_provider import cli
 from cfn_provider.stores.sqlite import SQLiteStore
 from cfn_provider.trust import at_rest
 from cfn_provider.trust.at_rest import StateExposed, secure, secure_key_files, secure_sqlite
+from tests.support.cli import assert_not_started
 
 ME = os.geteuid()
 SOMEONE_ELSE = ME + 4242
@@ -126,6 +127,4 @@ def test_run_refuses_at_start_with_a_clear_error(tmp_path, monkeypatch):
     result = CliRunner().invoke(
         cli.main, ["run", "--queue-url", "http://127.0.0.1:9/1/q", "--state", f"sqlite://{path}"]
     )
-    assert result.exit_code == 2, result.output
-    assert f"state file {path} is open to group/others (mode 0644)" in result.output
-    assert "chmod go-rwx" in result.output
+    assert_not_started(result, f"state file {path} is open to group/others (mode 0644)", "chmod go-rwx")

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ...cli_errors import Commands
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
 from ..template.lint import missing_extra
@@ -135,8 +136,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-def simulate() -> None:
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def simulate() -> None:  # Commands: a SimulateError is `cfn-provider: <why>`, exit 2, when run on its own too
     """A local stand-in for CloudFormation, to try handlers: drive a template's custom
     resources through SNS -> SQS -> the daemon -> a presigned S3 URL, with CloudFormation's
     semantics (dependency order, OldResourceProperties, replacement and its cleanup Delete,
@@ -310,7 +311,7 @@ def delete_command(**options: Any) -> None:
     except SimulateError as exc:
         if "no simulated stack" not in str(exc):
             raise
-        click.echo(f"No simulated stack to delete ({exc.message.split(':')[0]}).")
+        click.echo(f"No simulated stack to delete ({str(exc).split(':')[0]}).")
         return
     state = read_state(path)
     if state is None:

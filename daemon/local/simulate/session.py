@@ -20,7 +20,7 @@ from .console import Console, Event, status_colour
 from .daemon_log import DaemonLog
 from .engine import Engine
 from .remember import Remembered
-from .state import COMPLETE, INTERRUPTED, STACK_TYPE, SimulateError, StackState, write_state
+from .state import COMPLETE, INTERRUPTED, STACK_TYPE, StackState, write_state
 
 # For tests, which run the commands inside pytest: never os._exit() there (see _exit_code).
 HARD_EXIT_PAST_STUCK_HANDLERS = True
@@ -55,8 +55,6 @@ def run(
     previous: StackState | None = None,
 ) -> None:
     """One operation: the options given now on top of what `previous` (the stack's state) remembers."""
-    from ...pipeline.router import HandlerError
-
     kept = daemon_log.configure(options["show_logs"])
     remembered = (previous.remembered if previous else Remembered()).with_options(options)
     console = Console()
@@ -80,8 +78,6 @@ def run(
                 if state.status.endswith("IN_PROGRESS"):
                     engine.interrupted(INTERRUPTED[kind])
                 raise
-    except HandlerError as exc:
-        raise SimulateError(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         _exit(130)

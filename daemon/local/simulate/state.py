@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
+from ...errors import StartupError
 from ..template import StackInfo
 from .remember import Remembered
 
@@ -29,10 +28,8 @@ MAX_EVENTS = 1000  # kept in the state file
 INTERRUPTED = {"create": "ROLLBACK_FAILED", "update": "UPDATE_ROLLBACK_FAILED", "delete": "DELETE_FAILED"}
 
 
-class SimulateError(click.ClickException):
+class SimulateError(StartupError):
     """Nothing was done: the template, the options or the stack's state do not allow it (exit 2)."""
-
-    exit_code = 2
 
 
 # ------------------------------------------------------------------------------ the state file

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ...errors import InputError
+
 CUSTOM_RESOURCE_TYPE = "AWS::CloudFormation::CustomResource"
 PSEUDO_PARAMETERS = (
     "AWS::AccountId",
@@ -24,7 +26,7 @@ PSEUDO_PARAMETERS = (
 PLACEHOLDER_PREFIX = "placeholder-"
 
 
-class TemplateError(ValueError):
+class TemplateError(InputError, ValueError):
     """The template cannot be used as it stands (CloudFormation would refuse it too)."""
 
 
