@@ -112,80 +112,104 @@ class Service:
                 http = await stack.enter_async_context(aiohttp.ClientSession())
                 await self._start_functions(stack)
                 queue = await self._open_queue(session, stack) if s.transport != "web" else None
-                sns = s.transport == "sqs"  # SNS signatures and topics exist only on that path
-                verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
-                inside = s.alibaba_cloud if s.alibaba_cloud is not None else inside_alibaba_cloud()
-                worker = Worker(
-                    router=self.router,
-                    store=store,
-                    responder=Responder(http, on_retry=self.metrics.put_retried),
-                    url_policy=ResponseUrlPolicy(s.allow_response_urls),
-                    verifier=verifier,
-                    policy=policy,
-                    executor=executor,
-                    owner=self.owner,
-                    session=session,
-                    metrics=self.metrics,
-                    dialect=CLOUDFORMATION if sns else ROS,
-                    url_choice=ResponseUrlChoice(s.ros_response_url, inside),
-                )
-                if queue is None:
-                    self.poller = WebListener(s, worker, self.metrics, on_ready=self._ready)
-                else:
-                    self.poller = Poller(
-                        queue,
-                        worker,
-                        concurrency=s.concurrency,
-                        visibility_timeout=s.visibility_timeout,
-                        wait_seconds=s.wait_seconds,
-                        grace_period=s.grace_period,
-                        max_backoff=s.max_backoff,
-                        on_ready=self._ready,
-                        on_receive_error=self.metrics.receive_failed,
-                    )
-                poller = self.poller
-                self.metrics.watch(lambda: len(poller.tasks), poller.oldest_in_flight)
-                if s.metrics_port is not None:
-                    self.metrics.serve(s.metrics_port, s.metrics_address)
-                    log.info("metrics_listening", address=s.metrics_address, port=s.metrics_port)
-                self._log_start(queue)
-                if self._early_stop:
-                    self.poller.stop()
-                housekeeping = asyncio.create_task(self._housekeeping(store))
-                self.polls = scheduler_for(
-                    worker,
-                    store,
-                    owner=self.owner,
-                    concurrency=s.concurrency,
-                    lease_seconds=s.visibility_timeout,
-                    interval=s.poll_interval,
-                )
-                polling = asyncio.create_task(self.polls.run())
-                if self._early_stop:
-                    self.polls.stop()
-                self.dead_letters = (
-                    await watcher_for(
-                        queue, worker, interval=s.dead_letter_interval, visibility_timeout=s.visibility_timeout
-                    )
-                    if queue
-                    else None
-                )
-                watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
-                if self._early_stop and self.dead_letters:
-                    self.dead_letters.stop()
-                try:
-                    await self.poller.run()
-                finally:
-                    housekeeping.cancel()
-                    await self._stop_watching(watching)
-                    await self.polls.drain(self._grace_left())
-                    polling.cancel()
+                worker = self._worker(store, executor, session, http, policy)
+                self.poller = self._intake(queue, worker)
+                await self._serve(self.poller, worker, queue, store)
         finally:
             await store.close()
             executor.shutdown(wait=False, cancel_futures=True)
         aborted = self._stop_requests > 1
         log.info("stopped", handled=self.poller.handled if self.poller else 0, aborted=aborted)
         return 1 if aborted else 0
+
+    def _worker(
+        self,
+        store: Store,
+        executor: ThreadPoolExecutor,
+        session: aiobotocore.session.AioSession,
+        http: aiohttp.ClientSession,
+        policy: Policy,
+    ) -> Worker:
+        s = self.settings
+        sns = s.transport == "sqs"  # SNS signatures and topics exist only on that path
+        verifier = SignatureVerifier(http, s.trust_signing_cert_urls) if s.verify_signatures and sns else None
+        inside = s.alibaba_cloud if s.alibaba_cloud is not None else inside_alibaba_cloud()
+        return Worker(
+            router=self.router,
+            store=store,
+            responder=Responder(http, on_retry=self.metrics.put_retried),
+            url_policy=ResponseUrlPolicy(s.allow_response_urls),
+            verifier=verifier,
+            policy=policy,
+            executor=executor,
+            owner=self.owner,
+            session=session,
+            metrics=self.metrics,
+            dialect=CLOUDFORMATION if sns else ROS,
+            url_choice=ResponseUrlChoice(s.ros_response_url, inside),
+        )
+
+    def _intake(self, queue: Queue | None, worker: Worker) -> Poller | WebListener:
+        """What brings requests in: the queue's poller, or (no queue) the web listener."""
+        s = self.settings
+        if queue is None:
+            return WebListener(s, worker, self.metrics, on_ready=self._ready)
+        return Poller(
+            queue,
+            worker,
+            concurrency=s.concurrency,
+            visibility_timeout=s.visibility_timeout,
+            wait_seconds=s.wait_seconds,
+            grace_period=s.grace_period,
+            max_backoff=s.max_backoff,
+            on_ready=self._ready,
+            on_receive_error=self.metrics.receive_failed,
+        )
+
+    async def _serve(self, poller: Poller | WebListener, worker: Worker, queue: Queue | None, store: Store) -> None:
+        """Serve until stopped: the intake, beside it housekeeping, the poll scheduler and the
+        dead-letter watcher; then stop those, each within what is left of the grace period."""
+        s = self.settings
+        self.metrics.watch(lambda: len(poller.tasks), poller.oldest_in_flight)
+        if s.metrics_port is not None:
+            self.metrics.serve(s.metrics_port, s.metrics_address)
+            log.info("metrics_listening", address=s.metrics_address, port=s.metrics_port)
+        self._log_start(queue)
+        if self._early_stop:
+            poller.stop()
+        housekeeping = asyncio.create_task(self._housekeeping(store))
+        polls = self.polls = scheduler_for(
+            worker,
+            store,
+            owner=self.owner,
+            concurrency=s.concurrency,
+            lease_seconds=s.visibility_timeout,
+            interval=s.poll_interval,
+        )
+        polling = asyncio.create_task(polls.run())
+        if self._early_stop:
+            polls.stop()
+        watching = await self._watch_dead_letters(queue, worker)
+        try:
+            await poller.run()
+        finally:
+            housekeeping.cancel()
+            await self._stop_watching(watching)
+            await polls.drain(self._grace_left())
+            polling.cancel()
+
+    async def _watch_dead_letters(self, queue: Queue | None, worker: Worker) -> asyncio.Task[None] | None:
+        """The dead-letter watcher's task, when the queue has a dead-letter queue to watch."""
+        s = self.settings
+        self.dead_letters = (
+            await watcher_for(queue, worker, interval=s.dead_letter_interval, visibility_timeout=s.visibility_timeout)
+            if queue
+            else None
+        )
+        watching = asyncio.create_task(self.dead_letters.run()) if self.dead_letters else None
+        if self._early_stop and self.dead_letters:
+            self.dead_letters.stop()
+        return watching
 
     async def _start_functions(self, stack: AsyncExitStack) -> None:
         """`lambda:` functions: the answer listener, and a warm process each (closed after the last
@@ -320,21 +344,28 @@ class Service:
                 detail="ROS does not sign web requests: trust "
                 "rests on the URL's path token (and --web-allow-source, if given)",
             )
-            return
-        if s.transport == "mns":
-            log.info(
-                "mns_trust",
-                ros_response_url=s.ros_response_url,
-                topics=list(s.mns_topics),
-                bare_messages=not s.mns_topics or s.mns_allow_bare_messages,
-                detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)",
+        elif s.transport == "mns":
+            self._log_mns_trust()
+        else:
+            self._log_sns_trust()
+
+    def _log_mns_trust(self) -> None:
+        s = self.settings
+        log.info(
+            "mns_trust",
+            ros_response_url=s.ros_response_url,
+            topics=list(s.mns_topics),
+            bare_messages=not s.mns_topics or s.mns_allow_bare_messages,
+            detail="MNS messages carry no signature: trust rests on who may send to the queue (RAM policy)",
+        )
+        if not s.mns_topics:
+            log.warning(
+                "topics_unrestricted",
+                detail="no --mns-topic given: notifications from any MNS topic, and bare messages, are accepted",
             )
-            if not s.mns_topics:
-                log.warning(
-                    "topics_unrestricted",
-                    detail="no --mns-topic given: notifications from any MNS topic, and bare messages, are accepted",
-                )
-            return
+
+    def _log_sns_trust(self) -> None:
+        s = self.settings
         if not s.verify_signatures:
             log.warning(
                 "signatures_off", detail="SNS signature verification is OFF: trust rests on the queue policy alone"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ def load_config(path: str | None = None) -> Config:
     return Config(path, tables["commands"], tables["types"])
 
 
-def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:  # noqa: C901 - to split (issue 24: complexity <= 12)
+def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:
     def bad(why: str) -> ConfigError:
         return ConfigError(f"{path}: [{where}] {why}")
 
@@ -84,6 +84,22 @@ def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:  # 
         raise bad("shell must be true or false")
     if "create" not in spec:
         raise bad("has no create command")
+    actions = _actions(spec, shell, bad)
+    timeout = spec.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise bad("timeout must be a number of seconds, above 0 and at most 3600")
+    grace = spec.get("kill-grace", 2.0)
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 60:
+        raise bad("kill-grace must be a number of seconds, 0 to 60")
+    cwd = spec.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise bad("cwd must be a string")
+    pass_env, env, replace_on = _environment(spec, bad)
+    return Entry(name, actions, float(timeout), shell, cwd, tuple(pass_env), dict(env), tuple(replace_on), float(grace))
+
+
+def _actions(spec: dict[str, Any], shell: bool, bad: Callable[[str], ConfigError]) -> dict[str, list[str] | str]:
+    """Each action's command: one string with shell = true, else argv (a string is split like a shell would)."""
     actions: dict[str, list[str] | str] = {}
     for action in _ACTIONS:
         if action not in spec:
@@ -99,15 +115,13 @@ def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:  # 
             if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
                 raise bad(f"{action} must be a non-empty list of strings (argv)")
             actions[action] = value
-    timeout = spec.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        raise bad("timeout must be a number of seconds, above 0 and at most 3600")
-    grace = spec.get("kill-grace", 2.0)
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 60:
-        raise bad("kill-grace must be a number of seconds, 0 to 60")
-    cwd = spec.get("cwd")
-    if cwd is not None and not isinstance(cwd, str):
-        raise bad("cwd must be a string")
+    return actions
+
+
+def _environment(
+    spec: dict[str, Any], bad: Callable[[str], ConfigError]
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """pass-env, env and replace-on, each checked."""
     pass_env = spec.get("pass-env", list(DEFAULT_PASS_ENV))
     if not isinstance(pass_env, list) or not all(isinstance(v, str) for v in pass_env):
         raise bad("pass-env must be a list of variable names")
@@ -117,4 +131,4 @@ def _entry(path: str, where: str, name: str, spec: dict[str, Any]) -> Entry:  # 
     replace_on = spec.get("replace-on", [])
     if not isinstance(replace_on, list) or not all(isinstance(v, str) for v in replace_on):
         raise bad("replace-on must be a list of property names")
-    return Entry(name, actions, float(timeout), shell, cwd, tuple(pass_env), dict(env), tuple(replace_on), float(grace))
+    return pass_env, env, replace_on

@@ -143,27 +143,7 @@ async def run(
     The command runs in a session (process group) of its own. When the command exits, whatever it
     left running in that group (a `cmd &` it forgot) is killed too: a request's command must not
     outlive the request."""
-    env = {k: os.environ[k] for k in entry.pass_env if k in os.environ}
-    env.update(entry.env)
-    env.update(request_env(event))
-    env.update(extra_env or {})
-    pipes: dict[str, Any] = dict(
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=entry.cwd,
-        start_new_session=True,
-    )
-    command = entry.actions[action]
-    try:
-        if entry.shell:
-            proc = await asyncio.create_subprocess_shell(str(command), **pipes)
-        else:
-            proc = await asyncio.create_subprocess_exec(*command, **pipes)
-    except OSError as exc:
-        raise CommandError(f"command {entry.name!r} ({action}) could not start: {exc.strerror or exc}") from None
-
+    proc = await _start(entry, action, event, extra_env)
     assert proc.stdin and proc.stdout and proc.stderr
     feed = asyncio.create_task(_feed(proc.stdin, request_json(event)))
     head = asyncio.create_task(_collect_head(proc.stdout, STDOUT_LIMIT))
@@ -195,6 +175,32 @@ async def run(
     stdout, overflow = head.result() if head.done() and not head.cancelled() else (b"", False)
     stderr = tail.result() if tail.done() and not tail.cancelled() else b""
     return Outcome(returncode, stdout, overflow, stderr)
+
+
+async def _start(
+    entry: Entry, action: str, event: Mapping[str, Any], extra_env: Mapping[str, str] | None
+) -> asyncio.subprocess.Process:
+    """The action's process, in a session of its own, with the passed-through, configured and request
+    environment; CommandError when it cannot start."""
+    env = {k: os.environ[k] for k in entry.pass_env if k in os.environ}
+    env.update(entry.env)
+    env.update(request_env(event))
+    env.update(extra_env or {})
+    pipes: dict[str, Any] = dict(
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=entry.cwd,
+        start_new_session=True,
+    )
+    command = entry.actions[action]
+    try:
+        if entry.shell:
+            return await asyncio.create_subprocess_shell(str(command), **pipes)
+        return await asyncio.create_subprocess_exec(*command, **pipes)
+    except OSError as exc:
+        raise CommandError(f"command {entry.name!r} ({action}) could not start: {exc.strerror or exc}") from None
 
 
 async def _exit_of(proc: asyncio.subprocess.Process) -> int:

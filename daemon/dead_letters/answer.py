@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
+from dataclasses import dataclass
 
 import structlog
 
@@ -11,22 +11,27 @@ from ..pipeline.request import Request
 
 log = structlog.get_logger("worker")
 
-DEAD_LETTER: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("dead_letter", default=None)
-"""(dead-letter queue name, message id) while Worker.answer_dead_letter runs a message through the main path."""
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message being answered from the dead-letter queue (Worker.answer_dead_letter), passed down the
+    main path explicitly: a request nobody has answered gets `answer` instead of a run of its handler,
+    and a copy another attempt holds is never waited for in the daemon (the watcher's next pass looks again)."""
 
-def dead_letter_answer(request: Request, where: tuple[str, str]) -> responses.Response:
-    queue_name, message_id = where
-    log.error(
-        "deadletter.answered",
-        dead_letter_queue=queue_name,
-        detail="the request ran out of receives on the queue; answering FAILED",
-    )
-    return responses.cut_short(
-        request,
-        (
-            f"The provider could not process this request: it ran out of receives and was moved to the "
-            f"dead-letter queue {queue_name}. Look in the provider's log for event deadletter.answered "
-            f"(message {message_id}, RequestId {request.request_id})."
-        ),
-    )
+    queue_name: str
+    message_id: str
+
+    def answer(self, request: Request) -> responses.Response:
+        log.error(
+            "deadletter.answered",
+            dead_letter_queue=self.queue_name,
+            detail="the request ran out of receives on the queue; answering FAILED",
+        )
+        return responses.cut_short(
+            request,
+            (
+                f"The provider could not process this request: it ran out of receives and was moved to the "
+                f"dead-letter queue {self.queue_name}. Look in the provider's log for event deadletter.answered "
+                f"(message {self.message_id}, RequestId {request.request_id})."
+            ),
+        )

@@ -164,17 +164,7 @@ class LambdaFunction:
         except (FunctionLoadError, Exited, OSError) as exc:  # a replacement that no longer starts
             raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
         if process is None:
-            tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
-            log.info(
-                "lambda.queued",
-                function=self.name,
-                concurrency=self.settings.concurrency,
-                detail="every process of the function is busy: the poll scheduler tries again shortly",
-            )
-            return InProgress(
-                progress=progress if progress is not None and not queued else {QUEUED: tries},
-                after=min(15.0, 1.0 + tries),
-            )
+            return self._queued(progress, queued)
         request_id = str(event.get("RequestId") or "")
         aws_request_id = str(uuid.uuid4())
         ids = {
@@ -187,15 +177,7 @@ class LambdaFunction:
         capture = host.answers.open({k: ids[k] for k in ("function", "request_id", "logical_id", "aws_request_id")})
         capture.on_answer = lambda answer: process.output.answered(answer.data if answer.no_echo else None)
         deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
-        lambda_context = {
-            "function_name": self.name,
-            "invoked_function_arn": _function_arn(self.name, str(event.get("StackId") or "")),
-            "memory_limit_in_mb": str(self.settings.memory_mb or machine_memory_mb()),
-            "aws_request_id": aws_request_id,
-            "log_group_name": self.log_group,
-            "log_stream_name": process.log_stream,
-            "deadline": deadline,
-        }
+        lambda_context = self._context(event, process, aws_request_id, deadline)
         crhelper_progress = None if queued else progress  # a queued first call runs as a first call
         call = asyncio.ensure_future(process.invoke(_event(event, capture.url, crhelper_progress), lambda_context, ids))
         call.add_done_callback(_retrieved)
@@ -213,6 +195,34 @@ class LambdaFunction:
             return _result(capture.answer, request_id, process.log_stream)
         await self._finish(call, capture, process, pool, deadline, host.answers)
         return self._ended(call, capture, process, event, crhelper_progress, request_id)
+
+    def _queued(self, progress: Any, queued: bool) -> InProgress:
+        """Every process busy: the poll scheduler tries again shortly (counting the tries in `progress`)."""
+        tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
+        log.info(
+            "lambda.queued",
+            function=self.name,
+            concurrency=self.settings.concurrency,
+            detail="every process of the function is busy: the poll scheduler tries again shortly",
+        )
+        return InProgress(
+            progress=progress if progress is not None and not queued else {QUEUED: tries},
+            after=min(15.0, 1.0 + tries),
+        )
+
+    def _context(
+        self, event: Mapping[str, Any], process: FunctionProcess, aws_request_id: str, deadline: float
+    ) -> dict[str, Any]:
+        """The fields of the Lambda context object the function is given."""
+        return {
+            "function_name": self.name,
+            "invoked_function_arn": _function_arn(self.name, str(event.get("StackId") or "")),
+            "memory_limit_in_mb": str(self.settings.memory_mb or machine_memory_mb()),
+            "aws_request_id": aws_request_id,
+            "log_group_name": self.log_group,
+            "log_stream_name": process.log_stream,
+            "deadline": deadline,
+        }
 
     async def _finish(
         self,

@@ -101,7 +101,31 @@ def make() -> LoopbackTls:
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cfn-provider loopback CA")])
-    ca_cert = (
+    ca_cert = _ca_certificate(ca_key, ca_name, now)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _server_certificate(key, ca_key, ca_name, now)
+    folder = Path(tempfile.mkdtemp(prefix="cfn-provider-functions-"))
+    os.chmod(folder, 0o700)
+    pem = serialization.Encoding.PEM
+    ca_pem = ca_cert.public_bytes(pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    key_file = folder / "listener-key.pem"
+    try:
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(
+                cert.public_bytes(pem)
+                + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            )
+        context.load_cert_chain(key_file)
+    finally:
+        key_file.unlink(missing_ok=True)
+    return LoopbackTls(context, ca_pem, folder)
+
+
+def _ca_certificate(ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, now: dt.datetime) -> x509.Certificate:
+    """The CA: self-signed, signs certificates only (path length 0), ten years."""
+    return (
         x509.CertificateBuilder()
         .subject_name(ca_name)
         .issuer_name(ca_name)
@@ -127,8 +151,13 @@ def make() -> LoopbackTls:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
+
+
+def _server_certificate(
+    key: ec.EllipticCurvePrivateKey, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, now: dt.datetime
+) -> x509.Certificate:
+    """The listener's: 127.0.0.1 and localhost, server auth only, signed by the CA."""
+    return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, LOOPBACK)]))
         .issuer_name(ca_name)
@@ -145,20 +174,3 @@ def make() -> LoopbackTls:
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    folder = Path(tempfile.mkdtemp(prefix="cfn-provider-functions-"))
-    os.chmod(folder, 0o700)
-    pem = serialization.Encoding.PEM
-    ca_pem = ca_cert.public_bytes(pem)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    key_file = folder / "listener-key.pem"
-    try:
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(
-                cert.public_bytes(pem)
-                + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-            )
-        context.load_cert_chain(key_file)
-    finally:
-        key_file.unlink(missing_ok=True)
-    return LoopbackTls(context, ca_pem, folder)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import structlog
@@ -77,7 +76,7 @@ class Responder:
     async def put(self, url: str, body: bytes, deadline: float | None = None) -> Delivery:
         return await self.send([url], body, deadline=deadline)
 
-    async def send(  # noqa: C901 - to split (issue 24: complexity <= 12)
+    async def send(
         self, urls: Sequence[str], body: bytes, dialect: Dialect = CLOUDFORMATION, deadline: float | None = None
     ) -> Delivery:
         """Deliver `body`; `deadline` (epoch seconds) is the request's, if known: no attempt or
@@ -87,59 +86,22 @@ class Responder:
         give_up_at = expires_at(url) or time.time() + UNKNOWN_EXPIRY_BUDGET
         if deadline is not None:
             give_up_at = min(give_up_at, max(deadline, time.time() + self.min_delivery))
-        last: dict[str, Any] = {"status": None, "detail": "no answer before the delivery deadline", "attempts": 0}
-
-        def stop(state: RetryCallState) -> bool:
-            return time.time() + (state.upcoming_sleep or 0) >= give_up_at
-
-        def before_sleep(state: RetryCallState) -> None:
-            if self.on_retry:
-                self.on_retry()
-            log.warning(
-                "response.retry",
-                url=redact(url),
-                attempt=state.attempt_number,
-                detail=last["detail"],
-                sleep=round(state.upcoming_sleep, 2),
-            )
-
         if time.time() >= give_up_at:
             return Delivery(False, None, 0, "URL expired before the first attempt")
-
-        def retrying() -> AsyncRetrying:  # built only once the first attempt has failed
-            return AsyncRetrying(
-                retry=retry_if_exception_type(_Retryable),
-                wait=wait_random_exponential(multiplier=0.5, max=self.max_backoff),
-                stop=stop,
-                before_sleep=before_sleep,
-                reraise=True,
-            )
-
-        async def attempt() -> None:
-            nonlocal url
-            last["attempts"] += 1
-            status, detail = await self._attempt(url, body, dialect, give_up_at)
-            if status is not None or time.time() < give_up_at:  # one cut by the deadline tells nothing
-                last.update(status=status, detail=detail)
-            if status is None and urls:  # unreachable: try the next URL
-                log.warning("response.fallback", url=redact(url), detail=detail, to=redact(urls[0]))
-                url = urls.pop(0)
-            if status is None or status >= 500 or status in RETRYABLE_STATUS or _retryable_400(status, detail):
-                raise _Retryable(detail)
-
+        sending = _Sending(self, url, urls, body, dialect, give_up_at)
         try:
-            await first_try_then(attempt, retrying)
+            await first_try_then(sending.attempt, sending.retrying)
         except _Retryable:
             return Delivery(
                 False,
-                last["status"],
-                last["attempts"],
-                f"gave up at URL expiry or the request's deadline: {last['detail']}",
+                sending.status,
+                sending.attempts,
+                f"gave up at URL expiry or the request's deadline: {sending.detail}",
             )
         except ValueError as exc:  # the HTTP client refuses the URL itself: final
-            return Delivery(False, None, last["attempts"], f"unusable URL: {str(exc)[:200]}")
-        status = last["status"]
-        return Delivery(200 <= status < 300, status, last["attempts"], last["detail"])
+            return Delivery(False, None, sending.attempts, f"unusable URL: {str(exc)[:200]}")
+        status = sending.status
+        return Delivery(status is not None and 200 <= status < 300, status, sending.attempts, sending.detail)
 
     async def _attempt(self, url: str, body: bytes, dialect: Dialect, give_up_at: float) -> tuple[int | None, str]:
         # the whole attempt ends at the delivery's deadline, however slowly the bytes come (the
@@ -162,6 +124,54 @@ class Responder:
                 return resp.status, f"HTTP {resp.status} {_s3_error_code(text)}".strip()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return None, f"{type(exc).__name__}: {exc}"[:300]
+
+
+class _Sending:
+    """One delivery's attempts: the URL tried now (the next on a connection error), the last answer,
+    and the retry policy that stops at `give_up_at`."""
+
+    def __init__(
+        self, responder: Responder, url: str, fallbacks: list[str], body: bytes, dialect: Dialect, give_up_at: float
+    ):
+        self.responder, self.url, self.fallbacks = responder, url, fallbacks
+        self.body, self.dialect, self.give_up_at = body, dialect, give_up_at
+        self.status: int | None = None
+        self.detail = "no answer before the delivery deadline"
+        self.attempts = 0
+
+    def stop(self, state: RetryCallState) -> bool:
+        return time.time() + (state.upcoming_sleep or 0) >= self.give_up_at
+
+    def before_sleep(self, state: RetryCallState) -> None:
+        if self.responder.on_retry:
+            self.responder.on_retry()
+        log.warning(
+            "response.retry",
+            url=redact(self.url),
+            attempt=state.attempt_number,
+            detail=self.detail,
+            sleep=round(state.upcoming_sleep, 2),
+        )
+
+    def retrying(self) -> AsyncRetrying:  # built only once the first attempt has failed
+        return AsyncRetrying(
+            retry=retry_if_exception_type(_Retryable),
+            wait=wait_random_exponential(multiplier=0.5, max=self.responder.max_backoff),
+            stop=self.stop,
+            before_sleep=self.before_sleep,
+            reraise=True,
+        )
+
+    async def attempt(self) -> None:
+        self.attempts += 1
+        status, detail = await self.responder._attempt(self.url, self.body, self.dialect, self.give_up_at)
+        if status is not None or time.time() < self.give_up_at:  # one cut by the deadline tells nothing
+            self.status, self.detail = status, detail
+        if status is None and self.fallbacks:  # unreachable: try the next URL
+            log.warning("response.fallback", url=redact(self.url), detail=detail, to=redact(self.fallbacks[0]))
+            self.url = self.fallbacks.pop(0)
+        if status is None or status >= 500 or status in RETRYABLE_STATUS or _retryable_400(status, detail):
+            raise _Retryable(detail)
 
 
 def _retryable_400(status: int, detail: str) -> bool:

@@ -54,7 +54,7 @@ def coerce(value: Any, schema: Any, root: Any | None = None) -> Any:
     return _coerce(thaw(value), schema, schema if root is None else root, 0)
 
 
-def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:  # noqa: C901 - to split (issue 24: complexity <= 12)
+def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:
     if not isinstance(schema, Mapping) or depth > 64:
         return value
     ref = schema.get("$ref")
@@ -73,37 +73,48 @@ def _coerce(value: Any, schema: Any, root: Any, depth: int) -> Any:  # noqa: C90
         value = _scalar(value, types)
 
     if isinstance(value, dict):
-        props = _mapping(schema, "properties")
-        patterns = _mapping(schema, "patternProperties")
-        extra = schema.get("additionalProperties")
-        for name, sub in props.items():
-            if name not in value and isinstance(sub, Mapping) and "default" in sub:
-                value[name] = copy.deepcopy(sub["default"])
-        for name in list(value):
-            if name in props:
-                value[name] = _coerce(value[name], props[name], root, depth + 1)
-                continue
-            matched = False
-            for pattern, sub in patterns.items():
-                try:
-                    hit = re.search(pattern, name)
-                except re.error:
-                    hit = None
-                if hit:
-                    matched = True
-                    value[name] = _coerce(value[name], sub, root, depth + 1)
-            if not matched and isinstance(extra, Mapping):
-                value[name] = _coerce(value[name], extra, root, depth + 1)
+        _coerce_object(value, schema, root, depth)
     elif isinstance(value, list):
-        prefix = schema.get("prefixItems")
-        items = schema.get("items")
-        if isinstance(items, list):  # draft 4-7 tuple form
-            prefix, items = items, schema.get("additionalItems")
-        prefix = prefix if isinstance(prefix, list) else []
-        for i, item in enumerate(value):
-            sub = prefix[i] if i < len(prefix) else items
-            value[i] = _coerce(item, sub, root, depth + 1)
+        _coerce_array(value, schema, root, depth)
     return value
+
+
+def _coerce_object(value: dict[str, Any], schema: Mapping[str, Any], root: Any, depth: int) -> None:
+    """Each property by its schema (properties, then patternProperties, then additionalProperties),
+    and the defaults of missing ones filled in."""
+    props = _mapping(schema, "properties")
+    patterns = _mapping(schema, "patternProperties")
+    extra = schema.get("additionalProperties")
+    for name, sub in props.items():
+        if name not in value and isinstance(sub, Mapping) and "default" in sub:
+            value[name] = copy.deepcopy(sub["default"])
+    for name in list(value):
+        if name in props:
+            value[name] = _coerce(value[name], props[name], root, depth + 1)
+            continue
+        matched = False
+        for pattern, sub in patterns.items():
+            try:
+                hit = re.search(pattern, name)
+            except re.error:
+                hit = None
+            if hit:
+                matched = True
+                value[name] = _coerce(value[name], sub, root, depth + 1)
+        if not matched and isinstance(extra, Mapping):
+            value[name] = _coerce(value[name], extra, root, depth + 1)
+
+
+def _coerce_array(value: list[Any], schema: Mapping[str, Any], root: Any, depth: int) -> None:
+    """Each item by its schema (prefixItems / the tuple form of items, then items)."""
+    prefix = schema.get("prefixItems")
+    items = schema.get("items")
+    if isinstance(items, list):  # draft 4-7 tuple form
+        prefix, items = items, schema.get("additionalItems")
+    prefix = prefix if isinstance(prefix, list) else []
+    for i, item in enumerate(value):
+        sub = prefix[i] if i < len(prefix) else items
+        value[i] = _coerce(item, sub, root, depth + 1)
 
 
 def _mapping(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -267,7 +267,7 @@ def test_state_table_is_what_fleet_mode_expects(provider: dict[str, Any]) -> Non
     )
     assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     # the same sparse index of waiting polls as `bootstrap` makes (daemon/ops/bootstrap.py)
-    from cfn_provider.ops.bootstrap import _POLL_ATTRIBUTES, _POLL_INDEX_SPEC
+    from cfn_provider.ops.bootstrap_table import _POLL_ATTRIBUTES, _POLL_INDEX_SPEC
 
     assert props["AttributeDefinitions"] == [{"AttributeName": "pk", "AttributeType": "S"}, *_POLL_ATTRIBUTES]
     assert props["GlobalSecondaryIndexes"] == [_POLL_INDEX_SPEC]

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from .embedded import EmbeddedDaemon
 from .fast_polls import FastPolls
 from .remember import Remembered
 from .state import DEFAULT_SERVICE_TIMEOUT, SimulateError
+
+if TYPE_CHECKING:
+    from ...config import Settings
 
 
 @dataclass
@@ -161,49 +164,12 @@ class Backend:
         self._exit.close()
 
     def _start(self) -> None:
-        from ...config import Settings
-        from ..emulator import TEST_CREDENTIALS, Provider
-        from .stack_emulator import StackEmulator
+        from ..emulator import Provider
 
         if self.endpoint_url:
-            self.region = (
-                self.requested_region
-                or os.environ.get("AWS_REGION")
-                or os.environ.get("AWS_DEFAULT_REGION")
-                or "us-east-1"
-            )
-            env: dict[str, str | None] = {
-                "AWS_ENDPOINT_URL": self.endpoint_url,
-                "AWS_DEFAULT_REGION": self.region,
-                "AWS_REGION": self.region,
-                "AWS_ENDPOINT_URL_SNS": None,
-                "AWS_ENDPOINT_URL_SQS": None,
-                "AWS_ENDPOINT_URL_S3": None,
-            }
-            import boto3
-
-            with _environment({"AWS_EC2_METADATA_DISABLED": "true"}):  # no instance-metadata probe for this
-                found = boto3.Session().get_credentials()
-            if found is None:  # emulators take any credentials
-                env.update(TEST_CREDENTIALS)
-            self._exit.enter_context(_environment(env))
-            self.emulator = Endpoint(self.endpoint_url, self.region)
+            self._use_endpoint(self.endpoint_url)
         else:
-            had = self.emulator_record is not None
-            self.emulator = StackEmulator.attach(self.emulator_record, self.state_path)
-            self.emulator_record = self.emulator.record
-            if not self.emulator.reused:  # a create that fails before its stack is saved keeps nothing running
-                self._exit.callback(lambda: None if self.state_path.exists() else self.emulator.discard())
-            if had and not self.emulator.reused:
-                self.warnings.append(
-                    "the stack's emulator process is gone (stopped, or the machine restarted): a new "
-                    "one starts, without what earlier operations made in it"
-                )
-            self.region = "us-east-1"
-            env = {k: None for k in _ENV_KEYS}
-            env.update(self.emulator.env())
-            env["AWS_REGION"] = self.region
-            self._exit.enter_context(_environment(env))
+            self._use_stack_emulator()
         # A queue of this invocation's own, even on a fresh emulator: moto keeps its state per process,
         # and a long poll cut short when the daemon stops must not swallow the next invocation's request.
         name = f"cfn-simulate-{uuid.uuid4().hex[:8]}"
@@ -216,25 +182,75 @@ class Backend:
         self._exit.callback(self._remove_provider)
         self.account_id = self.provider.topic_arn.split(":")[4] or "123456789012"
         self._tmp = self._exit.enter_context(tempfile.TemporaryDirectory(prefix="cfn-simulate-"))
-        settings = Settings(
+        self.daemon = EmbeddedDaemon(self._settings(self._tmp))
+        self.daemon.start()
+        self._exit.callback(self._stop_daemon)
+
+    def _use_endpoint(self, endpoint_url: str) -> None:
+        """--endpoint: its region (the one asked for, else the environment's), the environment pointed
+        at it, and the emulators' test credentials when there are no others."""
+        import boto3
+
+        from ..emulator import TEST_CREDENTIALS
+
+        self.region = (
+            self.requested_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        )
+        env: dict[str, str | None] = {
+            "AWS_ENDPOINT_URL": endpoint_url,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL_SNS": None,
+            "AWS_ENDPOINT_URL_SQS": None,
+            "AWS_ENDPOINT_URL_S3": None,
+        }
+        with _environment({"AWS_EC2_METADATA_DISABLED": "true"}):  # no instance-metadata probe for this
+            found = boto3.Session().get_credentials()
+        if found is None:  # emulators take any credentials
+            env.update(TEST_CREDENTIALS)
+        self._exit.enter_context(_environment(env))
+        self.emulator = Endpoint(endpoint_url, self.region)
+
+    def _use_stack_emulator(self) -> None:
+        """No endpoint: the stack's own emulator process (reused while it runs, else a new one)."""
+        from .stack_emulator import StackEmulator
+
+        had = self.emulator_record is not None
+        self.emulator = StackEmulator.attach(self.emulator_record, self.state_path)
+        self.emulator_record = self.emulator.record
+        if not self.emulator.reused:  # a create that fails before its stack is saved keeps nothing running
+            self._exit.callback(lambda: None if self.state_path.exists() else self.emulator.discard())
+        if had and not self.emulator.reused:
+            self.warnings.append(
+                "the stack's emulator process is gone (stopped, or the machine restarted): a new "
+                "one starts, without what earlier operations made in it"
+            )
+        self.region = "us-east-1"
+        env: dict[str, str | None] = {k: None for k in _ENV_KEYS}
+        env.update(self.emulator.env())
+        env["AWS_REGION"] = self.region
+        self._exit.enter_context(_environment(env))
+
+    def _settings(self, tmp: str) -> Settings:
+        """The embedded daemon's Settings: the provider's queue, state and health file under `tmp`, fast stops."""
+        from ...config import Settings
+
+        return Settings(
             queue_url=self.provider.queue_url,
             region=self.region,
             topic_arns=(self.provider.topic_arn,),
             handlers=self._handlers(),
             handler_paths=tuple(self.remembered.handler_paths),
-            state=f"sqlite://{self._tmp}/state.db",
+            state=f"sqlite://{tmp}/state.db",
             verify_signatures=False,
             allow_response_urls=(self.emulator.endpoint + "/",),
             wait_seconds=1,
             grace_period=0.2,
             max_backoff=1.0,
             concurrency=8,
-            health_file=f"{self._tmp}/health.json",
+            health_file=f"{tmp}/health.json",
             summary_interval=3600.0,
         )
-        self.daemon = EmbeddedDaemon(settings)
-        self.daemon.start()
-        self._exit.callback(self._stop_daemon)
 
     def _handlers(self) -> tuple[tuple[str, Any], ...]:
         """The remembered --handler values; with --poll-every, each loaded and served through FastPolls."""

@@ -68,70 +68,73 @@ def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
         raise click.BadParameter(str(exc)) from None
 
 
+_COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    click.option(
+        "--stack-name",
+        help="Name of the simulated stack (create: default from the template's "
+        "file name; update/delete: default the only stack in ./.cfn-simulate/).",
+    ),
+    click.option(
+        "--state-file",
+        type=click.Path(dir_okay=False),
+        help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json).",
+    ),
+    click.option(
+        "--handler",
+        "handlers",
+        multiple=True,
+        callback=_handlers,
+        metavar="TYPE=MODULE[:ATTR]",
+        help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
+        "serves the built-in or installed entry point of that name (e.g. --handler "
+        "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
+    ),
+    click.option(
+        "--handler-path",
+        "handler_paths",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        metavar="DIR",
+        help="Import handler modules from this folder too, as for `run` (repeatable; "
+        "default: the current folder). Remembered.",
+    ),
+    click.option(
+        "--endpoint",
+        metavar="URL",
+        help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
+        "the stack's own embedded moto server. Remembered.",
+    ),
+    click.option(
+        "--poll-every",
+        type=click.FloatRange(0.1, 3600),
+        metavar="SECONDS",
+        help="Poll long-running resources at least this often, whatever interval they ask for "
+        "(crhelper's default is 2 minutes). Remembered.",
+    ),
+    click.option(
+        "--region",
+        help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
+        "/ us-east-1). The embedded emulator is us-east-1.",
+    ),
+    click.option(
+        "--wait-limit",
+        type=click.FloatRange(0.1, 3600),
+        metavar="SECONDS",
+        help="Wait at most this long for each response, even when ServiceTimeout allows more "
+        "(CloudFormation waits the whole ServiceTimeout, default 3600 s).",
+    ),
+    click.option(
+        "--logs/--no-logs",
+        "show_logs",
+        default=False,
+        help="Also show the daemon's log lines (handler tracebacks included) on stderr.",
+    ),
+]
+
+
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "--stack-name",
-            help="Name of the simulated stack (create: default from the template's "
-            "file name; update/delete: default the only stack in ./.cfn-simulate/).",
-        ),
-        click.option(
-            "--state-file",
-            type=click.Path(dir_okay=False),
-            help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json).",
-        ),
-        click.option(
-            "--handler",
-            "handlers",
-            multiple=True,
-            callback=_handlers,
-            metavar="TYPE=MODULE[:ATTR]",
-            help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
-            "serves the built-in or installed entry point of that name (e.g. --handler "
-            "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
-        ),
-        click.option(
-            "--handler-path",
-            "handler_paths",
-            multiple=True,
-            type=click.Path(file_okay=False),
-            metavar="DIR",
-            help="Import handler modules from this folder too, as for `run` (repeatable; "
-            "default: the current folder). Remembered.",
-        ),
-        click.option(
-            "--endpoint",
-            metavar="URL",
-            help="Use this AWS-compatible endpoint (e.g. a running moto or LocalStack) instead of "
-            "the stack's own embedded moto server. Remembered.",
-        ),
-        click.option(
-            "--poll-every",
-            type=click.FloatRange(0.1, 3600),
-            metavar="SECONDS",
-            help="Poll long-running resources at least this often, whatever interval they ask for "
-            "(crhelper's default is 2 minutes). Remembered.",
-        ),
-        click.option(
-            "--region",
-            help="With --endpoint: the region to use (default AWS_REGION / AWS_DEFAULT_REGION "
-            "/ us-east-1). The embedded emulator is us-east-1.",
-        ),
-        click.option(
-            "--wait-limit",
-            type=click.FloatRange(0.1, 3600),
-            metavar="SECONDS",
-            help="Wait at most this long for each response, even when ServiceTimeout allows more "
-            "(CloudFormation waits the whole ServiceTimeout, default 3600 s).",
-        ),
-        click.option(
-            "--logs/--no-logs",
-            "show_logs",
-            default=False,
-            help="Also show the daemon's log lines (handler tracebacks included) on stderr.",
-        ),
-    ]
-    for option in reversed(options):
+    """The options create, update and delete share."""
+    for option in reversed(_COMMON_OPTIONS):
         fn = option(fn)
     return fn
 

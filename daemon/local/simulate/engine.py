@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Mapping
+from typing import Any
 
 from ..template import Template, TemplateError
 from .state import Resource, now
@@ -70,35 +71,14 @@ class Engine(Steps):
         except TemplateError:
             return True
 
-    def update(  # noqa: C901 - to split (issue 24: complexity <= 12)
+    def update(
         self, old: Template, new: Template, overrides: Mapping[str, str] | None = None, template_file: str | None = None
     ) -> str:
         """Update to `new` (made with parameter `overrides`, from `template_file`)."""
         self.stack_status("UPDATE_IN_PROGRESS", "User Initiated")
         ops: list[Op] = []
-        failed: list[tuple[str, str]] = []  # (logical id, "create" | "update")
-        for logical_id in new.custom:
-            rtype = new.resources[logical_id]["Type"]
-            existing = self.state.resources.get(logical_id)
-            if existing is None:
-                ops.append(Op("create", logical_id))
-                if not self.create_resource(new, logical_id):
-                    failed.append((logical_id, "create"))
-                    break
-                continue
-            try:
-                props = new.properties(logical_id, self.lookup)
-            except TemplateError as exc:
-                self.emit(logical_id, existing.physical_id, rtype, "UPDATE_FAILED", str(exc))
-                failed.append((logical_id, "update"))
-                break
-            if props == existing.properties:
-                continue
-            op = Op("update", logical_id, copy.deepcopy(existing), props, existing.physical_id)
-            ops.append(op)
-            if not self._update_resource(new, logical_id, existing, props, op):
-                failed.append((logical_id, "update"))
-                break
+        failed = self._update_resources(new, ops)  # [(logical id, "create" | "update")]
+        outputs: dict[str, dict[str, Any]] = {}
         if not failed:
             try:
                 outputs = self._outputs(new)
@@ -116,7 +96,40 @@ class Engine(Steps):
         if template_file:
             self.state.template_file = template_file
         self.stack_status("UPDATE_COMPLETE_CLEANUP_IN_PROGRESS")
-        # cleanup: old ids of replaced resources, then resources the new template no longer has
+        self._cleanup_replaced(new, ops)
+        self._cleanup_removed(old, new)
+        self.stack_status("UPDATE_COMPLETE")
+        return self.state.status
+
+    def _update_resources(self, new: Template, ops: list[Op]) -> list[tuple[str, str]]:
+        """Each resource of `new` created or updated in order (each step in `ops`), up to the first
+        failure: [(its logical id, "create" | "update")], or [] when none failed."""
+        for logical_id in new.custom:
+            failure = self._update_one(new, logical_id, ops)
+            if failure:
+                return [(logical_id, failure)]
+        return []
+
+    def _update_one(self, new: Template, logical_id: str, ops: list[Op]) -> str | None:
+        """One resource brought to `new`: None, or what failed ("create" | "update")."""
+        rtype = new.resources[logical_id]["Type"]
+        existing = self.state.resources.get(logical_id)
+        if existing is None:
+            ops.append(Op("create", logical_id))
+            return None if self.create_resource(new, logical_id) else "create"
+        try:
+            props = new.properties(logical_id, self.lookup)
+        except TemplateError as exc:
+            self.emit(logical_id, existing.physical_id, rtype, "UPDATE_FAILED", str(exc))
+            return "update"
+        if props == existing.properties:
+            return None
+        op = Op("update", logical_id, copy.deepcopy(existing), props, existing.physical_id)
+        ops.append(op)
+        return None if self._update_resource(new, logical_id, existing, props, op) else "update"
+
+    def _cleanup_replaced(self, new: Template, ops: list[Op]) -> None:
+        """The cleanup phase, first: the old ids of replaced resources."""
         for op in reversed(ops):
             if op.kind == "update" and op.before and op.current_id != op.before.physical_id:
                 self.delete_resource(
@@ -127,6 +140,9 @@ class Engine(Steps):
                     policy_name="UpdateReplacePolicy",
                 )
                 self.save(self.state)
+
+    def _cleanup_removed(self, old: Template, new: Template) -> None:
+        """Then the resources the new template no longer has."""
         removed = [k for k in reversed(old.order) if k in self.state.resources and k not in new.custom]
         removed = [k for k in self.state.resources if k not in new.custom and k not in removed] + removed
         for logical_id in removed:
@@ -138,8 +154,6 @@ class Engine(Steps):
                     "of the stack (CloudFormation leaves it behind too)"
                 )
             self.save(self.state)
-        self.stack_status("UPDATE_COMPLETE")
-        return self.state.status
 
     def _rollback_update(self, old: Template, new: Template, ops: list[Op], failed: list[tuple[str, str]]) -> str:
         parts = []

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from .values import PSEUDO_PARAMETERS, SUB_VARIABLE, TemplateError, intrinsic, is_custom
 
+_FOLLOWED = {"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If", "Condition"}  # what _references reads inside
+
 
 class Dependencies:
     """The references and ordering half of a Template (see document.Template)."""
@@ -27,50 +29,52 @@ class Dependencies:
         @staticmethod
         def _sub_args(arg: Any, where: str) -> tuple[str, dict[str, Any]]: ...
 
-    def _references(self, value: Any, where: str) -> Iterator[tuple[str, str | None]]:  # noqa: C901 - to split (issue 24: complexity <= 12)
+    def _references(self, value: Any, where: str) -> Iterator[tuple[str, str | None]]:
         """(name, attribute or None) for each Ref / GetAtt / Sub variable, following only the
         Fn::If branches the conditions choose."""
         found = intrinsic(value)
-        if found:
-            key, arg = found
-            if key == "Ref":
-                if not isinstance(arg, str):
-                    raise TemplateError(f"{where}: Ref takes a name")
-                yield arg, None
-                return
-            if key == "Fn::GetAtt":
-                logical_id, attribute = self._getatt_args(arg, where)
-                yield logical_id, attribute if isinstance(attribute, str) else "*"
-                if not isinstance(attribute, str):
-                    yield from self._references(attribute, where)
-                return
-            if key == "Fn::Sub":
-                text, variables = self._sub_args(arg, where)
-                for name in SUB_VARIABLE.findall(text):
-                    name = name.strip()
-                    if name.startswith("!") or name in variables:
-                        continue
-                    head, dot, attribute = name.partition(".")
-                    if dot and head in self.all_resources:
-                        yield head, attribute
-                    else:
-                        yield name, None
-                for v in variables.values():
-                    yield from self._references(v, where)
-                return
-            if key == "Fn::If":
-                if not isinstance(arg, list) or len(arg) != 3 or not isinstance(arg[0], str):
-                    raise TemplateError(f"{where}: Fn::If takes [condition name, value if true, value if false]")
-                yield from self._references(arg[1] if self.condition(arg[0]) else arg[2], where)
-                return
-            if key == "Condition":
-                return
+        if found and found[0] in _FOLLOWED:
+            yield from self._intrinsic_references(*found, where)
+            return
         if isinstance(value, dict):
             for k, v in value.items():
                 yield from self._references(v, f"{where}.{k}")
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 yield from self._references(v, f"{where}[{i}]")
+
+    def _intrinsic_references(self, key: str, arg: Any, where: str) -> Iterator[tuple[str, str | None]]:
+        """What one of the _FOLLOWED intrinsic functions refers to."""
+        if key == "Ref":
+            if not isinstance(arg, str):
+                raise TemplateError(f"{where}: Ref takes a name")
+            yield arg, None
+        elif key == "Fn::GetAtt":
+            logical_id, attribute = self._getatt_args(arg, where)
+            yield logical_id, attribute if isinstance(attribute, str) else "*"
+            if not isinstance(attribute, str):
+                yield from self._references(attribute, where)
+        elif key == "Fn::Sub":
+            yield from self._sub_references(arg, where)
+        elif key == "Fn::If":
+            if not isinstance(arg, list) or len(arg) != 3 or not isinstance(arg[0], str):
+                raise TemplateError(f"{where}: Fn::If takes [condition name, value if true, value if false]")
+            yield from self._references(arg[1] if self.condition(arg[0]) else arg[2], where)
+        # "Condition": refers to a condition, no resource or parameter
+
+    def _sub_references(self, arg: Any, where: str) -> Iterator[tuple[str, str | None]]:
+        text, variables = self._sub_args(arg, where)
+        for name in SUB_VARIABLE.findall(text):
+            name = name.strip()
+            if name.startswith("!") or name in variables:
+                continue
+            head, dot, attribute = name.partition(".")
+            if dot and head in self.all_resources:
+                yield head, attribute
+            else:
+                yield name, None
+        for v in variables.values():
+            yield from self._references(v, where)
 
     def _validate_references(self) -> None:
         unresolved: list[str] = []

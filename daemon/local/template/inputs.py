@@ -99,31 +99,11 @@ class Inputs:
                     raise TemplateError(f"Parameter '{name}' must be a number not greater than {spec['MaxValue']}")
         return items if is_list else value
 
-    def _mentioned_names(self, skip_service_tokens: bool) -> set[str]:  # noqa: C901 - to split (issue 24: complexity <= 12)
+    def _mentioned_names(self, skip_service_tokens: bool) -> set[str]:
         """Every name a Ref / Sub / GetAtt mentions, anywhere, conditions ignored."""
         names: set[str] = set()
-
-        def walk(value: Any) -> None:
-            found = intrinsic(value)
-            if found:
-                key, arg = found
-                if key == "Ref" and isinstance(arg, str):
-                    names.add(arg)
-                elif key == "Fn::Sub":
-                    text = arg[0] if isinstance(arg, list) and arg else arg
-                    if isinstance(text, str):
-                        names.update(v.split(".")[0] for v in SUB_VARIABLE.findall(text) if not v.startswith("!"))
-                    walk(arg)
-                    return
-            if isinstance(value, dict):
-                for v in value.values():
-                    walk(v)
-            elif isinstance(value, list):
-                for v in value:
-                    walk(v)
-
         for section in ("Conditions", "Outputs"):
-            walk(self.doc.get(section))
+            _mentioned(self.doc.get(section), names)
         for resource in self.all_resources.values():
             for key, value in resource.items():
                 if (
@@ -132,9 +112,9 @@ class Inputs:
                     and is_custom(resource["Type"])
                     and isinstance(value, dict)
                 ):
-                    walk({k: v for k, v in value.items() if k != "ServiceToken"})
+                    _mentioned({k: v for k, v in value.items() if k != "ServiceToken"}, names)
                 else:
-                    walk(value)
+                    _mentioned(value, names)
         return names
 
     # ------------------------------------------------------------------------ conditions
@@ -210,3 +190,24 @@ def parse_parameters(values: Iterable[str]) -> dict[str, str]:
             raise ValueError(f"{item!r} is not KEY=VALUE")
         result[key.strip()] = value
     return result
+
+
+def _mentioned(value: Any, names: set[str]) -> None:
+    """Add to `names` each name a Ref / Sub mentions in `value`."""
+    found = intrinsic(value)
+    if found:
+        key, arg = found
+        if key == "Ref" and isinstance(arg, str):
+            names.add(arg)
+        elif key == "Fn::Sub":
+            text = arg[0] if isinstance(arg, list) and arg else arg
+            if isinstance(text, str):
+                names.update(v.split(".")[0] for v in SUB_VARIABLE.findall(text) if not v.startswith("!"))
+            _mentioned(arg, names)
+            return
+    if isinstance(value, dict):
+        for v in value.values():
+            _mentioned(v, names)
+    elif isinstance(value, list):
+        for v in value:
+            _mentioned(v, names)
