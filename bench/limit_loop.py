@@ -5,6 +5,7 @@ signature check, no idempotency store, no logging framework; only the JSON parsi
 response needs. Prints `ready`, then `answered K` after each batch (the bench counts them).
 
     python -m bench.limit_loop --queue-url URL [--pollers 1] [--wait-seconds 20] [--max-seconds 600]
+                               [--event-loop asyncio|uvloop|auto]
     python -m bench.limit_loop --queue-url URL --receive-only   # latency baseline: prints
                                         # `received SNS_MESSAGE_ID UNIX_TIME` and deletes, no PUT
 """
@@ -21,6 +22,8 @@ import time
 import aiobotocore.session
 import aiohttp
 from yarl import URL
+
+from cfn_provider import loops
 
 
 def response_body(request: dict) -> bytes:
@@ -91,7 +94,9 @@ def main() -> int:
     parser.add_argument("--wait-seconds", type=int, default=20)
     parser.add_argument("--max-seconds", type=float, default=600)
     parser.add_argument("--receive-only", action="store_true")
-    return asyncio.run(serve(parser.parse_args()))
+    parser.add_argument("--event-loop", choices=loops.CHOICES, default="asyncio", help="default asyncio")
+    args = parser.parse_args()
+    return loops.run(lambda: serve(args), args.event_loop)
 
 
 if __name__ == "__main__":

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="diagnose: py-spy the daemon and limit loop in the burst, time each stage of a message "
-        "in the slow and latency runs (the figures are then not the reference ones)",
+        help="diagnose: py-spy the daemon, the durable floor and the limit loop in the burst, time each stage "
+        "of a message in the slow and latency runs (the figures are then not the reference ones)",
     )
     parser.add_argument(
         "--json",
@@ -221,10 +221,10 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
         )
     b = results.get("burst")
     if b:
-        d, lim = b["daemon"], b["limit"]
+        d, lim = b["daemon"], b["floor"]
         cost = (
             f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
-            f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
+            f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the durable floor ({d['sqs_calls_per_request']:.2f} "
             f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)"
         )
         starved = d.get("cpu_pressure") or 0.0
@@ -232,7 +232,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
             notes.append(
                 f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "
                 f"and S3 call and closes every connection ({d['emulator_busy']:.2f} / "
-                f"{lim['emulator_busy']:.2f} cores busy in the daemon / limit runs); {cost}"
+                f"{lim['emulator_busy']:.2f} cores busy in the daemon / floor runs); {cost}"
             )
         elif starved >= 0.5:
             notes.append(
@@ -265,7 +265,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
 
 
 def _print_profiles(burst: dict[str, Any]) -> None:
-    for kind in ("daemon", "limit"):
+    for kind in ("daemon", "floor", "limit"):
         for run in burst[kind]["runs"]:
             for name, prof in (run.get("profile") or {}).items():
                 cpu = run["cpu_ms_per_request"]
