@@ -282,6 +282,32 @@ def _print_profiles(burst: dict[str, Any]) -> None:
                 print("  self:")
                 for frame, share in prof["self"][:8]:
                     print(f"    {share:5.1f}%  {frame}")
+    _print_stage_costs(burst)
+
+
+def _print_stage_costs(burst: dict[str, Any]) -> None:
+    """CPU per request by stage (bench.profile.STAGES): each run's share of GIL samples times its CPU per
+    request, averaged over the rounds; the daemon beside the durable floor and the limit loop."""
+    kinds = [k for k in ("daemon", "daemon_asyncio", "floor", "limit") if k in burst]
+    cost: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        runs = [
+            (r["cpu_ms_per_request"], p["stages"])
+            for r in burst[kind]["runs"]
+            for p in (r.get("profile") or {}).values()
+        ]
+        runs = [(cpu, shares) for cpu, shares in runs if shares]
+        for cpu, shares in runs:
+            for stage, share in shares.items():
+                cost.setdefault(stage, {}).setdefault(kind, 0.0)
+                cost[stage][kind] += 1000 * cpu * share / len(runs)
+    if not cost:
+        return
+    print("\nCPU per request by stage (us; GIL samples x CPU per request, mean over rounds; bench.profile.STAGES):")
+    print(f"    {'stage':<40}" + "".join(f"{k:>16}" for k in kinds) + f"{'daemon - floor':>16}")
+    for stage, by_kind in cost.items():
+        gap = by_kind.get("daemon", 0.0) - by_kind.get("floor", 0.0)
+        print(f"    {stage:<40}" + "".join(f"{by_kind.get(k, 0.0):16.0f}" for k in kinds) + f"{gap:+16.0f}")
 
 
 def _print_stages(results: dict[str, Any]) -> None:
