@@ -118,3 +118,61 @@ async def test_abandon_drops_waiting_deletes_at_once(emulator: Emulator, client:
     assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
     await asyncio.wait_for(batcher.close(), 5)  # nothing left to send
     assert calls.batches == [] and queue_counts(emulator.client("sqs"), queue.url) == (0, 3)
+
+
+async def test_the_deletes_of_one_receive_go_in_one_call_though_its_messages_finish_apart(
+    emulator: Emulator, client: Any, queue: SqsQueue
+):
+    """Messages of one receive finish at different times (their PUTs return apart): each delete waits
+    for the rest of its receive (never past the linger), so the receive costs one DeleteMessageBatch."""
+    messages = await received(emulator, queue, 6)
+    calls = Calls(client)
+    batcher = DeleteBatcher(queue, linger=30)
+    batcher.expect(messages)
+    first = [asyncio.create_task(batcher.delete(m)) for m in messages[:2]]
+    await asyncio.sleep(0.2)
+    assert calls.batches == [] and not any(t.done() for t in first)  # the other four are still worked on
+    rest = [asyncio.create_task(batcher.delete(m)) for m in messages[2:5]]
+    await asyncio.sleep(0.2)
+    assert calls.batches == []
+    batcher.done(messages[5])  # the last one ends without a delete (say, handed back): nothing left to wait for
+    await asyncio.wait_for(asyncio.gather(*first, *rest), 5)
+    assert calls.batches == [5] and calls.singles == 0
+    assert queue_counts(emulator.client("sqs"), queue.url) == (0, 1)  # only the one not deleted is still in flight
+
+
+async def test_a_delete_waits_for_the_rest_of_its_receive_no_longer_than_the_linger(
+    emulator: Emulator, client: Any, queue: SqsQueue
+):
+    messages = await received(emulator, queue, 3)
+    calls = Calls(client)
+    batcher = DeleteBatcher(queue, linger=0.3)
+    batcher.expect(messages)  # the other two never finish (a handler that runs for minutes)
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(batcher.delete(messages[0]), 5)
+    assert asyncio.get_running_loop().time() - started >= 0.25  # it waited for company, for the linger
+    assert calls.batches == [1]
+    batcher.done(messages[1])  # done twice, or after the batch went: nothing changes
+    batcher.done(messages[1])
+    await asyncio.wait_for(batcher.delete(messages[2]), 5)
+    assert calls.batches == [1, 1]
+
+
+async def test_a_receive_done_with_meanwhile_does_not_hold_another_receives_deletes(
+    emulator: Emulator, client: Any, queue: SqsQueue
+):
+    messages = await received(emulator, queue, 4)
+    calls = Calls(client)
+    batcher = DeleteBatcher(queue, linger=30)
+    batcher.expect(messages[:2])
+    batcher.expect(messages[2:])
+    one = asyncio.create_task(batcher.delete(messages[0]))  # waits for messages[1]
+    two = asyncio.create_task(batcher.delete(messages[2]))  # waits for messages[3]
+    await asyncio.sleep(0.1)
+    assert calls.batches == []
+    batcher.done(messages[1])
+    await asyncio.sleep(0.1)
+    assert calls.batches == []  # the second receive still has one being worked on
+    three = asyncio.create_task(batcher.delete(messages[3]))
+    await asyncio.wait_for(asyncio.gather(one, two, three), 5)
+    assert calls.batches == [3]
