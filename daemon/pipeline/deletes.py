@@ -9,10 +9,11 @@ delete goes at once. Each caller still awaits its own message's outcome, and a f
 reaches only the callers whose entries failed (the queue reports them per entry).
 
 The poller also says which messages came in one receive (`expect`) and when one of them is done
-without a delete (`done`): a waiting delete then also waits (never past `linger`) while another
-message of its receive is still being worked on, so the messages of one receive are deleted in one
-call, as a loop that deletes each receive's batch would (the bench's durable floor): deletes that
-went as each message finished averaged 5 a call, against 9.5 a receive brings.
+without a delete (`done`): a waiting delete then also waits while another message of its receive
+is still being worked on (for `company` seconds at most, 1 s), so the messages of one receive are
+deleted in one call, as a loop that deletes each receive's batch does (the bench's durable floor):
+deletes that went as each message's PUT returned averaged 5 a call, against 9.5 a receive brings,
+and each call costs botocore's fixed price.
 
 Profiling the burst bench put per-message DeleteMessage at 40% of the daemon's CPU, nearly
 all of it botocore's fixed cost per call (signing, endpoint rules, hooks); batching also
@@ -26,12 +27,17 @@ import asyncio
 from ..transports.queue import Message, Queue
 
 LINGER_SECONDS = 0.05
+COMPANY_SECONDS = 1.0  # at most, for the rest of a waiting delete's receive
 
 
 class DeleteBatcher:
-    def __init__(self, queue: Queue, *, linger: float = LINGER_SECONDS, eager: bool = True):
+    def __init__(
+        self, queue: Queue, *, linger: float = LINGER_SECONDS, company: float = COMPANY_SECONDS, eager: bool = True
+    ):
         self.queue, self.linger, self.eager = queue, linger, eager  # eager=False: always wait `linger`
+        self.company = max(linger, company)
         self.max_batch = queue.max_delete_batch
+        self._first_at = 0.0  # loop time when the oldest waiting delete came
         self._waiting: list[tuple[Message, asyncio.Future[None]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._soon: asyncio.Handle | None = None
@@ -69,7 +75,8 @@ class DeleteBatcher:
             self._send()
         else:
             if self._timer is None:
-                self._timer = loop.call_later(self.linger, self._send)
+                self._first_at = loop.time()
+                self._timer = loop.call_later(self.linger, self._lingered)
             if self.eager:
                 self._send_soon()
         await asyncio.shield(done)  # a cancelled caller must not cancel the others' outcome
@@ -84,6 +91,16 @@ class DeleteBatcher:
 
     def _company_coming(self) -> bool:
         return any(receive.working for receive in self._held)
+
+    def _lingered(self) -> None:
+        """The linger is over: send, unless the rest of a waiting delete's receive may still come."""
+        loop = asyncio.get_running_loop()
+        left = self._first_at + self.company - loop.time()
+        if left > 0 and self._company_coming():
+            self._timer = loop.call_later(left, self._send)
+        else:
+            self._timer = None
+            self._send()
 
     def _send(self) -> None:
         for handle in (self._timer, self._soon):

@@ -141,16 +141,16 @@ async def test_the_deletes_of_one_receive_go_in_one_call_though_its_messages_fin
     assert queue_counts(emulator.client("sqs"), queue.url) == (0, 1)  # only the one not deleted is still in flight
 
 
-async def test_a_delete_waits_for_the_rest_of_its_receive_no_longer_than_the_linger(
+async def test_a_delete_waits_for_the_rest_of_its_receive_no_longer_than_its_company_time(
     emulator: Emulator, client: Any, queue: SqsQueue
 ):
     messages = await received(emulator, queue, 3)
     calls = Calls(client)
-    batcher = DeleteBatcher(queue, linger=0.3)
+    batcher = DeleteBatcher(queue, linger=0.05, company=0.5)
     batcher.expect(messages)  # the other two never finish (a handler that runs for minutes)
     started = asyncio.get_running_loop().time()
     await asyncio.wait_for(batcher.delete(messages[0]), 5)
-    assert asyncio.get_running_loop().time() - started >= 0.25  # it waited for company, for the linger
+    assert asyncio.get_running_loop().time() - started >= 0.45  # it waited for the rest of its receive, 0.5 s
     assert calls.batches == [1]
     batcher.done(messages[1])  # done twice, or after the batch went: nothing changes
     batcher.done(messages[1])
