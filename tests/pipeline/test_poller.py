@@ -249,7 +249,7 @@ async def test_the_messages_of_one_receive_are_deleted_in_one_call(provider: Pro
         "before-parameter-build.sqs.DeleteMessageBatch", lambda params, **_: sizes.append(len(params["Entries"]))
     )
     poller = make_poller(queue, worker, concurrency=10)
-    poller.deletes = DeleteBatcher(queue, linger=30)  # (the daemon's waits 50 ms at most: this test is not about that)
+    poller.deletes = DeleteBatcher(queue, linger=30)  # (the daemon's waits 1 s at most: this test is not about that)
     await run_until_seen(poller, worker, len(ids))
 
     assert sorted(worker.seen) == sorted(ids)
