@@ -97,7 +97,8 @@ def _burst_rows(b: dict[str, Any]) -> list[Row]:
         out.append(Row(s, labels[kind], f"{_f(b[kind]['rps'])} req/s{flag}"))
     out.append(_target_row(b, s, "", loop))
     out.extend(_other_ratios(b, s, ""))
-    out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
+    if "daemon_over_naive" in b:
+        out.append(Row(s, "daemon / naive", _f(b["daemon_over_naive"], 2)))
     order = ", ".join(_SHORT[k][1] for k in kinds)
     same = [
         ("emulator_busy", f"emulator busy: {order}", 2, " cores", "(one GIL: ~1 is full)"),

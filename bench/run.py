@@ -92,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         help="burst: also run the daemon of another clone of this repository (with its own "
         "`make venv`) in every round, for a before/after in one session",
     )
+    parser.add_argument(
+        "--consumers",
+        default="",
+        help="burst: only these consumers besides the daemon, the durable floor and the limit loop "
+        "(comma-separated: " + " ".join(scenarios.KINDS) + "; default all)",
+    )
     args = parser.parse_args(argv)
     if args.baseline and not (args.baseline / ".venv" / "bin" / "python").exists():
         parser.error(f"--baseline {args.baseline}: no .venv/bin/python there (run `make venv` in it first)")
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         event_loop=args.event_loop,
         rounds=max(1, args.rounds),
         baseline=args.baseline,
+        consumers=tuple(c.strip() for c in args.consumers.split(",") if c.strip()),
         say=lambda line: print(line, flush=True),
     )
     opts.burst_n = 333 * opts.rounds

@@ -57,6 +57,7 @@ LABELS = {
     "naive": "naive loop (sync boto3)",
 }
 REFERENCES = ("floor", "limit")  # what the daemons' ratios are taken against: the targets' (floor), and the bare loop
+REQUIRED = ("daemon", *REFERENCES)  # the burst always runs these, whatever --consumers says
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Options:
     profile: bool = False
     event_loop: str = "auto"  # the daemon's --event-loop
     baseline: Path | None = None  # another checkout whose daemon takes its turn in the burst too (before/after)
+    consumers: tuple[str, ...] = ()  # burst: only these of KINDS (and REQUIRED); empty: all
     daemon_env: dict[str, str] = field(
         default_factory=dict
     )  # more environment for the daemons (e.g. a DynamoDB endpoint)
@@ -281,7 +283,8 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- 1 + 2: burst throughput and CPU
 def burst(opts: Options) -> dict[str, Any]:
     per_round = opts.burst_n // opts.rounds
-    kinds = KINDS + (("baseline",) if opts.baseline else ())
+    kinds = tuple(k for k in KINDS if k in REQUIRED or not opts.consumers or k in opts.consumers)
+    kinds += ("baseline",) if opts.baseline else ()
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(opts.rounds):
         order = kinds if r % 2 == 0 else tuple(reversed(kinds))  # no consumer always goes first
@@ -290,12 +293,13 @@ def burst(opts: Options) -> dict[str, Any]:
                 throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}", profile=opts.profile and kind != "naive")
             )
     out: dict[str, Any] = {k: _combine(v) for k, v in runs.items()}
-    naive = out["naive"]
     out["rounds"] = opts.rounds
     out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
     if opts.baseline:
         out["baseline_checkout"] = str(opts.baseline)
-    ratios = [(kind, ref) for kind in DAEMONS + (("baseline",) if opts.baseline else ()) for ref in REFERENCES]
+    ratios = [
+        (kind, ref) for kind in DAEMONS + (("baseline",) if opts.baseline else ()) if kind in runs for ref in REFERENCES
+    ]
     for kind, ref in [*ratios, ("floor", "limit")]:  # per round (the runs that took turns), then min / median / max
         pairs = list(zip(runs[kind], runs[ref], strict=True))
         out[f"{kind}_over_{ref}_spread"] = spread([d["rps"] / r["rps"] for d, r in pairs])
@@ -304,7 +308,8 @@ def burst(opts: Options) -> dict[str, Any]:
         )
         out[f"{kind}_over_{ref}"] = out[f"{kind}_over_{ref}_spread"]["median"]  # targets: the median
         out[f"cpu_{kind}_over_{ref}"] = out[f"cpu_{kind}_over_{ref}_spread"]["median"]
-    out["daemon_over_naive"] = out["daemon"]["rps"] / naive["rps"]
+    if "naive" in out:
+        out["daemon_over_naive"] = out["daemon"]["rps"] / out["naive"]["rps"]
     out["publish"] = f"SNS PublishBatch, as fast as moto accepts, <= {opts.backlog} unanswered"
     return out
 
