@@ -5,6 +5,7 @@ signature check, no idempotency store, no logging framework; only the JSON parsi
 response needs. Prints `ready`, then `answered K` after each batch (the bench counts them).
 
     python -m bench.limit_loop --queue-url URL [--pollers 1] [--wait-seconds 20] [--max-seconds 600]
+                               [--event-loop asyncio|uvloop|auto]
     python -m bench.limit_loop --queue-url URL --receive-only   # latency baseline: prints
                                         # `received SNS_MESSAGE_ID UNIX_TIME` and deletes, no PUT
 """
@@ -21,6 +22,8 @@ import time
 import aiobotocore.session
 import aiohttp
 from yarl import URL
+
+from cfn_provider import loops
 
 
 def response_body(request: dict) -> bytes:
@@ -53,12 +56,21 @@ async def serve(args: argparse.Namespace) -> int:
                 if resp.status != 200:
                     print(f"error PUT {resp.status}", flush=True)
 
+        async def receive() -> list[dict]:  # (named functions: bench.profile tells the stages apart by them)
+            resp = await sqs.receive_message(
+                QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds
+            )
+            return resp.get("Messages", [])
+
+        async def delete(messages: list[dict]) -> None:
+            await sqs.delete_message_batch(
+                QueueUrl=args.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+            )
+
         async def poll() -> None:
             while not stop.is_set() and time.monotonic() < give_up:
-                resp = await sqs.receive_message(
-                    QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds
-                )
-                messages = resp.get("Messages", [])
+                messages = await receive()
                 if not messages:
                     continue
                 if args.receive_only:
@@ -67,10 +79,7 @@ async def serve(args: argparse.Namespace) -> int:
                         print(f"received {json.loads(m['Body'])['MessageId']} {now:.6f}", flush=True)
                 else:
                     await asyncio.gather(*(answer(m) for m in messages))
-                await sqs.delete_message_batch(
-                    QueueUrl=args.queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
-                )
+                await delete(messages)
                 if not args.receive_only:
                     print(f"answered {len(messages)}", flush=True)
 
@@ -91,7 +100,9 @@ def main() -> int:
     parser.add_argument("--wait-seconds", type=int, default=20)
     parser.add_argument("--max-seconds", type=float, default=600)
     parser.add_argument("--receive-only", action="store_true")
-    return asyncio.run(serve(parser.parse_args()))
+    parser.add_argument("--event-loop", choices=loops.CHOICES, default="asyncio", help="default asyncio")
+    args = parser.parse_args()
+    return loops.run(lambda: serve(args), args.event_loop)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,47 @@ LIBRARIES = {  # where CPU goes, by what the frame belongs to
 }
 
 
+# Stages of a request, for setting the daemon's profile beside the durable floor's: a sample goes to the
+# first stage any of whose markers is on its stack (so the log line a worker writes is the log line's,
+# and the SQLite calls a store write makes are the store's). Markers match the daemon and bench loops alike.
+STAGES = (
+    ("store thread (fsynced bodies)", ("OwnerThread.", "sqlite_group.py")),
+    ("handler thread (sync handler)", ("concurrent/futures/thread.py",)),
+    ("log line", ("structlog/", "cfn_provider/logs.py", "logging/__init__")),
+    ("SQS receive", ("SqsQueue.receive ", "Poller._receive ", "serve.<locals>.receive ")),
+    ("SQS delete", ("SqsQueue.delete_batch ", "serve.<locals>.delete ")),
+    ("PUT", ("Responder.", "serve.<locals>.put ", "serve.<locals>.answer ")),
+    (
+        "SQLite on the loop (claim, SENT)",
+        ("cfn_provider/stores/", "claim (bench/", "store_bodies (bench/", "mark_sent (bench/"),
+    ),
+    ("admission (unwrap, parse, URL checks)", ("pipeline/admission.py", "pipeline/envelope.py", "pipeline/request.py")),
+    ("store calls (retry wrapper, settle)", ("pipeline/store_calls.py", "pipeline/retries.py")),
+    ("handler call (runner, response)", ("pipeline/runner.py", "pipeline/response.py", "bench/handlers.py")),
+    ("heartbeat", ("pipeline/heartbeat.py",)),
+    ("worker (the rest)", ("pipeline/worker.py", "pipeline/outlets.py", "ops/metrics.py")),
+    ("poller (task per message, dispose)", ("pipeline/poller.py", "pipeline/deletes.py")),
+)
+LOOP = "event loop and the rest"
+
+
+def stages(raw: Path) -> dict[str, Any]:
+    """From a py-spy raw file: the share of samples per stage (STAGES, then LOOP for the rest)."""
+    counts: Counter = Counter()
+    if raw.exists():
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            stage = next((name for name, markers in STAGES if any(m in stack for m in markers)), LOOP)
+            counts[stage] += int(count)
+    total = sum(counts.values())
+    return {
+        "samples": total,
+        "shares": {name: counts[name] / total for name, _ in (*STAGES, (LOOP, ()))} if total else {},
+    }
+
+
 def _frame(frame: str) -> str:
     """'Worker.process (daemon/pipeline/worker.py:92)' -> 'Worker.process (daemon/pipeline/worker.py)'."""
     return re.sub(r":\d+\)$", ")", frame)
@@ -97,7 +138,7 @@ def top_frames(
                 if any(p in f for f in frames for p in parts):
                     libraries[name] += n
     if not total:
-        return {"samples": 0, "project": [], "self": [], "libraries": []}
+        return {"samples": 0, "project": [], "self": [], "libraries": [], "stages": {}}
     entry = (
         "cfn_provider/cli.py",
         "cfn_provider/loops.py",
@@ -117,4 +158,5 @@ def top_frames(
         "project": [(f, share(c)) for f, c in picked[:limit]],
         "self": [(f, share(c)) for f, c in own.most_common(limit)],
         "libraries": [(name, share(c)) for name, c in libraries.most_common()],
+        "stages": stages(raw)["shares"],
     }

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="diagnose: py-spy the daemon and limit loop in the burst, time each stage of a message "
-        "in the slow and latency runs (the figures are then not the reference ones)",
+        help="diagnose: py-spy the daemon, the durable floor and the limit loop in the burst, time each stage "
+        "of a message in the slow and latency runs (the figures are then not the reference ones)",
     )
     parser.add_argument(
         "--json",
@@ -92,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         help="burst: also run the daemon of another clone of this repository (with its own "
         "`make venv`) in every round, for a before/after in one session",
     )
+    parser.add_argument(
+        "--consumers",
+        default="",
+        help="burst: only these consumers besides the daemon, the durable floor and the limit loop "
+        "(comma-separated: " + " ".join(scenarios.KINDS) + "; default all)",
+    )
     args = parser.parse_args(argv)
     if args.baseline and not (args.baseline / ".venv" / "bin" / "python").exists():
         parser.error(f"--baseline {args.baseline}: no .venv/bin/python there (run `make venv` in it first)")
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         event_loop=args.event_loop,
         rounds=max(1, args.rounds),
         baseline=args.baseline,
+        consumers=tuple(c.strip() for c in args.consumers.split(",") if c.strip()),
         say=lambda line: print(line, flush=True),
     )
     opts.burst_n = 333 * opts.rounds
@@ -221,10 +228,10 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
         )
     b = results.get("burst")
     if b:
-        d, lim = b["daemon"], b["limit"]
+        d, lim = b["daemon"], b["floor"]
         cost = (
             f"each request costs moto {d['emulator_cpu_ms_per_request']:.1f} ms of CPU with the daemon against "
-            f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the limit loop ({d['sqs_calls_per_request']:.2f} "
+            f"{lim['emulator_cpu_ms_per_request']:.1f} ms with the durable floor ({d['sqs_calls_per_request']:.2f} "
             f"against {lim['sqs_calls_per_request']:.2f} SQS calls per request)"
         )
         starved = d.get("cpu_pressure") or 0.0
@@ -232,7 +239,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
             notes.append(
                 f"burst throughput is emulator-bound here: one moto process (one GIL) serves every SNS, SQS "
                 f"and S3 call and closes every connection ({d['emulator_busy']:.2f} / "
-                f"{lim['emulator_busy']:.2f} cores busy in the daemon / limit runs); {cost}"
+                f"{lim['emulator_busy']:.2f} cores busy in the daemon / floor runs); {cost}"
             )
         elif starved >= 0.5:
             notes.append(
@@ -265,7 +272,7 @@ def _notes(results: dict[str, Any], pressure: float | None) -> list[str]:
 
 
 def _print_profiles(burst: dict[str, Any]) -> None:
-    for kind in ("daemon", "limit"):
+    for kind in ("daemon", "floor", "limit"):
         for run in burst[kind]["runs"]:
             for name, prof in (run.get("profile") or {}).items():
                 cpu = run["cpu_ms_per_request"]
@@ -282,6 +289,32 @@ def _print_profiles(burst: dict[str, Any]) -> None:
                 print("  self:")
                 for frame, share in prof["self"][:8]:
                     print(f"    {share:5.1f}%  {frame}")
+    _print_stage_costs(burst)
+
+
+def _print_stage_costs(burst: dict[str, Any]) -> None:
+    """CPU per request by stage (bench.profile.STAGES): each run's share of GIL samples times its CPU per
+    request, averaged over the rounds; the daemon beside the durable floor and the limit loop."""
+    kinds = [k for k in ("daemon", "daemon_asyncio", "floor", "limit") if k in burst]
+    cost: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        runs = [
+            (r["cpu_ms_per_request"], p["stages"])
+            for r in burst[kind]["runs"]
+            for p in (r.get("profile") or {}).values()
+        ]
+        runs = [(cpu, shares) for cpu, shares in runs if shares]
+        for cpu, shares in runs:
+            for stage, share in shares.items():
+                cost.setdefault(stage, {}).setdefault(kind, 0.0)
+                cost[stage][kind] += 1000 * cpu * share / len(runs)
+    if not cost:
+        return
+    print("\nCPU per request by stage (us; GIL samples x CPU per request, mean over rounds; bench.profile.STAGES):")
+    print(f"    {'stage':<40}" + "".join(f"{k:>16}" for k in kinds) + f"{'daemon - floor':>16}")
+    for stage, by_kind in cost.items():
+        gap = by_kind.get("daemon", 0.0) - by_kind.get("floor", 0.0)
+        print(f"    {stage:<40}" + "".join(f"{by_kind.get(k, 0.0):16.0f}" for k in kinds) + f"{gap:+16.0f}")
 
 
 def _print_stages(results: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ from .noise import spread
 from .profile import Spy, top_frames
 from .proxy import RecordingProxy
 
-KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "limit", "naive")
+KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "floor", "limit", "naive")
 # the daemon on the loop --event-loop picks, on asyncio's own, and with the trivial handler written
 # `async def` (run on the loop: what the thread pool's hand-off costs a sync handler)
 DAEMONS = ("daemon", "daemon_asyncio", "daemon_async_handler")
@@ -52,9 +52,12 @@ LABELS = {
     "daemon_asyncio": "daemon on asyncio's loop (--event-loop asyncio)",
     "daemon_async_handler": "daemon, the trivial handler async (no thread hand-off)",
     "baseline": "the daemon of another checkout (--baseline)",
+    "floor": "durable floor (bench.durable_floor: the limit loop plus a claim, a stored body, a SENT mark)",
     "limit": "limit loop (minimal asyncio)",
     "naive": "naive loop (sync boto3)",
 }
+REFERENCES = ("floor", "limit")  # what the daemons' ratios are taken against: the targets' (floor), and the bare loop
+REQUIRED = ("daemon", *REFERENCES)  # the burst always runs these, whatever --consumers says
 
 
 @dataclass
@@ -74,6 +77,7 @@ class Options:
     profile: bool = False
     event_loop: str = "auto"  # the daemon's --event-loop
     baseline: Path | None = None  # another checkout whose daemon takes its turn in the burst too (before/after)
+    consumers: tuple[str, ...] = ()  # burst: only these of KINDS (and REQUIRED); empty: all
     daemon_env: dict[str, str] = field(
         default_factory=dict
     )  # more environment for the daemons (e.g. a DynamoDB endpoint)
@@ -111,8 +115,12 @@ def _consumer(
             trace=rundir / f"stages-{index}.json" if trace else None,
             checkout=opts.baseline if kind == "baseline" else None,
         )
+    loop = ["--event-loop", opts.event_loop]  # the daemon's: the references run on the loop it runs on
+    if kind == "floor":
+        args = ["--pollers", str(opts.limit_pollers), "--state", str(rundir / f"floor-{index}.db"), *loop]
+        return Consumer.script("bench.durable_floor", em, provider, log, args)
     if kind == "limit":
-        return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers)])
+        return Consumer.script("bench.limit_loop", em, provider, log, ["--pollers", str(opts.limit_pollers), *loop])
     return Consumer.script("bench.naive_loop", em, provider, log)
 
 
@@ -275,7 +283,8 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- 1 + 2: burst throughput and CPU
 def burst(opts: Options) -> dict[str, Any]:
     per_round = opts.burst_n // opts.rounds
-    kinds = KINDS + (("baseline",) if opts.baseline else ())
+    kinds = tuple(k for k in KINDS if k in REQUIRED or not opts.consumers or k in opts.consumers)
+    kinds += ("baseline",) if opts.baseline else ()
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(opts.rounds):
         order = kinds if r % 2 == 0 else tuple(reversed(kinds))  # no consumer always goes first
@@ -284,23 +293,23 @@ def burst(opts: Options) -> dict[str, Any]:
                 throughput_run(opts, kind, per_round, f"burst-{r + 1}-{kind}", profile=opts.profile and kind != "naive")
             )
     out: dict[str, Any] = {k: _combine(v) for k, v in runs.items()}
-    naive = out["naive"]
     out["rounds"] = opts.rounds
     out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
     if opts.baseline:
         out["baseline_checkout"] = str(opts.baseline)
-    for kind in DAEMONS + (
-        ("baseline",) if opts.baseline else ()
-    ):  # each ratio per round (the runs that took turns), then min / median / max
-        tag = "daemon" if kind == "daemon" else kind
-        pairs = list(zip(runs[kind], runs["limit"], strict=True))
-        out[f"{tag}_over_limit_spread"] = spread([d["rps"] / lim["rps"] for d, lim in pairs])
-        out[f"cpu_{tag}_over_limit_spread"] = spread(
-            [d["cpu_ms_per_request"] / lim["cpu_ms_per_request"] for d, lim in pairs]
+    ratios = [
+        (kind, ref) for kind in DAEMONS + (("baseline",) if opts.baseline else ()) if kind in runs for ref in REFERENCES
+    ]
+    for kind, ref in [*ratios, ("floor", "limit")]:  # per round (the runs that took turns), then min / median / max
+        pairs = list(zip(runs[kind], runs[ref], strict=True))
+        out[f"{kind}_over_{ref}_spread"] = spread([d["rps"] / r["rps"] for d, r in pairs])
+        out[f"cpu_{kind}_over_{ref}_spread"] = spread(
+            [d["cpu_ms_per_request"] / r["cpu_ms_per_request"] for d, r in pairs]
         )
-        out[f"{tag}_over_limit"] = out[f"{tag}_over_limit_spread"]["median"]  # targets: the median
-        out[f"cpu_{tag}_over_limit"] = out[f"cpu_{tag}_over_limit_spread"]["median"]
-    out["daemon_over_naive"] = out["daemon"]["rps"] / naive["rps"]
+        out[f"{kind}_over_{ref}"] = out[f"{kind}_over_{ref}_spread"]["median"]  # targets: the median
+        out[f"cpu_{kind}_over_{ref}"] = out[f"cpu_{kind}_over_{ref}_spread"]["median"]
+    if "naive" in out:
+        out["daemon_over_naive"] = out["daemon"]["rps"] / out["naive"]["rps"]
     out["publish"] = f"SNS PublishBatch, as fast as moto accepts, <= {opts.backlog} unanswered"
     return out
 

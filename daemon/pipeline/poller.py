@@ -173,6 +173,7 @@ class Poller:
             if 0 < len(messages) < taken:  # messages trickling in: let a few gather for the next receive
                 self._receive_after = time.monotonic() + RECEIVE_PAUSE
             if not self.stopping:
+                self.deletes.expect(messages)  # one receive's deletes go together
                 for message in messages:
                     task = asyncio.create_task(self._handle(message), name=f"message-{message.id}")
                     self.tasks.add(task)
@@ -252,6 +253,7 @@ class Poller:
         except Exception:  # noqa: BLE001 - one message must never take the daemon down
             log.exception("message.crashed")
         finally:
+            self.deletes.done(message)  # (a no-op once it was deleted or disposed of)
             if holding:
                 self._release()
 
@@ -266,6 +268,8 @@ class Poller:
             await task
 
     async def _dispose(self, message: Message, disposition: Disposition, defer_seconds: float | None = None) -> None:
+        if disposition is not Disposition.DELETE:
+            self.deletes.done(message)  # the deletes of its receive need not wait for it
         try:
             if disposition is Disposition.DELETE:
                 await self.deletes.delete(message)

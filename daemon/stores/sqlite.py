@@ -6,7 +6,6 @@ one table with SQL conditional writes.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -14,40 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
-
-from ..config import default_state_dir
 from ..trust import retention
-from ..trust.at_rest import secure_sqlite
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
 from .sqlite_group import Outcome, Write, commit_group
+from .sqlite_schema import COLUMNS, open_file
 from .sqlite_thread import OwnerThread
 
 T = TypeVar("T")
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    owner TEXT,
-    lease_until REAL,
-    url_digest TEXT NOT NULL,
-    status TEXT,
-    body BLOB,
-    expires_at REAL NOT NULL,
-    sent_digests TEXT NOT NULL DEFAULT '',
-    scrub_at REAL,
-    token TEXT,
-    request TEXT,
-    progress TEXT,
-    next_poll REAL
-)"""
-_COLUMNS = (
-    "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
-    "request, progress, next_poll"
-)
-_POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE next_poll IS NOT NULL"
 _CLAIM = """
 INSERT INTO records (key, state, owner, token, lease_until, url_digest, expires_at, request)
 VALUES (:key, 'CLAIMED', :owner, :token, :lease_until, :url_digest, :expires_at, :request)
@@ -104,40 +78,8 @@ class SQLiteStore:
             self._thread.stop()
             raise
 
-    @retry(
-        retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
-        wait=wait_random_exponential(multiplier=0.05, max=1),
-        stop=stop_after_delay(30),
-        reraise=True,
-    )
     def _open(self) -> None:
-        """Open and set up the file; switching to WAL skips SQLite's busy handler, so a second
-        process opening a new file at the same moment gets "locked" at once: retry that."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        secure_sqlite(self.path, default_state_dir())  # an existing file open to others: fixed, or refused
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # stored bodies may hold secrets
-        os.close(fd)
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # see _group: only the stored body needs an fsync
-            db.execute(_SCHEMA)
-            _add_columns(
-                db,
-                {
-                    "scrub_at": "REAL",
-                    "token": "TEXT",  # a file from before NoEcho retention / tokens
-                    "request": "TEXT",
-                    "progress": "TEXT",
-                    "next_poll": "REAL",
-                },
-            )  # / polling
-            db.execute(_POLL_INDEX)
-            db.execute("PRAGMA secure_delete=ON")  # a scrubbed or purged body is zeroed, not left in free pages
-        except BaseException:
-            db.close()
-            raise
-        self._db = db
+        self._db = open_file(self.path)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._thread.run(fn, *args)
@@ -155,7 +97,7 @@ class SQLiteStore:
 
     @staticmethod
     def _record(db: sqlite3.Connection, key: str) -> Record | None:
-        row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE key = ?", (key,)).fetchone()
+        row = db.execute(f"SELECT {COLUMNS} FROM records WHERE key = ?", (key,)).fetchone()
         return Record(*row) if row else None
 
     @staticmethod
@@ -279,7 +221,7 @@ class SQLiteStore:
     def _list(self, db: sqlite3.Connection, since: float | None) -> list[Record]:
         oldest = since + self.ttl if since is not None else 0.0
         rows = db.execute(
-            f"SELECT {_COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? ORDER BY expires_at DESC",
+            f"SELECT {COLUMNS} FROM records WHERE expires_at > ? AND expires_at >= ? ORDER BY expires_at DESC",
             (self.clock(), oldest),
         )
         return [Record(*row) for row in rows.fetchall()]
@@ -416,19 +358,6 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-def _add_columns(db: sqlite3.Connection, columns: dict[str, str]) -> None:
-    """A state file made by an older release gets the columns it lacks (name -> SQL type)."""
-    present = {row[1] for row in db.execute("PRAGMA table_info(records)")}
-    for name, sql_type in columns.items():
-        if name in present:
-            continue
-        try:
-            db.execute(f"ALTER TABLE records ADD COLUMN {name} {sql_type}")
-        except sqlite3.OperationalError as exc:  # another process added it first
-            if "duplicate column" not in str(exc):
-                raise
 
 
 class _Busy:

@@ -13,6 +13,7 @@ from typing import Any
 
 from cfn_provider.local.emulator import Provider
 from cfn_provider.pipeline import poller as poller_module
+from cfn_provider.pipeline.deletes import DeleteBatcher
 from cfn_provider.pipeline.disposition import Disposition
 from cfn_provider.pipeline.heartbeat import Heartbeat
 from cfn_provider.pipeline.poller import Poller
@@ -225,6 +226,35 @@ async def test_a_slot_frees_when_the_work_is_done_not_after_the_delete(
     # the first message's delete was still held back when the last message was worked on
     assert held and all(held)
     assert calls.delete_batches >= 1 and calls.delete_singles == 0  # through poller.deletes
+    assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
+
+
+class StaggeredWorker(FakeWorker):
+    """Each message takes a little longer than the one before (as PUTs come back one by one)."""
+
+    async def process(self, message: Message, heartbeat: Heartbeat) -> Disposition:
+        self.seconds = 0.02 * (len(self.seen) % 10)
+        return await super().process(message, heartbeat)
+
+
+async def test_the_messages_of_one_receive_are_deleted_in_one_call(provider: Provider, client: Any, queue: SqsQueue):
+    """They finish apart (20 ms each after the one before), and each frees its slot at once, but
+    their deletes go together: one DeleteMessageBatch for the receive, as a loop that deletes each
+    receive's batch makes (before, the first went alone and the rest as they came)."""
+    ids = send(provider, 10)
+    worker = StaggeredWorker()
+    calls = Calls(client, worker, concurrency=10)
+    sizes: list[int] = []
+    client.meta.events.register(
+        "before-parameter-build.sqs.DeleteMessageBatch", lambda params, **_: sizes.append(len(params["Entries"]))
+    )
+    poller = make_poller(queue, worker, concurrency=10)
+    poller.deletes = DeleteBatcher(queue, linger=30)  # (the daemon's waits 1 s at most: this test is not about that)
+    await run_until_seen(poller, worker, len(ids))
+
+    assert sorted(worker.seen) == sorted(ids)
+    assert calls.got[0] == 10  # one receive brought them all
+    assert sizes == [10] and calls.delete_singles == 0
     assert queue_counts(provider.emulator.client("sqs"), provider.queue_url) == (0, 0)
 
 
