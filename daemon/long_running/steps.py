@@ -178,14 +178,7 @@ class Polls:
             )
             await self.calls.write(lambda: self.store.park(record.key, token))  # never due again
             return "unreadable"
-        structlog.contextvars.bind_contextvars(
-            request_id=request.request_id,
-            stack=request.stack_name,
-            logical_id=request.logical_id,
-            resource_type=request.resource_type,
-            request_type=request.request_type,
-            dialect=request.dialect.name,
-        )
+        structlog.contextvars.bind_contextvars(**request.log_context())
         outcome = Outcome(polls=state.polls + 1)
         started = time.monotonic()
         try:

@@ -147,6 +147,18 @@ class Request(RequestFields):
         named = self._str(self.dialect.stack_name_field) if self.dialect.stack_name_field else ""
         return named or super().stack_name
 
+    def log_context(self) -> dict[str, str]:
+        """What every log line about this request carries (bound with structlog's contextvars by the
+        worker and the poll steps alike)."""
+        return {
+            "request_id": self.request_id,
+            "stack": self.stack_name,
+            "logical_id": self.logical_id,
+            "resource_type": self.resource_type,
+            "request_type": self.request_type,
+            "dialect": self.dialect.name,
+        }
+
     @property
     def response_url(self) -> str:
         return self._str("ResponseURL")

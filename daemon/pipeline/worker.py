@@ -147,13 +147,7 @@ class Worker:
         """An admitted request claimed, answered, sent to `outlet` (default: its ResponseURL), logged. `run_here`
         False: once claimed it is stored for the poll scheduler to run (long_running.steps.Polls.accept).
         `dead_letter`: it came from the dead-letter queue (answer_dead_letter)."""
-        structlog.contextvars.bind_contextvars(
-            request_id=request.request_id,
-            stack=request.stack_name,
-            logical_id=request.logical_id,
-            resource_type=request.resource_type,
-            request_type=request.request_type,
-        )
+        structlog.contextvars.bind_contextvars(**request.log_context())
         deadline = envelope.timestamp.timestamp() + request.service_timeout
         attempt = Attempt(request, new_token(), deadline, outlet or self.outlet, run_here, dead_letter)
         outcome = Outcome()
