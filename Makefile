@@ -20,10 +20,11 @@ EDITABLE := --config-settings editable_mode=strict
 TEST_WORKERS ?= 4
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Branch coverage of cfn_provider (setup.cfg [coverage:*]: the daemons tests start as subprocesses
-# count too); `make test` fails under this floor. On 2026-11-26 two runs measured 91.01 % and 90.95 %
-# (90.86 % and 90.80 % without the MemoryQueue and stale-install modules, i.e. before them): runs differ
-# by about 0.06 (retry paths taken or not). Raise it when coverage rises; never lower it.
-COVERAGE_FLOOR := 90.8
+# count too); `make test` fails under this floor. Measured on 2026-11-26: 91.01 % and 90.95 % when the
+# floor came in (90.8), then 92.44 % and 92.73 % once the function-side runtime (run as a script in a
+# function's own interpreter, which coverage cannot attribute) was omitted and this round's tests
+# landed: runs differ by a few tenths (retry paths taken or not). Raise it when coverage rises; never lower it.
+COVERAGE_FLOOR := 92.0
 
 .PHONY: demo test check lint chaos bench dist faketime venv clean FORCE
 
