@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..trust import retention
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
-from .sqlite_group import BUSY, Busy, Outcome, TickGroup, Write, commit_group
+from .sqlite_group import BUSY, Busy, Outcome, TickGroup, Write, commit_group, locked
 from .sqlite_schema import COLUMNS, open_file
 from .sqlite_thread import OwnerThread
 
@@ -56,11 +56,11 @@ class SQLiteStore:
     """A WAL-mode SQLite file with two connections. One belongs to a thread of its own and takes
     every write that may wait: the stored body (fsync), waits on another process's lock, the
     hourly purge. The other is used on the event loop itself for the two short writes of every
-    request (claim, SENT), which is cheaper than any hand-off to a thread; those queued in one
-    tick of the loop share one transaction (`TickGroup`: a receive's claims, the SENT marks of
-    answers that come back together). It never waits for a lock (busy timeout 0: a busy database
-    sends the write to the thread) and never checkpoints (no fsync on the loop). Neither can
-    block the event loop for longer than one short group of writes."""
+    request (claim, SENT), which is cheaper than any hand-off to a thread; the claims queued in
+    one tick of the loop (a receive's) share one transaction (`TickGroup`). It never waits for a
+    lock (busy timeout 0: a busy database sends the write to the thread) and never checkpoints
+    (no fsync on the loop). Neither can block the event loop for longer than one short group of
+    writes."""
 
     def __init__(self, path: Path, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time):
         self.path, self.ttl, self.clock = path, ttl, clock
@@ -86,6 +86,17 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._thread.run(fn, *args)
+
+    def _on_loop(self, fn: Callable[..., T], *args: Any) -> T | Busy:
+        """`fn(quick_connection, *args)` on the event loop, at once, or BUSY when the database is locked."""
+        if self._quick is None:
+            return BUSY
+        try:
+            return fn(self._quick, *args)
+        except sqlite3.OperationalError as exc:
+            if locked(exc):
+                return BUSY  # nothing was written: the statement did not start
+            raise
 
     @staticmethod
     def _record(db: sqlite3.Connection, key: str) -> Record | None:
@@ -192,8 +203,11 @@ class SQLiteStore:
         return commit_group(self._db, writes)
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
+        # One statement in autocommit, at once: SENT marks come back one per tick (their PUTs return
+        # apart), and a lone mark waiting for a tick's group costs more than grouping saves
+        # (docs/performance.md, "Claims of a receive in one transaction").
         params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
-        if await self._tick.run(self._write, _MARK_SENT, params) is BUSY:
+        if self._on_loop(self._write, _MARK_SENT, params) is BUSY:
             await self._run(self._threads, self._write, _MARK_SENT, params)
 
     async def release(self, key: str, token: str) -> None:

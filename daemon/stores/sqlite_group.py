@@ -1,7 +1,7 @@
 """Group commit for the SQLite store (cfn_provider.stores.sqlite): writes queued together run in
 one transaction, and fail safely. Durable writes (the stored bodies) queued on the store's thread
-in one pass commit with one fsync; the claims and SENT marks queued on the event loop in one tick
-(`TickGroup`) commit together without one.
+in one pass commit with one fsync; the claims queued on the event loop in one tick (`TickGroup`)
+commit together without one.
 
 Each write is `write(db, *args)`, one conditional statement (atomic on its own) plus reads, and
 safe to run again (it recognises its own earlier application by its token). What can go wrong:
@@ -91,10 +91,10 @@ BUSY = Busy()
 
 
 class TickGroup:
-    """The short writes of the event loop (claims, SENT marks) queued in one tick of the loop, run
-    as one group (`commit_group`, no fsync) on the loop's own connection once the tick's other
-    callbacks have run: the claims of messages that arrive together, and the SENT marks of answers
-    that come back together, share one BEGIN IMMEDIATE ... COMMIT. Each caller hears its own
+    """Short writes of the event loop queued in one tick of the loop, run as one group
+    (`commit_group`, no fsync) on the loop's own connection once the tick's other callbacks have
+    run: the claims of messages that arrive together (one receive's tasks reach their claims in
+    one tick) share one BEGIN IMMEDIATE ... COMMIT. Each caller hears its own
     outcome, only after the commit that covers its write; BUSY when the database was locked (the
     loop's connection never waits for a lock), or when `db()` is None (the store is closing)."""
 
@@ -124,11 +124,12 @@ class TickGroup:
                 continue
             if error is None:
                 future.set_result(result)
-            elif _locked(error):
+            elif locked(error):
                 future.set_result(BUSY)  # nothing of it was committed: BEGIN, or its statement, or COMMIT failed
             else:
                 future.set_exception(error)
 
 
-def _locked(error: BaseException) -> bool:
+def locked(error: BaseException) -> bool:
+    """Whether `error` is SQLite's "database is locked" (or busy): nothing of the write was done."""
     return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))

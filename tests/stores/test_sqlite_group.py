@@ -1,6 +1,6 @@
-"""cfn_provider.stores.sqlite_group's TickGroup, through SQLiteStore: the claims and SENT marks
-queued on the event loop in one tick share one transaction, each caller hears its own outcome
-after the COMMIT that covers it, and a write that fails fails alone.
+"""cfn_provider.stores.sqlite_group's TickGroup, through SQLiteStore: the claims queued on the
+event loop in one tick share one transaction, each caller hears its own outcome after the COMMIT
+that covers it, and a write that fails fails alone.
 
 (The durable group commit of stored bodies, on the store's thread, is tested in test_sqlite.py.)
 """
@@ -106,22 +106,6 @@ async def test_a_claim_that_fails_fails_alone_and_the_others_commit(store, db_pa
     for i, k in enumerate(KEYS[:5]):
         if i != 2:
             assert (await store.get(k)).token == f"t-{k}"
-
-
-async def test_sent_marks_that_complete_together_share_one_commit(store):
-    for k in KEYS:
-        assert (await store.claim(k, "owner-a", URL_A, LEASE, token=f"t-{k}")).acquired
-        assert await store.save_response(k, f"t-{k}", "SUCCESS", b"{}")
-    outcomes, statements, heard_after = await _together(
-        store, [lambda k=k: store.mark_sent(k, URL_A, token=f"t-{k}") for k in KEYS]
-    )
-    assert outcomes == [None] * len(KEYS)
-    commits = _commits(statements)
-    assert len(commits) == 1, statements
-    assert all(after > commits[0] for after in heard_after)
-    for k in KEYS:
-        record = await store.get(k)
-        assert record.state == "SENT" and record.answered(URL_A)
 
 
 async def test_a_locked_database_sends_the_whole_group_to_the_thread(store, db_path):
