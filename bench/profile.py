@@ -72,7 +72,7 @@ LIBRARIES = {  # where CPU goes, by what the frame belongs to
 # first stage any of whose markers is on its stack (so the log line a worker writes is the log line's,
 # and the SQLite calls a store write makes are the store's). Markers match the daemon and bench loops alike.
 STAGES = (
-    ("store thread (fsynced bodies)", ("OwnerThread.", "sqlite_group.py")),
+    ("store thread (fsynced bodies)", ("OwnerThread.",)),  # the loop's tick group is in sqlite_group.py too
     ("handler thread (sync handler)", ("concurrent/futures/thread.py",)),
     ("log line", ("structlog/", "cfn_provider/logs.py", "logging/__init__")),
     ("SQS receive", ("SqsQueue.receive ", "Poller._receive ", "serve.<locals>.receive ")),

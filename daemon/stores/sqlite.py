@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..trust import retention
 from .base import DEFAULT_TTL, Claim, Record, _parked_by, _progress_saved_by, _saved_by
-from .sqlite_group import Outcome, Write, commit_group
+from .sqlite_group import BUSY, Busy, Outcome, TickGroup, Write, commit_group, locked
 from .sqlite_schema import COLUMNS, open_file
 from .sqlite_thread import OwnerThread
 
@@ -56,15 +56,18 @@ class SQLiteStore:
     """A WAL-mode SQLite file with two connections. One belongs to a thread of its own and takes
     every write that may wait: the stored body (fsync), waits on another process's lock, the
     hourly purge. The other is used on the event loop itself for the two short writes of every
-    request (claim, SENT), which is cheaper than any hand-off to a thread; it never waits for a
+    request (claim, SENT), which is cheaper than any hand-off to a thread; the claims queued in
+    one tick of the loop (a receive's) share one transaction (`TickGroup`). It never waits for a
     lock (busy timeout 0: a busy database sends the write to the thread) and never checkpoints
-    (no fsync on the loop). Neither can block the event loop for longer than one short write."""
+    (no fsync on the loop). Neither can block the event loop for longer than one short group of
+    writes."""
 
     def __init__(self, path: Path, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time):
         self.path, self.ttl, self.clock = path, ttl, clock
         self._thread = OwnerThread("store", self._group)
         self._db: sqlite3.Connection | None = None  # the thread's
         self._quick: sqlite3.Connection | None = None  # the event loop's
+        self._tick = TickGroup(lambda: self._quick)
         self._purged_at = 0.0
         try:
             self._thread.call(self._open)
@@ -84,15 +87,15 @@ class SQLiteStore:
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._thread.run(fn, *args)
 
-    def _on_loop(self, fn: Callable[..., T], *args: Any) -> T | _Busy:
-        """`fn(quick_connection, *args)` on the event loop, or _BUSY when the database is locked."""
+    def _on_loop(self, fn: Callable[..., T], *args: Any) -> T | Busy:
+        """`fn(quick_connection, *args)` on the event loop, at once, or BUSY when the database is locked."""
         if self._quick is None:
-            return _BUSY
+            return BUSY
         try:
             return fn(self._quick, *args)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return _BUSY  # nothing was written: the statement (or BEGIN) did not start
+            if locked(exc):
+                return BUSY  # nothing was written: the statement did not start
             raise
 
     @staticmethod
@@ -115,8 +118,8 @@ class SQLiteStore:
     ) -> Claim:
         args = (key, owner, url_digest, lease_seconds, token, request)
         if self.clock() - self._purged_at < _PURGE_EVERY:
-            claim = self._on_loop(self._claim, *args)
-            if not isinstance(claim, _Busy):
+            claim = await self._tick.run(self._claim_in, *args)
+            if not isinstance(claim, Busy):
                 return claim
         return await self._run(self._threads, self._claim_and_purge, *args)
 
@@ -127,7 +130,11 @@ class SQLiteStore:
             self._write(db, "DELETE FROM records WHERE expires_at <= ?", (now,))
         return self._claim(db, *args)
 
-    def _claim(
+    def _claim(self, db: sqlite3.Connection, *args: Any) -> Claim:
+        with _immediate(db):
+            return self._claim_in(db, *args)
+
+    def _claim_in(
         self,
         db: sqlite3.Connection,
         key: str,
@@ -137,20 +144,20 @@ class SQLiteStore:
         token: str,
         request: str | None = None,
     ) -> Claim:
+        """The claim inside a write transaction (its caller's: the store thread's own, or a tick's group)."""
         now = self.clock()
-        with _immediate(db):
-            before = self._record(db, key)
-            params = dict(
-                key=key,
-                owner=owner,
-                token=token,
-                lease_until=now + lease_seconds,
-                url_digest=url_digest,
-                expires_at=now + self.ttl,
-                now=now,
-                request=request,
-            )
-            acquired = self._write(db, _CLAIM, params) == 1
+        before = self._record(db, key)
+        params = dict(
+            key=key,
+            owner=owner,
+            token=token,
+            lease_until=now + lease_seconds,
+            url_digest=url_digest,
+            expires_at=now + self.ttl,
+            now=now,
+            request=request,
+        )
+        acquired = self._write(db, _CLAIM, params) == 1
         if before is not None and before.expires_at <= now:
             before = None  # expired: as if absent
         if before is not None and before.token == token:
@@ -196,8 +203,11 @@ class SQLiteStore:
         return commit_group(self._db, writes)
 
     async def mark_sent(self, key: str, url_digest: str, token: str | None = None) -> None:
+        # One statement in autocommit, at once: SENT marks come back one per tick (their PUTs return
+        # apart), and a lone mark waiting for a tick's group costs more than grouping saves
+        # (docs/performance.md, "Claims of a receive in one transaction").
         params = {"d": url_digest, "key": key, "token": token, "now": self.clock()}
-        if isinstance(self._on_loop(self._write, _MARK_SENT, params), _Busy):
+        if self._on_loop(self._write, _MARK_SENT, params) is BUSY:
             await self._run(self._threads, self._write, _MARK_SENT, params)
 
     async def release(self, key: str, token: str) -> None:
@@ -358,10 +368,3 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-class _Busy:
-    """The database was locked: the write did not happen on the event loop."""
-
-
-_BUSY = _Busy()
