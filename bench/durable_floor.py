@@ -35,7 +35,7 @@ from yarl import URL
 from cfn_provider import loops
 
 from .handlers import trivial
-from .limit_loop import response_body
+from .limit_loop import Batches, response_body
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -102,6 +102,7 @@ async def serve(args: argparse.Namespace) -> int:
     db = open_store(args.state)
     session = aiobotocore.session.get_session()
     async with session.create_client("sqs") as sqs, aiohttp.ClientSession() as http:
+        batches = Batches(sqs, args)
 
         async def put(url: str, body: bytes) -> bool:
             async with http.put(URL(url, encoded=True), data=body, headers={"Content-Type": ""}) as resp:
@@ -110,21 +111,9 @@ async def serve(args: argparse.Namespace) -> int:
                     print(f"error PUT {resp.status}", flush=True)
                 return resp.status == 200
 
-        async def receive() -> list[dict]:  # (named functions: bench.profile tells the stages apart by them)
-            resp = await sqs.receive_message(
-                QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds
-            )
-            return resp.get("Messages", [])
-
-        async def delete(messages: list[dict]) -> None:
-            await sqs.delete_message_batch(
-                QueueUrl=args.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
-            )
-
         async def poll() -> None:
             while not stop.is_set() and time.monotonic() < give_up:
-                messages = await receive()
+                messages = await batches.receive()
                 if not messages:
                     continue
                 token = uuid.uuid4().hex  # this batch's attempt
@@ -140,7 +129,7 @@ async def serve(args: argparse.Namespace) -> int:
                     store_bodies(db, [(key, body) for key, _, body in answers], token)
                     sent = await asyncio.gather(*(put(url, body) for _, url, body in answers))
                     mark_sent(db, [key for (key, _, _), ok in zip(answers, sent, strict=True) if ok], token)
-                await delete(messages)
+                await batches.delete(messages)
                 print(f"answered {len(answers)}", flush=True)
 
         print("ready", flush=True)

@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 import time
+from typing import Any
 
 import aiobotocore.session
 import aiohttp
@@ -38,6 +39,26 @@ def response_body(request: dict) -> bytes:
     ).encode()
 
 
+class Batches:
+    """The queue calls of the bench's loops (this one and the durable floor): a receive of up to 10,
+    and the delete of what it brought in one call. Methods, so bench.profile tells the stages apart."""
+
+    def __init__(self, sqs: Any, args: argparse.Namespace) -> None:
+        self.sqs, self.queue_url, self.wait_seconds = sqs, args.queue_url, args.wait_seconds
+
+    async def receive(self) -> list[dict]:
+        resp = await self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_seconds
+        )
+        return resp.get("Messages", [])
+
+    async def delete(self, messages: list[dict]) -> None:
+        await self.sqs.delete_message_batch(
+            QueueUrl=self.queue_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+        )
+
+
 async def serve(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -46,6 +67,7 @@ async def serve(args: argparse.Namespace) -> int:
     give_up = time.monotonic() + args.max_seconds
     session = aiobotocore.session.get_session()
     async with session.create_client("sqs") as sqs, aiohttp.ClientSession() as http:
+        batches = Batches(sqs, args)
 
         async def answer(message: dict) -> None:
             request = json.loads(json.loads(message["Body"])["Message"])
@@ -56,21 +78,9 @@ async def serve(args: argparse.Namespace) -> int:
                 if resp.status != 200:
                     print(f"error PUT {resp.status}", flush=True)
 
-        async def receive() -> list[dict]:  # (named functions: bench.profile tells the stages apart by them)
-            resp = await sqs.receive_message(
-                QueueUrl=args.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=args.wait_seconds
-            )
-            return resp.get("Messages", [])
-
-        async def delete(messages: list[dict]) -> None:
-            await sqs.delete_message_batch(
-                QueueUrl=args.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
-            )
-
         async def poll() -> None:
             while not stop.is_set() and time.monotonic() < give_up:
-                messages = await receive()
+                messages = await batches.receive()
                 if not messages:
                     continue
                 if args.receive_only:
@@ -79,7 +89,7 @@ async def serve(args: argparse.Namespace) -> int:
                         print(f"received {json.loads(m['Body'])['MessageId']} {now:.6f}", flush=True)
                 else:
                     await asyncio.gather(*(answer(m) for m in messages))
-                await delete(messages)
+                await batches.delete(messages)
                 if not args.receive_only:
                     print(f"answered {len(messages)}", flush=True)
 

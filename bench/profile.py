@@ -75,8 +75,8 @@ STAGES = (
     ("store thread (fsynced bodies)", ("OwnerThread.",)),  # the loop's tick group is in sqlite_group.py too
     ("handler thread (sync handler)", ("concurrent/futures/thread.py",)),
     ("log line", ("structlog/", "cfn_provider/logs.py", "logging/__init__")),
-    ("SQS receive", ("SqsQueue.receive ", "Poller._receive ", "serve.<locals>.receive ")),
-    ("SQS delete", ("SqsQueue.delete_batch ", "serve.<locals>.delete ")),
+    ("SQS receive", ("SqsQueue.receive ", "Poller._receive ", "Batches.receive ")),
+    ("SQS delete", ("SqsQueue.delete_batch ", "Batches.delete ")),
     ("PUT", ("Responder.", "serve.<locals>.put ", "serve.<locals>.answer ")),
     (
         "SQLite on the loop (claim, SENT)",
