@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 """An Alibaba Function Compute function for a ROS custom resource, written as Alibaba's samples are
 (aliyun-computenest/quickstart-ros-custom-resource): the event as bytes, json.loads, an
 initializer, and the answer POSTed with urllib to ResponseURL with a Date header. The tests read
