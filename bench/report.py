@@ -288,6 +288,18 @@ def _lambda_rows(fn: dict[str, Any] | None) -> list[Row]:
             "isolation overhead per call, p50 (cfnresponse / kept open)",
             f"+{_f(fn['overhead_ms'], 2)} / +{_f(fn['overhead_kept_open_ms'], 2)} ms",
         ),
+        *_fc_rows(fn, s, q),
+    ]
+
+
+def _fc_rows(fn: dict[str, Any], s: str, q: Any) -> list[Row]:
+    """An `fc:` function's cold start and per call, beside lambda:'s (results older than it have none)."""
+    if "cold_fc" not in fn:
+        return []
+    return [
+        Row(s, "fc: cold start p50 (trivial FC function)", f"{_f(fn['cold_fc']['p50_ms'], 0)} ms"),
+        Row(s, "fc: per call p50 / p95: isolated, urllib POST with Date", q("isolated_fc")),
+        Row(s, "fc: isolation overhead per call, p50", f"+{_f(fn['overhead_fc_ms'], 2)} ms"),
     ]
 
 
