@@ -19,12 +19,16 @@ from click.testing import CliRunner
 from cfn_provider import cli
 from cfn_provider.config import Settings
 from cfn_provider.functions.fc_target import FcOnCloudFormation
+from cfn_provider.functions.host import close_for_loop
 from cfn_provider.functions.settings import parse_options
+from cfn_provider.pipeline.router import HandlerError, Router
 from cfn_provider.service import Service
 from tests.dialects import conftest as ros_fixtures
 from tests.dialects.conftest import JsonLog, ros_request
 from tests.dialects.test_ros_service import answer, send, settled
 from tests.support.cli import assert_not_started
+from tests.support.functions import answer as answer_with
+from tests.support.functions import write_function
 from tests.support.mns_server import MnsServer
 from tests.support.stub_s3 import StubS3
 from tests.support.web import post, posted
@@ -217,3 +221,46 @@ def test_the_service_refuses_it_before_loading_anything(tmp_path):
     )
     with pytest.raises(FcOnCloudFormation, match="the sqs transport is CloudFormation's"):
         Service(settings)
+
+
+FLAKY_INITIALIZER = """
+import json, os, time
+from urllib.request import Request, urlopen
+def initializer(context):
+    marker = os.path.join(os.environ["FC_FUNC_CODE_PATH"], "tried")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("the database is not up yet")
+def handler(event, context):
+    event = json.loads(event)
+    body = {"Status": "SUCCESS", "PhysicalResourceId": "once", "RequestId": event["RequestId"]}
+    headers = {"Content-type": "application/json", "Date": time.strftime("%a, %d %b %Y %X GMT", time.gmtime())}
+    urlopen(Request(event["ResponseURL"], data=json.dumps(body).encode(), headers=headers), timeout=20).read()
+"""
+
+
+async def test_a_failed_initializer_fails_that_call_and_runs_again_on_the_next(tmp_path, executor):
+    folder = write_function(tmp_path / "flaky", FLAKY_INITIALIZER)
+    handler = load_fc(f"{FC}=code={folder}", f"{FC}=initializer=index.initializer")
+    try:
+        first = await answer_with(handler, ros_request("Create", "https://ros.example/r?sig=1", rtype=FC), executor)
+        assert first["Status"] == "FAILED"
+        assert first["Reason"] == "the initializer failed: the database is not up yet"
+        second = await answer_with(handler, ros_request("Create", "https://ros.example/r?sig=2", rtype=FC), executor)
+        assert (second["Status"], second["PhysicalResourceId"]) == ("SUCCESS", "once")
+    finally:
+        await close_for_loop()
+
+
+def test_a_missing_initializer_stops_the_start(tmp_path):
+    folder = write_function(tmp_path / "fn", FLAKY_INITIALIZER)
+    with pytest.raises(HandlerError, match=r"fc:index.handler.*failed to load.*has no attribute 'initialise'"):
+        load_fc(f"{FC}=code={folder}", f"{FC}=initializer=index.initialise")
+
+
+def load_fc(*settings: str) -> Any:
+    """The handler the daemon serves for FC = fc:index.handler with `TYPE=SETTING=VALUE` settings."""
+    router = Router([(FC, "fc:index.handler")], use_entry_points=False, functions=parse_options(settings))
+    route = router.route(FC)
+    assert route is not None
+    return route.handler()
