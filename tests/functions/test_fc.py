@@ -8,10 +8,12 @@ only its own request; on the CloudFormation transport an fc: target does not sta
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -98,6 +100,7 @@ async def test_an_fc_function_answers_create_update_delete_through_mns(
     assert data["RequestId"] != create["RequestId"] and 0 < data["Timeout"] <= 60  # FC's own id; ROS's Timeout
     # both URLs it was handed are the daemon's loopback capture: the real ones never reached it
     assert data["UrlHosts"] == [data["UrlHosts"][0]] and data["UrlHosts"][0].startswith("127.0.0.1:")
+    assert data["UrlHosts"][0] != urlsplit(stub_s3.base_url).netloc  # not ROS's endpoint (also on loopback here)
 
     update = ros_request(
         "Update",
@@ -152,6 +155,10 @@ async def test_its_log_lines_are_in_the_daemons_log_in_fcs_format(
     send(mns_env, create)
     fc_id = json.loads((await answer(stub_s3, "fc/logs")).body)["Data"]["RequestId"]
     await settled(mns_env)
+    for _ in range(200):  # the call's last line comes after its answer
+        if f"FC Invoke End RequestId: {fc_id}" in json_log.text:
+            break
+        await asyncio.sleep(0.05)
     lines = [e for e in json_log.events(function="Custom-Fc") if e["event"] in ("function.log", "function.output")]
     mine = [e for e in lines if e.get("request_id") == create["RequestId"]]
     assert mine and all(e["fc_request_id"] == fc_id and e["logical_id"] == "Logged" for e in mine)
@@ -159,9 +166,9 @@ async def test_its_log_lines_are_in_the_daemons_log_in_fcs_format(
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
     assert any(re.fullmatch(rf"{stamp} {fc_id} \[INFO\] handling Create Logged", m) for m in messages), messages
     assert any(re.fullmatch(rf"{stamp} {fc_id} \[INFO\] initializing Custom-Fc", m) for m in messages), messages
-    for line in (f"FC Initialize Start RequestId: {fc_id}", f"FC Invoke Start RequestId: {fc_id}"):
-        assert line in messages
-    assert f"FC Invoke End RequestId: {fc_id}" in messages or any("notify result: 200" in m for m in messages)
+    for phase in ("Initialize Start", "Initialize End", "Invoke Start", "Invoke End"):
+        assert f"FC {phase} RequestId: {fc_id}" in messages, messages
+    assert any(re.fullmatch(rf"{stamp} {fc_id} \[INFO\] notify result: 200 ", m) for m in messages), messages
     for secret in CONFIGURED.values():
         assert secret not in json_log.text  # the function's credentials are never in the daemon's log
 
