@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import promises
+
 
 @dataclass
 class Row:
@@ -121,6 +123,24 @@ def _burst_rows(b: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _promise_rows(pr: dict[str, Any]) -> list[Row]:
+    """Scenario 11: each promise (the log line, admission, the PUT) against its own floor."""
+    out = []
+    for r in pr["rows"]:
+        target = promises.TARGETS.get(r["promise"])
+        out.append(
+            Row(
+                "11 promises: ours / own floor, CPU per call",
+                f"{r['promise']} (floor: {r['floor']})",
+                f"{_f(r['ratio'], 2)} ({_f(r['ratio_min'], 2)} - {_f(r['ratio_max'], 2)}); "
+                f"{_f(r['ours_us'])} / {_f(r['floor_us'])} us",
+                f"<= {target}" if target else "",
+                _check(r["ratio"], r["ratio"] <= target) if target else None,
+            )
+        )
+    return out
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
     out: list[Row] = []
     b = results.get("burst")
@@ -232,6 +252,8 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
     out += _lambda_rows(results.get("lambda"))
     out += _web_rows(results.get("web"))
+    if results.get("promises"):
+        out += _promise_rows(results["promises"])
     return out
 
 
