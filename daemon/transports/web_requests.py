@@ -13,7 +13,10 @@ outside the allowlist 403. Error bodies are JSON `{"Error": "..."}`; none shows 
 
 A retry of a request (same StackId + RequestId) is never run twice: an async retry is
 acknowledged (200), a sync retry waits for the first attempt's answer and gets the stored
-body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`).
+body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`). A sync retry that cannot
+get it within its caller's limit, or finds the request free only after waiting, gets 503 +
+Retry-After instead (the seconds until the holder's lease lapses): the retry then runs it with its
+full budget, never with what is left of this one's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import time
 import uuid
 from typing import Any, NoReturn
@@ -78,6 +82,18 @@ class Refused(TransportError):
         return resp
 
 
+def held_elsewhere(seconds: float) -> Refused:
+    """A sync copy that met its request held by another attempt (running it, or a member that died
+    with its lease) and could not wait it out in its caller's time: never run with less than its full
+    budget (cfn_provider.pipeline.claim), so 503 until the lease lapses."""
+    return Refused(
+        503,
+        "another attempt holds this request (running it, or a provider that stopped with its lease): retry "
+        "after Retry-After seconds, when its answer is stored or its lease has lapsed",
+        max(1, math.ceil(seconds)),
+    )
+
+
 class WaitingCaller:
     """The outlet of a web[sync] request (cfn_provider.pipeline.outlets): the stored answer written as
     the HTTP response. The caller's limit (--web-sync-timeout from its arrival) caps the deadline."""
@@ -86,6 +102,7 @@ class WaitingCaller:
 
     def __init__(self, http: web.BaseRequest, received_at: float, limit: float) -> None:
         self.http, self.until = http, received_at + limit
+        self.waits_until: float | None = self.until - WRITE_MARGIN  # a copy waiting on another answers 503 by then
         self.response: web.StreamResponse | None = None  # once written
 
     def deadline(self, request: Request, deadline: float) -> float:
@@ -230,6 +247,8 @@ class Requests:
             return outlet.response
         if mode == ASYNC and disposition is Disposition.DELETE:  # claimed and stored, acknowledged, or replayed
             return web.Response(status=200, content_type="application/json", body=ACCEPTED)
+        if disposition is Disposition.DEFER and not self.stopping and heartbeat.defer_seconds is not None:
+            return held_elsewhere(heartbeat.defer_seconds).response()
         return self._status(disposition).response()
 
     @staticmethod
