@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -126,8 +127,10 @@ async def test_sighup_reloads_the_certificate(spawn_web, ca: CertAuthority, tmp_
     assert stop_gracefully(daemon) == 0
 
 
-async def _presented(port: int, ca: CertAuthority) -> int:
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ca.client_context(), server_hostname="127.0.0.1")
+async def _presented(port: int, ca: CertAuthority, context: ssl.SSLContext | None = None) -> int:
+    """The serial number of the certificate the listener presents to a client with `context`."""
+    context = context or ca.client_context()
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     return serial_of(der)
@@ -182,3 +185,29 @@ async def test_a_sync_retry_after_a_member_died_is_never_failed_for_want_of_time
     finally:
         for member in members.values():
             member.stop()
+
+
+async def test_sighup_from_an_rsa_to_an_ec_certificate_serves_only_the_new_one(
+    tmp_path: Path, stub_s3, ca: CertAuthority, token_file
+):
+    """A reload swaps the whole TLS context: before, the EC pair was loaded into the live context beside
+    the RSA one, so a client that can only take RSA went on getting the old RSA certificate."""
+    cert, key = ca.issue(tmp_path / "server", rsa_key=True)
+    port = free_port()
+    daemon = web_subprocess(
+        tmp_path, stub_s3, tmp_path / "hup.log", port=port, token_file=token_file, cert=cert, key=key
+    )
+    daemon.start()
+    try:
+        listening(daemon)
+        rsa_serial = serial_in(cert)
+        assert await _presented(port, ca, ca.rsa_only_client_context()) == rsa_serial
+        ca.issue(tmp_path / "server")  # EC, over the same files
+        daemon.signal(signal.SIGHUP)
+        await asyncio.to_thread(wait_for_event, daemon, 10, event="web.tls_reloaded")
+        assert await _presented(port, ca) == serial_in(cert) != rsa_serial  # an EC-capable client: the new one
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # an RSA-only client: none it can take (not the old)
+            await _presented(port, ca, ca.rsa_only_client_context())
+        assert await _presented(port, ca) == serial_in(cert)  # still serving
+    finally:
+        daemon.stop()
