@@ -205,7 +205,7 @@ class Worker:
             return Disposition.DELETE
         if claimed.end == "wait":  # hand it back, hidden until the lease it waits for ends
             outcome.name, outcome.owner = "in-progress-elsewhere", record.owner
-            heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
+            heartbeat.defer(claimed.retry_in or max(1.0, (record.lease_until or 0) - time.time()))
             return Disposition.DEFER
         return await self._replay(attempt, record, outcome)
 

@@ -5,15 +5,20 @@
       async  /<token>:      stored (durably) for the poll scheduler to run -> 200 {"Accepted":true}
       sync   /<token>/sync: run here -> answer stored -> written as the response body (200)
 
-Refused before anything is stored or run: a source outside --web-allow-source 403, no valid
-token 404 (both logged as `security` events, limited per source: then 429), another method 405,
+Refused before anything is stored or run: a source outside --web-allow-source 403 (on every
+path, GET /healthz included), no valid token 404 (both logged as `security` events, limited per
+source: then 429), another method 405,
 stopping or every slot busy 503 + Retry-After, a body over --web-max-body 413, a body slower
-than --web-body-timeout 408, not UTF-8 JSON or a request missing fields 400, a ResponseURL
+than --web-body-timeout 408, not UTF-8 JSON, a request missing fields or with CloudFormation's ARN
+StackId (the transport decides the dialect: this one is ROS's) 400, a ResponseURL
 outside the allowlist 403. Error bodies are JSON `{"Error": "..."}`; none shows the path.
 
 A retry of a request (same StackId + RequestId) is never run twice: an async retry is
 acknowledged (200), a sync retry waits for the first attempt's answer and gets the stored
-body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`).
+body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`). A sync retry that cannot
+get it within its caller's limit, or finds the request free only after waiting, gets 503 +
+Retry-After instead (the seconds until the holder's lease lapses): the retry then runs it with its
+full budget, never with what is left of this one's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import time
 import uuid
 from typing import Any, NoReturn
@@ -43,9 +49,15 @@ from ..trust.web_tokens import ASYNC, SYNC, Mode, Tokens
 from .web_settings import WebSettings
 
 log = structlog.get_logger("web")
-HEALTH_PATH = "/healthz"  # GET: 200 while serving, 503 once stopping (for a load balancer); no token
+HEALTH_PATH = (
+    "/healthz"  # GET: 200 while serving, 503 once stopping (for a load balancer); no token, allowed sources only
+)
 ACCEPTED = b'{"Accepted":true}'
 RETRY_FULL, RETRY_STOPPING = 1, 5  # Retry-After seconds: every slot busy; this daemon stopping
+CLOUDFORMATION_STACK_ID = (
+    "invalid request: StackId is an ARN, CloudFormation's form: this listener serves ROS's web ServiceToken "
+    "only (CloudFormation reaches the provider through SNS)"
+)
 WRITE_MARGIN = 2.0  # seconds a sync answer keeps back from the caller's limit, to be stored and written
 
 
@@ -78,6 +90,18 @@ class Refused(TransportError):
         return resp
 
 
+def held_elsewhere(seconds: float) -> Refused:
+    """A sync copy that met its request held by another attempt (running it, or a member that died
+    with its lease) and could not wait it out in its caller's time: never run with less than its full
+    budget (cfn_provider.pipeline.claim), so 503 until the lease lapses."""
+    return Refused(
+        503,
+        "another attempt holds this request (running it, or a provider that stopped with its lease): retry "
+        "after Retry-After seconds, when its answer is stored or its lease has lapsed",
+        max(1, math.ceil(seconds)),
+    )
+
+
 class WaitingCaller:
     """The outlet of a web[sync] request (cfn_provider.pipeline.outlets): the stored answer written as
     the HTTP response. The caller's limit (--web-sync-timeout from its arrival) caps the deadline."""
@@ -86,6 +110,7 @@ class WaitingCaller:
 
     def __init__(self, http: web.BaseRequest, received_at: float, limit: float) -> None:
         self.http, self.until = http, received_at + limit
+        self.waits_until: float | None = self.until - WRITE_MARGIN  # a copy waiting on another answers 503 by then
         self.response: web.StreamResponse | None = None  # once written
 
     def deadline(self, request: Request, deadline: float) -> float:
@@ -141,6 +166,7 @@ class Requests:
         structlog.contextvars.bind_contextvars(transport="web", source=peer)
         mode: Mode | None = None
         try:
+            self._source(http, peer)
             if http.path == HEALTH_PATH and http.method in ("GET", "HEAD"):
                 return self._health()
             mode = self._authorize(http, peer)
@@ -162,11 +188,15 @@ class Requests:
         return web.Response(status=status, content_type="application/json", body=json.dumps(body).encode())
 
     # ------------------------------------------------------------------ who may ask
-    def _authorize(self, http: web.BaseRequest, peer: str) -> Mode:
-        """The mode the path asks for; Refused (403/404, 429 past the source's limit) otherwise. A valid
-        token is never limited: behind a load balancer a scanner and ROS share one source address."""
+    def _source(self, http: web.BaseRequest, peer: str) -> None:
+        """Refused (403, 429 past the source's limit) for a source outside --web-allow-source: every path,
+        /healthz included."""
         if not sources.allowed(peer, self.allow):
             self._refuse(peer, http.method, "source address is not in --web-allow-source", 403, "forbidden")
+
+    def _authorize(self, http: web.BaseRequest, peer: str) -> Mode:
+        """The mode the path asks for; Refused (404, 429 past the source's limit) otherwise. A valid
+        token is never limited: behind a load balancer a scanner and ROS share one source address."""
         mode = self.tokens.route(http.path).mode
         if mode is None:
             self._refuse(peer, http.method, "no valid path token", 404, "not found")
@@ -230,6 +260,8 @@ class Requests:
             return outlet.response
         if mode == ASYNC and disposition is Disposition.DELETE:  # claimed and stored, acknowledged, or replayed
             return web.Response(status=200, content_type="application/json", body=ACCEPTED)
+        if disposition is Disposition.DEFER and not self.stopping and heartbeat.defer_seconds is not None:
+            return held_elsewhere(heartbeat.defer_seconds).response()
         return self._status(disposition).response()
 
     @staticmethod
@@ -279,6 +311,8 @@ class Requests:
             raise self._rejected(403 if forged else 400, f"the body: {exc}", forged) from None
         if request.problems:
             raise self._rejected(400, "invalid request: " + "; ".join(request.problems))
+        if request.stack_id.startswith("arn:"):  # the transport decides the dialect: this one is ROS's only
+            raise self._rejected(400, CLOUDFORMATION_STACK_ID)
         return request
 
     def _rejected(self, status: int, reason: str, security: bool = False) -> Refused:

@@ -82,7 +82,7 @@ def read_tokens(file: str | None, env_value: str | None) -> tuple[str, ...]:
     else:
         raise TokenError(
             f"--transport web needs a path token: --web-token-file FILE or {ENV_TOKEN} "
-            "(make one with `cfn-provider web-token --new --token-file FILE`)"
+            "(make one with `cfn-provider web-token --new --web-token-file FILE`)"
         )
     if not found:
         raise TokenError(f"{where} holds no token")

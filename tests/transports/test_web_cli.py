@@ -243,3 +243,22 @@ def test_the_try_it_locally_recipe_runs_as_written(tmp_path: Path):
     assert answer["Status"] == "SUCCESS" and answer["Data"] == {"Message": "hello"} and answer["RequestId"] == "req-1"
     token = (tmp_path / "web-token").read_text().strip()
     assert token not in (tmp_path / "daemon.log").read_text()
+
+
+def test_the_command_suggested_for_a_missing_token_works(captured, tmp_path: Path):
+    """Starting without a token names the command that makes one: it runs as printed (before, it named
+    `web-token --new --token-file FILE`, an option that does not exist), and `run` then starts."""
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "web", "--web-allow-http"])
+    assert result.exit_code == 2 and not captured, result.output
+    suggested = re.search(r"`cfn-provider (web-token [^`]*)`", " ".join(result.output.split()))
+    assert suggested, result.output
+    path = tmp_path / "web-token"
+    args = [str(path) if word == "FILE" else word for word in suggested.group(1).split()]
+    made = CliRunner().invoke(cli.main, args)
+    assert made.exit_code == 0 and len(path.read_text().strip()) >= 22, made.output
+    started = CliRunner().invoke(
+        cli.main, ["run", "--transport", "web", "--web-allow-http", "--web-token-file", str(path)]
+    )
+    assert started.exit_code == 0 and captured, started.output
+    help_text = " ".join(CliRunner().invoke(cli.main, ["run", "--help"]).output.split())
+    assert "`cfn-provider web-token --new --web-token-file FILE`" in help_text  # --web-token-file's help says the same
