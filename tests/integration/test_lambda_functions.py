@@ -42,6 +42,7 @@ LAMBDA_HANDLERS = (
     ("Custom::Loud", "lambda:index.handler"),
     ("Custom::Hang", "lambda:index.handler"),
     ("Custom::CrhSecret", f"{FN}.crhelper_secret.handler"),
+    ("Custom::Hyphen", "lambda:update-iam-role.handler"),
 )
 FOLDERS = {
     "Custom::Renamed": "renamed",
@@ -52,6 +53,7 @@ FOLDERS = {
     "Custom::Crash": "crash",
     "Custom::Loud": "loud",
     "Custom::Hang": "hang",
+    "Custom::Hyphen": "hyphen",
 }
 
 
@@ -341,6 +343,17 @@ async def test_a_function_module_named_resource_and_two_index_handlers_in_one_da
         "b-1",
         {"Twin": "b"},
     )
+
+
+async def test_a_module_with_hyphens_in_its_name_serves_as_lambda_imports_it(serve, stack: Stack) -> None:
+    """A real Quick Start's Handler `update-iam-role.handler`: refused as a module name before; Lambda's
+    runtime imports the file update-iam-role.py by that name, and so does the function's process."""
+    await serve("Custom::Hyphen")
+    request = stack.request("Create", "Role", resource_type="Custom::Hyphen", properties={"RoleName": "r1"})
+    stack.publish(request)
+    resp = await response_of(stack, request)
+    assert resp["Status"] == "SUCCESS", resp
+    assert (resp["PhysicalResourceId"], resp["Data"]) == ("updated-r1", {"Module": "update-iam-role"})
 
 
 async def test_a_1_s_service_timeout_is_answered_success(serve, stack: Stack) -> None:
