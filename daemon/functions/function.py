@@ -13,7 +13,8 @@ killed at the deadline); without one, how the call ended decides:
 | returned, raised, sys.exit without answer | FunctionFailed saying so                                           |
 | crhelper waits for its polls              | InProgress (crhelper's CrHelperData, its interval)                 |
 | process crashed (os._exit, signal, OOM)   | FunctionFailed naming how; the process is replaced                 |
-| every process busy, none may wait         | InProgress {"Queued": n}: the scheduler retries soon, no slot held |
+| every process busy, none may wait         | Busy {"Queued": n}: the scheduler retries soon, no slot held; a   |
+|                                           | caller waiting on its connection (web[sync]) is told to retry (503) |
 
 A call cancelled (the runner's deadline, the daemon's stop) kills its process, which is replaced.
 """
@@ -34,7 +35,7 @@ from typing import Any
 import structlog
 
 from ..errors import HandlerFailure
-from ..long_running.progress import InProgress
+from ..long_running.progress import Busy, InProgress
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
@@ -196,7 +197,7 @@ class LambdaFunction:
         await self._finish(call, capture, process, pool, deadline, host.answers)
         return self._ended(call, capture, process, event, crhelper_progress, request_id)
 
-    def _queued(self, progress: Any, queued: bool) -> InProgress:
+    def _queued(self, progress: Any, queued: bool) -> Busy:
         """Every process busy: the poll scheduler tries again shortly (counting the tries in `progress`)."""
         tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
         log.info(
@@ -205,7 +206,7 @@ class LambdaFunction:
             concurrency=self.settings.concurrency,
             detail="every process of the function is busy: the poll scheduler tries again shortly",
         )
-        return InProgress(
+        return Busy(
             progress=progress if progress is not None and not queued else {QUEUED: tries},
             after=min(15.0, 1.0 + tries),
         )

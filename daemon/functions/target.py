@@ -65,8 +65,9 @@ def parse_target(spec: str) -> tuple[str, str]:
         raise ValueError(f"{spec!r} is not {_FORM}: the module or the function is empty")
     if module.startswith("."):
         raise ValueError(f"{spec!r}: the module {module!r} is relative (a leading . or /), which Lambda cannot import")
-    if module.partition(".")[0] in sys.builtin_module_names:
-        raise ValueError(f"{spec!r}: {module.partition('.')[0]} is a built-in module, which Lambda refuses as a handler")
+    top = module.partition(".")[0]
+    if top in sys.builtin_module_names:
+        raise ValueError(f"{spec!r}: {top} is a built-in module, which Lambda refuses as a handler module")
     return module, attr
 
 
