@@ -166,36 +166,60 @@ class LambdaFunction:
             raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
         if process is None:
             return self._queued(progress, queued)
-        request_id = str(event.get("RequestId") or "")
-        aws_request_id = str(uuid.uuid4())
-        ids = {
-            "function": self.name,
-            "request_id": request_id,
-            "stack": _stack_name(event),
-            "logical_id": str(event.get("LogicalResourceId") or ""),
-            "aws_request_id": aws_request_id,
-        }
+        ids = self._ids(event)
+        request_id, aws_request_id = ids["request_id"], ids["aws_request_id"]
         capture = host.answers.open({k: ids[k] for k in ("function", "request_id", "logical_id", "aws_request_id")})
         capture.on_answer = lambda answer: process.output.answered(answer.data if answer.no_echo else None)
-        deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
+        deadline, own = self._deadline(context)
         lambda_context = self._context(event, process, aws_request_id, deadline)
         crhelper_progress = None if queued else progress  # a queued first call runs as a first call
         call = asyncio.ensure_future(process.invoke(_event(event, capture.url, crhelper_progress), lambda_context, ids))
         call.add_done_callback(_retrieved)
         arrived = asyncio.ensure_future(capture.arrived.wait())
         try:
-            await asyncio.wait({call, arrived}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {call, arrived},
+                timeout=deadline - time.monotonic() if own else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         except asyncio.CancelledError:  # the deadline, or the daemon stopping: the call is cut
             arrived.cancel()
             process.kill()
             host.track(self._finish(call, capture, process, pool, deadline, host.answers))
             raise
         arrived.cancel()
+        timed_out = not call.done() and capture.answer is None  # its own Timeout: killed, as Lambda ends it
+        if timed_out:
+            process.kill()
         if capture.answer is not None:
             host.track(self._finish(call, capture, process, pool, deadline, host.answers))
             return _result(capture.answer, request_id, process.log_stream)
         await self._finish(call, capture, process, pool, deadline, host.answers)
+        if timed_out and capture.answer is None:
+            raise FunctionFailed(
+                f"the Lambda function {self.name} timed out after {self.settings.timeout} s (its timeout "
+                f"setting, Lambda's Timeout). {log_hint(request_id)}"
+            )
         return self._ended(call, capture, process, event, crhelper_progress, request_id)
+
+    def _ids(self, event: Mapping[str, Any]) -> dict[str, str]:
+        """The call's ids, in its log lines and its answer's capture."""
+        return {
+            "function": self.name,
+            "request_id": str(event.get("RequestId") or ""),
+            "stack": _stack_name(event),
+            "logical_id": str(event.get("LogicalResourceId") or ""),
+            "aws_request_id": str(uuid.uuid4()),
+        }
+
+    def _deadline(self, context: Any) -> tuple[float, bool]:
+        """When the call ends (time.monotonic()): the request's deadline, or the function's own `timeout`
+        (Lambda's Timeout) from now when that comes first (then True)."""
+        deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
+        timeout = self.settings.timeout
+        if timeout is not None and time.monotonic() + timeout < deadline:
+            return time.monotonic() + timeout, True
+        return deadline, False
 
     def _queued(self, progress: Any, queued: bool) -> Busy:
         """Every process busy: the poll scheduler tries again shortly (counting the tries in `progress`)."""

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ...cli_errors import Commands
+from ...functions.options import function_option
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
 from ..template.lint import missing_extra
@@ -20,6 +21,7 @@ from .engine import Engine
 from .seed import run_seed
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
+from .template_functions import from_template
 
 _STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
 
@@ -88,6 +90,14 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
         "serves the built-in or installed entry point of that name (e.g. --handler "
         "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
+    ),
+    function_option(
+        "A setting of the lambda: function serving TYPE, as for `run` (repeatable): env.NAME=VALUE (an environment "
+        "variable of its own), code=FOLDER, timeout=S, memory_mb=N, concurrency=N, name=NAME, log_group=NAME, "
+        "log_stream=NAME. Remembered; given again, a setting replaces the remembered one. The template's own "
+        "AWS::Lambda::Function resources give defaults (docs/porting-lambda.md).",
+        name="functions",
+        as_typed=True,
     ),
     click.option(
         "--handler-path",
@@ -222,7 +232,8 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
             parameter_overrides=parameters,
         )
 
-    run("create", path, options, new_state, operation)
+    defaults = from_template(doc, parameters, StackInfo.new(stack_name), template_path, path)
+    run("create", path, options, new_state, operation, defaults=defaults)
 
 
 @simulate.command("update")
@@ -298,7 +309,8 @@ def update_command(
             return "NO_CHANGES"
         return engine.update(old, new, now, str(Path(template_path).resolve()) if template_path else None)
 
-    run("update", path, options, lambda _backend: state, operation, previous=state)
+    defaults = from_template(doc, overrides, state.info, template_path or state.template_file, path)
+    run("update", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 @simulate.command("delete")
@@ -333,7 +345,8 @@ def delete_command(**options: Any) -> None:
         announce(console, backend, template, st, path)
         return engine.delete(template)
 
-    run("delete", path, options, lambda _backend: state, operation, previous=state)
+    defaults = from_template(state.template, state.parameter_overrides, state.info, state.template_file, path)
+    run("delete", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 def _require_emulator(options: Mapping[str, Any], state: StackState | None = None) -> None:
