@@ -35,7 +35,7 @@ def print_from_template(path: str, inline_dir: str | None) -> None:
                 f"as DIR/{fn.logical_id}/{lambdas.INLINE_MODULE}, its code folder",
                 err=True,
             )
-    served = [fn for fn in found if fn.usable and fn.types]
+    served = [fn for fn in found if fn.usable and fn.types and (fn.inline is None or fn.logical_id in codes)]
     if not served:
         click.echo("# no custom resource of this template calls a usable Lambda function (ServiceToken !GetAtt Fn.Arn)")
         return

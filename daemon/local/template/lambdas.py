@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...functions.settings import FunctionSettingError, parse_options
+
 LAMBDA_TYPES = ("AWS::Lambda::Function", "AWS::Serverless::Function")
 INLINE_MODULE = "index.py"  # what Lambda names an inline (ZipFile) Python function's file
 Resolve = Callable[[Any, str], Any]  # (value, where) -> the value with its intrinsics resolved; raises if it cannot
@@ -119,6 +121,11 @@ def _function(logical_id: str, resource: Mapping[str, Any], base: Path, resolve:
     )
     for name, raw in (variables or {}).items() if isinstance(variables, dict) else ():
         value = _value(fn, resolve, raw, f"{where}.Environment.Variables.{name}")
+        try:
+            parse_options([f"{logical_id}=env.{name}=x"])  # a name the daemon takes (Lambda's rule, not reserved)
+        except FunctionSettingError as exc:
+            fn.notes.append(f"{where}.Environment.Variables: left out ({str(exc).partition(': ')[2]})")
+            continue
         if value is not None:
             fn.environment[str(name)] = _text(value)
     fn.timeout = _number(fn, resolve, props.get("Timeout"), f"{where}.Timeout", 1, 900)
