@@ -167,7 +167,10 @@ def simulate() -> None:  # Commands: a SimulateError is `cfn-provider: <why>`, e
     simulated; other resources are not created, and a Ref or Fn::GetAtt to one gives a
     placeholder. Each custom resource's ServiceToken is replaced by the simulated topic. The
     stack is kept in ./.cfn-simulate/STACK.json, with the options to use again (handlers,
-    handler folders, endpoint, poll speed, parameters). Exit status: 0 when the stack ends
+    function settings, handler folders, endpoint, poll speed, parameters). A custom resource whose
+    ServiceToken is !GetAtt Fn.Arn of the template's own AWS::Lambda::Function is served by that
+    function with its Handler, Code, Environment, Timeout and MemorySize (--handler and --function
+    override it). Exit status: 0 when the stack ends
     CREATE_COMPLETE / UPDATE_COMPLETE / DELETE_COMPLETE, 1 otherwise (failed, rolled back),
     2 when nothing could be done (bad template, options or stack state).
     """
