@@ -14,15 +14,19 @@ config file's tables (`cfn-provider handlers --from-template`, `simulate`). What
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...functions.settings import FunctionSettingError, parse_options
+from ...functions.target import parse_target
 
 LAMBDA_TYPES = ("AWS::Lambda::Function", "AWS::Serverless::Function")
 INLINE_MODULE = "index.py"  # what Lambda names an inline (ZipFile) Python function's file
+_LOGICAL_ID = re.compile(r"[A-Za-z0-9]{1,255}")  # CloudFormation's rule (the inline code's folder is named by it)
+_CUSTOM_TYPE = re.compile(r"AWS::CloudFormation::CustomResource|Custom::[A-Za-z0-9_@-]{1,60}")
 Resolve = Callable[[Any, str], Any]  # (value, where) -> the value with its intrinsics resolved; raises if it cannot
 
 
@@ -70,14 +74,15 @@ def read(doc: Mapping[str, Any], base: Path, resolve: Resolve | None = None) -> 
         props = resource.get("Properties") if isinstance(resource, dict) else None
         target = _arn_of(props.get("ServiceToken")) if isinstance(props, dict) else None
         function = resources.get(target) if target else None
-        if not isinstance(function, dict) or function.get("Type") not in LAMBDA_TYPES:
+        if not isinstance(function, dict) or function.get("Type") not in LAMBDA_TYPES or not target:
             continue
-        assert target is not None
         if target not in found:
             found[target] = _function(target, function, base, resolve or _literal)
-        found[target].callers.append(logical_id)
+        found[target].callers.append(str(logical_id))
         rtype = str(resource.get("Type"))
-        if rtype not in found[target].types:
+        if not _CUSTOM_TYPE.fullmatch(rtype):
+            found[target].notes.append(f"{str(logical_id)[:64]}: {rtype[:80]!r} is not a custom resource type")
+        elif rtype not in found[target].types:
             found[target].types.append(rtype)
     _one_function_per_type(list(found.values()))
     return list(found.values())
@@ -104,6 +109,9 @@ def _literal(value: Any, where: str) -> Any:
 
 def _function(logical_id: str, resource: Mapping[str, Any], base: Path, resolve: Resolve) -> TemplateFunction:
     fn = TemplateFunction(logical_id)
+    if not _LOGICAL_ID.fullmatch(logical_id):
+        fn.notes.append(f"{logical_id[:64]!r} is not a logical id (letters and digits): left out")
+        return fn
     props = resource.get("Properties")
     props = props if isinstance(props, dict) else {}
     where = f"{logical_id}.Properties"
@@ -115,6 +123,12 @@ def _function(logical_id: str, resource: Mapping[str, Any], base: Path, resolve:
     fn.handler = str(handler) if handler else None
     if fn.handler is None:
         fn.notes.append(f"{logical_id}: no Handler")
+    else:
+        try:
+            parse_target(fn.handler)
+        except ValueError as exc:
+            fn.notes.append(f"{logical_id}: Handler {exc}")
+            fn.handler = None
     _code(fn, props, base, resolve, where)
     variables = (
         (props.get("Environment") or {}).get("Variables") if isinstance(props.get("Environment"), dict) else None

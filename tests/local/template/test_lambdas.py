@@ -118,3 +118,23 @@ Resources:
     from_file = load_config_file(tmp_path / "c.toml")
     assert list(from_file["handler"]) == ["Custom::Thing=lambda:prod/app.handler"]
     assert parse_options(from_file["function"]) == parse_options(lambdas.function_options([found]))
+
+
+def test_hostile_names_are_left_out_never_used_as_paths_or_options(tmp_path: Path):
+    """A logical id names the inline code's folder and a type goes into TYPE=... options: only what
+    CloudFormation allows is used; a Handler Lambda refuses is refused here too."""
+    doc = {
+        "Resources": {
+            "../../escape": fn({"Code": {"ZipFile": "x = 1"}}),
+            "Fine": fn({"Code": {"ZipFile": "x = 1"}}),
+            "BadHandler": fn({"Code": {"ZipFile": "x = 1"}, "Handler": "sys.handler"}),
+            "A": custom({"Fn::GetAtt": ["../../escape", "Arn"]}, "Custom::A"),
+            "B": custom({"Fn::GetAtt": ["Fine", "Arn"]}, "Custom::B=lambda:os.system"),
+            "C": custom({"Fn::GetAtt": ["BadHandler", "Arn"]}, "Custom::C"),
+        }
+    }
+    escape, fine, bad = lambdas.read(doc, tmp_path)
+    assert not escape.usable and "is not a logical id" in escape.notes[0]
+    assert fine.types == [] and "is not a custom resource type" in fine.notes[0]
+    assert not bad.usable and "built-in module" in bad.notes[0]
+    assert lambdas.handler_options([escape, fine, bad]) == []
