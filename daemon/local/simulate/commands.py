@@ -21,7 +21,7 @@ from .engine import Engine
 from .seed import run_seed
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
-from .template_functions import from_template
+from .template_functions import forget, from_template
 
 _STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
 
@@ -236,7 +236,11 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
         )
 
     defaults = from_template(doc, parameters, StackInfo.new(stack_name), template_path, path)
-    run("create", path, options, new_state, operation, defaults=defaults)
+    try:
+        run("create", path, options, new_state, operation, defaults=defaults)
+    finally:
+        if not path.exists():  # nothing was created: nor are its inline functions kept
+            forget(path)
 
 
 @simulate.command("update")

@@ -181,6 +181,9 @@ def test_a_setting_for_a_type_no_lambda_handler_serves_is_refused_before_anythin
     result = simulate_cli("create", "t.yaml", "--function", "Custom::A=env.X=1", endpoint=emulator.endpoint)
     assert result.exit_code == 2 and "which no lambda: handler serves" in result.output
     assert not (tmp_path / ".cfn-simulate" / "t.json").exists()
+    (tmp_path / "inline.yaml").write_text(INLINE)
+    result = simulate_cli("create", "inline.yaml", "--function", "Custom::A=env.X=1", endpoint=emulator.endpoint)
+    assert result.exit_code == 2 and not (tmp_path / ".cfn-simulate" / "inline.functions").exists()
 
 
 def test_an_inline_function_runs_from_its_zipfile_source(emulator, tmp_path):
