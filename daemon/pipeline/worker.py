@@ -29,7 +29,7 @@ from ..dead_letters.answer import DeadLetter
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
-from ..long_running.progress import InProgress
+from ..long_running.progress import Busy, InProgress
 from ..long_running.steps import Polls
 from ..ops.metrics import Metrics
 from ..stores.base import Record, Store, new_token, transient
@@ -252,12 +252,23 @@ class Worker:
         if answer is None:
             outcome.name = "released"
             return Disposition.RELEASE
+        if isinstance(answer, Busy) and attempt.outlet.caller_waits:  # nothing ran: the caller retries
+            return await self._busy(attempt, outcome)
         if isinstance(answer, InProgress) and attempt.outlet.caller_waits:  # nothing polls for a waiting caller
             answer = self.polls.unwaitable(request, answer)
         if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.long_running.steps)
             return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.answered(answer)
         return await self.delivery.store_and_send(request, token, answer, outcome, deadline, attempt.outlet)
+
+    async def _busy(self, attempt: Attempt, outcome: Outcome) -> Disposition:
+        """The handler could not start (its function's every process busy) for a caller waiting on its
+        connection: nothing ran, so nothing is stored: the claim is let go of (its retry runs it) and
+        the request handed back (the web listener: 503 + Retry-After)."""
+        await self.calls.write(lambda: self.store.release(attempt.request.key, attempt.token))
+        outcome.name = "busy"
+        log.info("request.busy", detail="every process of the function is busy: the caller is told to retry")
+        return Disposition.RELEASE
 
     async def _answer(self, attempt: Attempt, deadline: float) -> responses.Response | InProgress | None:
         """The request's answer (cfn_provider.pipeline.handling). When the grace period's cancel cuts the

@@ -8,7 +8,8 @@
 Refused before anything is stored or run: a source outside --web-allow-source 403 (on every
 path, GET /healthz included), no valid token 404 (both logged as `security` events, limited per
 source: then 429), another method 405,
-stopping or every slot busy 503 + Retry-After, a body over --web-max-body 413, a body slower
+stopping or every slot busy 503 + Retry-After (and a sync request whose `lambda:` function has every
+process busy: nothing ran, nothing stored, its retry runs it), a body over --web-max-body 413, a body slower
 than --web-body-timeout 408, not UTF-8 JSON, a request missing fields or with CloudFormation's ARN
 StackId (the transport decides the dialect: this one is ROS's) 400, a ResponseURL
 outside the allowlist 403. Error bodies are JSON `{"Error": "..."}`; none shows the path.
@@ -54,6 +55,7 @@ HEALTH_PATH = (
 )
 ACCEPTED = b'{"Accepted":true}'
 RETRY_FULL, RETRY_STOPPING = 1, 5  # Retry-After seconds: every slot busy; this daemon stopping
+RETRY_BUSY = 2  # Retry-After seconds: the function serving the request has every process busy
 CLOUDFORMATION_STACK_ID = (
     "invalid request: StackId is an ARN, CloudFormation's form: this listener serves ROS's web ServiceToken "
     "only (CloudFormation reaches the provider through SNS)"
@@ -264,8 +266,7 @@ class Requests:
             return held_elsewhere(heartbeat.defer_seconds).response()
         return self._status(disposition).response()
 
-    @staticmethod
-    def _status(disposition: Disposition) -> Refused:
+    def _status(self, disposition: Disposition) -> Refused:
         """What a request the worker did not answer in the response gets (a DELETE here is sync's)."""
         if disposition is Disposition.DELETE:  # a sync copy of a request another mode answers
             return Refused(
@@ -273,6 +274,9 @@ class Requests:
                 "this request is answered at its ResponseURL (it is a long-running action, "
                 "or was sent to the asynchronous path): it is not answered here",
             )
+        if disposition is Disposition.RELEASE and not self.stopping and not self.worker.stopping:
+            # handed back while serving: nothing ran (its function's every process busy), nothing stored
+            return Refused(503, "the handler of this request is busy: retry", RETRY_BUSY)
         if disposition in (Disposition.RELEASE, Disposition.DEFER):
             return Refused(503, "this provider is stopping: retry (another one may take it)", RETRY_STOPPING, True)
         return Refused(500, "another provider took this request over: retry it")

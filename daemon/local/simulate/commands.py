@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ...cli_errors import Commands
+from ...functions.options import function_option
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
 from ..template.lint import missing_extra
@@ -20,6 +21,7 @@ from .engine import Engine
 from .seed import run_seed
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
+from .template_functions import forget, from_template
 
 _STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
 
@@ -89,6 +91,14 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         "serves the built-in or installed entry point of that name (e.g. --handler "
         "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
     ),
+    function_option(
+        "A setting of the lambda: function serving TYPE, as for `run` (repeatable): env.NAME=VALUE (an environment "
+        "variable of its own), code=FOLDER, timeout=S, memory_mb=N, concurrency=N, name=NAME, log_group=NAME, "
+        "log_stream=NAME. Remembered; given again, a setting replaces the remembered one. The template's own "
+        "AWS::Lambda::Function resources give defaults (docs/porting-lambda.md).",
+        name="functions",
+        as_typed=True,
+    ),
     click.option(
         "--handler-path",
         "handler_paths",
@@ -157,7 +167,10 @@ def simulate() -> None:  # Commands: a SimulateError is `cfn-provider: <why>`, e
     simulated; other resources are not created, and a Ref or Fn::GetAtt to one gives a
     placeholder. Each custom resource's ServiceToken is replaced by the simulated topic. The
     stack is kept in ./.cfn-simulate/STACK.json, with the options to use again (handlers,
-    handler folders, endpoint, poll speed, parameters). Exit status: 0 when the stack ends
+    function settings, handler folders, endpoint, poll speed, parameters). A custom resource whose
+    ServiceToken is !GetAtt Fn.Arn of the template's own AWS::Lambda::Function is served by that
+    function with its Handler, Code, Environment, Timeout and MemorySize (--handler and --function
+    override it). Exit status: 0 when the stack ends
     CREATE_COMPLETE / UPDATE_COMPLETE / DELETE_COMPLETE, 1 otherwise (failed, rolled back),
     2 when nothing could be done (bad template, options or stack state).
     """
@@ -222,7 +235,12 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
             parameter_overrides=parameters,
         )
 
-    run("create", path, options, new_state, operation)
+    defaults = from_template(doc, parameters, StackInfo.new(stack_name), template_path, path)
+    try:
+        run("create", path, options, new_state, operation, defaults=defaults)
+    finally:
+        if not path.exists():  # nothing was created: nor are its inline functions kept
+            forget(path)
 
 
 @simulate.command("update")
@@ -298,7 +316,8 @@ def update_command(
             return "NO_CHANGES"
         return engine.update(old, new, now, str(Path(template_path).resolve()) if template_path else None)
 
-    run("update", path, options, lambda _backend: state, operation, previous=state)
+    defaults = from_template(doc, overrides, state.info, template_path or state.template_file, path)
+    run("update", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 @simulate.command("delete")
@@ -333,7 +352,8 @@ def delete_command(**options: Any) -> None:
         announce(console, backend, template, st, path)
         return engine.delete(template)
 
-    run("delete", path, options, lambda _backend: state, operation, previous=state)
+    defaults = from_template(state.template, state.parameter_overrides, state.info, state.template_file, path)
+    run("delete", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 def _require_emulator(options: Mapping[str, Any], state: StackState | None = None) -> None:
