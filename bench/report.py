@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .cost_report import cost_rows
+
 
 @dataclass
 class Row:
@@ -232,6 +234,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
     out += _lambda_rows(results.get("lambda"))
     out += _web_rows(results.get("web"))
+    out += [Row(*row) for row in cost_rows(results.get("cost"))]
     return out
 
 
