@@ -41,6 +41,10 @@ def _sp(sp: dict[str, Any], digits: int = 2, money: bool = False) -> str:
     return f"{m}{_n(sp['median'], digits)} ({m}{_n(sp['min'], digits)} - {m}{_n(sp['max'], digits)})"
 
 
+def _never(x: float) -> str:
+    return "never (a request costs more)" if math.isinf(x) else _n(x, 0)
+
+
 def cost_rows(c: dict[str, Any] | None) -> list[Row]:
     if not c:
         return []
@@ -51,6 +55,8 @@ def cost_rows(c: dict[str, Any] | None) -> list[Row]:
     out = [(s, "per request, median (min - max) over rounds", f"measured{flag}", "minimum")]
     for key, label, unit in _COUNTS:
         out.append((s, f"  {label}", f"{_sp(c['per_request'][key], 3)} {unit}", _n(c["minimum"][key], 1)))
+    steps = " / ".join(_n(c["per_request"][f"wru_{k}"]["median"], 2) for k in ("claim", "save", "mark"))
+    out.append((s, "  WRU of the claim / stored response / SENT mark", steps, "1 / 1 / 1"))
     out.append((s, "  messages per receive", _sp(c["per_request"]["messages_per_receive"], 1), "10"))
     out += _dollar_rows(c, s)
     return out + _idle_rows(c, s)
@@ -70,6 +76,14 @@ def _dollar_rows(c: dict[str, Any], s: str) -> list[Row]:
             "  + CloudFormation's SNS publish ($0.50/M)",
             _sp(c["with_publish_per_million"], 3, True),
             f"${_n(mp['with_publish'], 3)}",
+        )
+    )
+    out.append(
+        (
+            s,
+            "  the same on the SQLite store (one host, no table)",
+            _sp(c["sqlite_with_publish_per_million"], 3, True),
+            "",
         )
     )
     fn = c["lambda"]
@@ -101,8 +115,8 @@ def _idle_rows(c: dict[str, Any], s: str) -> list[Row]:
         ),
         (
             s,
-            "  requests/month a member must serve to beat Lambda",
-            _n(c["break_even_requests_per_month"], 0),
-            "(its idle cost / what it saves per request)",
+            "  requests/month to beat Lambda: DynamoDB / SQLite store",
+            f"{_never(c['break_even_requests_per_month'])} / {_never(c['sqlite_break_even_requests_per_month'])}",
+            "idle cost / saving per request",
         ),
     ]

@@ -44,6 +44,7 @@ class Call:
     units: float | None  # consumed capacity units dynalite reported (None: not reported)
     error: str = ""  # the error's __type (e.g. ConditionalCheckFailedException), "" on success
     consistent: bool = False  # a read with ConsistentRead
+    key: str = ""  # the item's partition key (`pk`), for a call on one item
 
     @property
     def is_write(self) -> bool:
@@ -124,10 +125,11 @@ class CapacityProxy:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         at, body = time.time(), await request.read()
         operation = request.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
-        added, consistent = False, False
+        added, consistent, key = False, False, ""
         if operation in READS + WRITES:
             sent = json.loads(body)
             consistent = bool(sent.get("ConsistentRead"))
+            key = str(sent.get("Key", {}).get("pk", {}).get("S", ""))
             if sent.get("ReturnConsumedCapacity", "NONE") == "NONE":
                 sent["ReturnConsumedCapacity"], added = "TOTAL", True
                 body = json.dumps(sent).encode()
@@ -150,5 +152,5 @@ class CapacityProxy:
             else:
                 error = str(parsed.get("__type", status)).rsplit("#", 1)[-1]
         with self._lock:
-            self.calls.append(Call(operation or request.method, at, units, error, consistent))
+            self.calls.append(Call(operation or request.method, at, units, error, consistent, key))
         return web.Response(body=answer, status=status, headers=out_headers)

@@ -55,6 +55,20 @@ def per_request(sqs_ops: Counter, puts: int, calls: list[Call], cert_fetches: in
         sns_cert_fetch=cert_fetches / n,
     )
     out["messages_per_receive"] = 1 / out["sqs_receive"] if out["sqs_receive"] else float("nan")
+    out.update(wru_by_step(mine))
+    return out
+
+
+def wru_by_step(calls: list[Call]) -> dict[str, float]:
+    """Mean WRU of each request's 1st, 2nd and 3rd write to its item (claim, stored response, SENT mark
+    on the happy path): where the units above the minimum go."""
+    writes: dict[str, list[float]] = {}
+    for call in sorted((c for c in calls if c.is_write and c.key), key=lambda c: c.at):
+        writes.setdefault(call.key, []).append(call.billed_units)
+    out = {}
+    for step, name in enumerate(("claim", "save", "mark")):
+        units = [w[step] for w in writes.values() if len(w) > step]
+        out[f"wru_{name}"] = sum(units) / len(units) if units else float("nan")
     return out
 
 
@@ -184,6 +198,9 @@ SPREAD_FIGURES = (
     "messages_per_receive",
     "dynamodb_writes",
     "dynamodb_wru",
+    "wru_claim",
+    "wru_save",
+    "wru_mark",
     "dynamodb_reads",
     "dynamodb_rru",
     "dynamodb_failed_conditions",
@@ -213,8 +230,20 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out["break_even_requests_per_month"] = prices.break_even_requests_per_month(
         out["idle_dollars_per_month"]["median"], out["with_publish_per_million"]["median"], out["lambda"]["total"]
     )
+    # the same SQS calls without the table: one host on SQLite (the store's calls are all DynamoDB's)
+    out["sqlite_with_publish_per_million"] = spread([_without_table(r["priced"]) for r in rounds])
+    out["sqlite_idle_dollars_per_month"] = spread([r["idle_month"]["dollars"]["sqs"] for r in rounds])
+    out["sqlite_break_even_requests_per_month"] = prices.break_even_requests_per_month(
+        out["sqlite_idle_dollars_per_month"]["median"],
+        out["sqlite_with_publish_per_million"]["median"],
+        out["lambda"]["total"],
+    )
     out["verified"] = all(r["verified"] for r in rounds)
     return out
+
+
+def _without_table(p: dict[str, Any]) -> float:
+    return float(p["with_publish"] - p["dollars"]["dynamodb_wru"] - p["dollars"]["dynamodb_rru"])
 
 
 def cost(opts: Options) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         opts.burst_n, opts.slow_m, opts.latency_count = 100 * opts.rounds, 100, 25
         opts.idle_seconds, opts.scale_n, opts.inflight_n, opts.inflight_sleep = 15.0, 200, 300, 10.0
-        opts.cost_n, opts.cost_idle_s = 30, 40.0
+        opts.cost_n, opts.cost_idle_s = 30, 50.0
     if args.requests:
         opts.burst_n = args.requests * opts.rounds
     if args.inflight:

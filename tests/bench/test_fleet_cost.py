@@ -92,6 +92,8 @@ def test_a_tiny_cost_run_counts_the_daemons_calls_and_prices_them(dynalite: Dyna
     assert counts["dynamodb_wru"] >= counts["dynamodb_writes"]  # at least 1 WRU a write
     assert 0 < counts["sqs_receive"] <= 1.0 and 0 < counts["sqs_delete"] <= 1.0
     assert counts["sns_cert_fetch"] == pytest.approx(1 / 3)  # signatures verified: one fetch, then cached
+    steps = counts["wru_claim"] + counts["wru_save"] + counts["wru_mark"]
+    assert steps == pytest.approx(counts["dynamodb_wru"])  # the three writes of each request: all its units
     assert run["idle_rates"]["dynamodb_calls_per_minute"] > 0  # the due-poll look, counted while idle
     for key, price in prices.BILLED_BY.items():  # each priced row is its count times its list price
         if price is not None:
