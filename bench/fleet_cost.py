@@ -37,7 +37,7 @@ STARTUP_ONLY = ("GetQueueAttributes",)  # the daemon reads the queue's redrive p
 PERIODIC = ("Query",)  # the due-poll look (every --poll-interval): a cost of time, not of a request
 
 
-def per_request(sqs_ops: Counter, puts: int, calls: list[Call], cert_fetches: int, n: int) -> dict[str, float]:
+def per_request(sqs_ops: Counter[str], puts: int, calls: list[Call], cert_fetches: int, n: int) -> dict[str, float]:
     """The counted calls of a burst of n requests, per request, by billed figure (bench.prices.BILLED_BY)."""
     grouped = {key: sum(sqs_ops[op] for op in ops) for key, ops in SQS_GROUPS.items()}
     known = {op for ops in SQS_GROUPS.values() for op in ops} | set(STARTUP_ONLY) | {"PUT"}
@@ -138,7 +138,7 @@ def one_round(opts: Options, db: Any, ddb: CapacityProxy, tag: str, n: int, idle
     table = f"cfn-cost-{uuid.uuid4().hex[:8]}"
     db.create_table(table)
     with EmulatorProcess(rundir) as em, RecordingProxy(em.port) as aws, CertServer() as certs:
-        provider = Provider.create(em)
+        provider = Provider.create(em)  # type: ignore[arg-type]  # duck-typed Emulator
         signer = Signer(provider, certs)
         requests = build_requests(em.client("s3", endpoint=aws.endpoint), provider, n)
         daemon = _daemon(

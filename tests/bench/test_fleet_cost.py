@@ -51,6 +51,7 @@ def test_idle_and_lambda_figures_follow_from_the_rates_and_assumptions() -> None
 
 
 # ---------------------------------------------------------------------------- the DynamoDB counting proxy
+@pytest.mark.emulator  # dynalite: not in `make check`, which installs no DynamoDB
 def test_the_proxy_counts_consumed_capacity_the_client_did_not_ask_for(dynalite: Dynalite) -> None:
     dynalite.create_table("cost-proxy")
     with CapacityProxy(dynalite.endpoint) as proxy:
@@ -81,6 +82,7 @@ def test_the_proxy_counts_consumed_capacity_the_client_did_not_ask_for(dynalite:
 
 # ---------------------------------------------------------------------------- the scenario, tiny
 @pytest.mark.slow
+@pytest.mark.emulator
 def test_a_tiny_cost_run_counts_the_daemons_calls_and_prices_them(dynalite: Dynalite, tmp_path: Path) -> None:
     opts = Options(logdir=tmp_path, rounds=1, say=lambda _line: None)
     with CapacityProxy(dynalite.endpoint) as ddb:
