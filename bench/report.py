@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import promises
+from .cost_report import cost_rows
 
 
 @dataclass
@@ -124,13 +125,13 @@ def _burst_rows(b: dict[str, Any]) -> list[Row]:
 
 
 def _promise_rows(pr: dict[str, Any]) -> list[Row]:
-    """Scenario 11: each promise (the log line, admission, the PUT) against its own floor."""
+    """Scenario 12: each promise (the log line, admission, the PUT) against its own floor."""
     out = []
     for r in pr["rows"]:
         target = promises.TARGETS.get(r["promise"])
         out.append(
             Row(
-                "11 promises: ours / own floor, CPU per call",
+                "12 promises: ours / own floor, CPU per call",
                 f"{r['promise']} (floor: {r['floor']})",
                 f"{_f(r['ratio'], 2)} ({_f(r['ratio_min'], 2)} - {_f(r['ratio_max'], 2)}); "
                 f"{_f(r['ours_us'])} / {_f(r['floor_us'])} us",
@@ -254,6 +255,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
     out += _web_rows(results.get("web"))
     if results.get("promises"):
         out += _promise_rows(results["promises"])
+    out += [Row(*row) for row in cost_rows(results.get("cost"))]
     return out
 
 
