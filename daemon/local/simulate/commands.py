@@ -17,7 +17,9 @@ from ..template.lint import missing_extra
 from .backend import Backend
 from .console import Console
 from .engine import Engine
+from .remember import Remembered
 from .seed import run_seed
+from .served import check as check_served
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
 
@@ -200,6 +202,7 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
         raise SimulateError(f"Stack [{existing.name}] already exists ({existing.status}, in {path}){hint}")
     _require_emulator(options)
     doc = load_template_or_fail(template_path, options["region"])
+    _check_served(doc, Remembered().with_options(options))
     if not seed:  # a bad template fails before anything starts (a seed may still give parameters)
         make_template(doc, parameters, StackInfo.new(stack_name), None)
 
@@ -275,6 +278,7 @@ def update_command(
     overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
     overrides.update(parameters)
     new = make_template(doc, overrides, state.info, None)  # a bad template fails before anything starts
+    _check_served(doc, state.remembered.with_options(options))
     changed_types = [
         k for k in new.custom if k in state.resources and state.resources[k].type != new.resources[k]["Type"]
     ]
@@ -344,6 +348,13 @@ def _require_emulator(options: Mapping[str, Any], state: StackState | None = Non
         return
     if importlib.util.find_spec("moto") is None:
         raise SimulateError(str(missing_extra("moto", "moto's server as its embedded AWS emulator")))
+
+
+def _check_served(doc: Mapping[str, Any], remembered: Remembered) -> None:
+    """Every custom type of the template has a handler (else SimulateError, before anything runs);
+    a handler for a type it never uses is named."""
+    for warning in check_served(doc, remembered.handlers):
+        Console().warn(warning)
 
 
 def _check_stack_name(name: str) -> None:
