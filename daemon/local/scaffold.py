@@ -7,6 +7,7 @@
       src/PACKAGE/__init__.py
       src/PACKAGE/thing.py      one SDK resource (cfn_provider.Resource): a thing kept in SSM Parameter Store
       tests/test_thing.py       create -> update -> delete through the real path, as `simulate` drives it
+      .gitignore                simulate's stacks (.cfn-simulate/) and build leftovers
 
 NAME is the distribution's name (letters, digits, `-`, `_`); PACKAGE is NAME in snake case, and
 the ResourceType is `Custom::` and NAME in CamelCase unless `--type` says otherwise.
@@ -18,6 +19,13 @@ import re
 from pathlib import Path
 
 import click
+
+from ..errors import StartupError
+
+
+class ScaffoldError(StartupError):
+    """`init` wrote nothing (its folder is in use): `cfn-provider: <why>`, exit 2."""
+
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 _TYPE = re.compile(r"Custom::[A-Za-z0-9_@-]{1,60}")
@@ -185,6 +193,14 @@ cfn-provider run --queue-url ... --topic-arn ... --handler {rtype}   # installed
 """
 
 
+GITIGNORE = """\
+.cfn-simulate/
+__pycache__/
+*.egg-info/
+.venv/
+"""
+
+
 def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
     """Write the project into `folder` (which must not exist, or be empty); the files written."""
     package = name.lower().replace("-", "_")
@@ -195,6 +211,7 @@ def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
         f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
         f"src/{package}/thing.py": THING,
         "tests/test_thing.py": TEST,
+        ".gitignore": GITIGNORE,
     }
     written = []
     for relative, text in files.items():
@@ -229,7 +246,7 @@ def init_command(name: str, rtype: str | None) -> None:
         raise click.BadParameter("Custom:: then letters, digits, '_', '@' or '-'", param_hint="--type")
     folder = Path(name)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise click.ClickException(f"{folder} already exists and is not an empty folder: nothing written")
+        raise ScaffoldError(f"{folder} already exists and is not an empty folder: nothing written")
     for path in scaffold(folder, name, rtype):
         click.echo(f"wrote {path}")
     click.echo(
