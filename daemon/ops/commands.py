@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Coroutine
@@ -12,6 +13,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from ..cli_options import (
+    ALLOW_RESPONSE_URL_HELP,
+    CONFIG_HELP,
+    DLQ_URL_HELP,
+    QUEUE_URL_HELP,
+    REGION_HELP,
+    STATE_HELP,
+    TRUST_SIGNING_CERT_URL_HELP,
+    VERIFY_SIGNATURES_HELP,
+    state_default,
+)
 from ..config import apply_config_file, default_state_url
 from ..stores.base import POLLING, Record, url_digest
 from .requests import STATES_HELP
@@ -40,17 +52,23 @@ config_option = click.option(
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The daemon's TOML config file (its state, region, queue-url ... are used).",
+    help=CONFIG_HELP,
 )
 state_option = click.option(
     "--state",
     envvar=ENV + "STATE",
     default=default_state_url,
-    show_default="as for run",
-    help="The daemon's idempotency store: sqlite:///PATH.db or dynamodb://TABLE (listing a table needs "
-    "dynamodb:Scan, which the daemon's own role does not have).",
+    show_default=state_default(),
+    help=STATE_HELP,
 )
-region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region (default: botocore's).")
+
+
+def _region(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--region, else AWS_REGION (botocore itself reads AWS_DEFAULT_REGION and the profile)."""
+    return value or os.environ.get("AWS_REGION") or None
+
+
+region_option = click.option("--region", envvar=ENV + "REGION", callback=_region, help=REGION_HELP)
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -133,7 +151,7 @@ def requests_command(
     required=True,
     help="The answer's Status.",
 )
-@click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED).")
+@click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED; default: none).")
 @click.option(
     "--physical-id",
     help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
@@ -146,17 +164,15 @@ def requests_command(
     is_flag=True,
     help="Take the request from the queue's dead-letter queue (read, not deleted) instead of the store's record.",
 )
-@click.option(
-    "--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (its DLQ is found from its RedrivePolicy)."
-)
-@click.option("--dlq-url", help="The dead-letter queue, if not found from --queue-url.")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP)
+@click.option("--dlq-url", help=DLQ_URL_HELP)
 @click.option(
     "--allow-response-url",
     "allow_response_url",
     multiple=True,
     envvar=ENV + "ALLOW_RESPONSE_URL",
     metavar="PREFIX",
-    help="As for run: also allow ResponseURLs under this prefix.",
+    help=ALLOW_RESPONSE_URL_HELP,
 )
 @click.option(
     "--topic-arn",
@@ -171,7 +187,7 @@ def requests_command(
     default=True,
     show_default=True,
     envvar=ENV + "VERIFY_SIGNATURES",
-    help="As for run: with --from-dlq, check each message's SNS signature.",
+    help=VERIFY_SIGNATURES_HELP + " answer: with --from-dlq.",
 )
 @click.option(
     "--trust-signing-cert-url",
@@ -179,7 +195,7 @@ def requests_command(
     multiple=True,
     metavar="PREFIX",
     envvar=ENV + "TRUST_SIGNING_CERT_URL",
-    help="As for run (emulators and tests only).",
+    help=TRUST_SIGNING_CERT_URL_HELP,
 )
 @click.option(
     "--force",

@@ -11,6 +11,16 @@ from typing import Any
 
 import click
 
+from ..cli_options import (
+    DLQ_URL_HELP,
+    HEALTH_FILE_HELP,
+    MNS_ENDPOINT_HELP,
+    MNS_QUEUE_HELP,
+    QUEUE_URL_HELP,
+    STATE_HELP,
+    TRANSPORT_HELP,
+    state_default,
+)
 from ..config import daemon_id, default_state_url
 from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
 from ..transports import TRANSPORTS, Transport
@@ -31,27 +41,24 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 default="sqs",
                 show_default=True,
                 envvar=ENV + "TRANSPORT",
-                help="As for run.",
+                help=TRANSPORT_HELP,
             ),
-            click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (as for run)."),
-            click.option(
-                "--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help="As for run (--transport mns)."
-            ),
-            click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help="As for run (--transport mns)."),
+            click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP),
+            click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help=MNS_ENDPOINT_HELP),
+            click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help=MNS_QUEUE_HELP),
             *WEB_LISTEN_OPTIONS,
             click.option(
                 "--state",
                 envvar=ENV + "STATE",
                 default=default_state_url,
-                show_default="as for run",
-                help="The daemon's --state: health files are kept beside a SQLite state file, else in "
-                "the state directory.",
+                show_default=state_default(),
+                help=STATE_HELP,
             ),
             click.option(
                 "--health-file",
                 envvar=ENV + "HEALTH_FILE",
                 type=click.Path(dir_okay=False),
-                help="The daemon's --health-file, if it was given one.",
+                help=HEALTH_FILE_HELP,
             ),
         ]
     ):
@@ -105,12 +112,14 @@ def check_command(
 
 @click.command("redrive")
 @config_option
-@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="The queue the daemon serves.")
-@click.option("--dlq-url", help="Its dead-letter queue (default: found from the queue's RedrivePolicy).")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP)
+@click.option("--dlq-url", help=DLQ_URL_HELP)
 @region_option
-@click.option("--max", "limit", type=click.IntRange(0), default=0, help="Move at most this many (0: all).")
+@click.option(
+    "--max", "limit", type=click.IntRange(0), default=0, show_default=True, help="Move at most this many (0: all)."
+)
 @click.option("--dry-run", is_flag=True, help="List what would be moved; move nothing.")
-def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
+def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
     """Move messages from the dead-letter queue back to the queue, after a fix.
 
     Requests already answered are recognised by the idempotency store and not run again.
@@ -118,6 +127,8 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
     --config FILE reads the daemon's own file (its queue-url and region)."""
     import boto3
 
+    if not queue_url:
+        raise click.UsageError("name the daemon's queue: --queue-url URL, or --config FILE (its queue-url)")
     from .redrive import dead_letter_queue_url
     from .redrive import redrive as move
 
@@ -244,8 +255,7 @@ def invoke_command(
                 rtype, props, keep
             )
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        click.echo(f"cfn-provider invoke: AWS: {exc}", err=True)
-        sys.exit(2)
+        raise InvokeError(f"invoke: AWS: {exc}") from None  # the one error path: `cfn-provider: <why>`, exit 2
     code, closing = verdict(answers, rtype)
     click.echo(closing, err=code != 0)
     sys.exit(code)

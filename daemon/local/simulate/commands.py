@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ...cli_errors import Commands
+from ...cli_options import HANDLER_HELP, HANDLER_PATH_HELP, LOGS_HELP, PARAMETER_HELP
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
 from ..template.lint import missing_extra
@@ -72,11 +73,6 @@ def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
 
 _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
-        "--stack-name",
-        help="Name of the simulated stack (create: default from the template's "
-        "file name; update/delete: default the only stack in ./.cfn-simulate/).",
-    ),
-    click.option(
         "--state-file",
         type=click.Path(dir_okay=False),
         help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json).",
@@ -87,9 +83,8 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         callback=_handlers,
         metavar="TYPE=MODULE[:ATTR]",
-        help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
-        "serves the built-in or installed entry point of that name (e.g. --handler "
-        "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
+        help=HANDLER_HELP + " simulate: remembered for the stack's next operations; a type the template "
+        "uses that no --handler serves is refused before anything runs.",
     ),
     click.option(
         "--handler-path",
@@ -97,8 +92,7 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         type=click.Path(file_okay=False),
         metavar="DIR",
-        help="Import handler modules from this folder too, as for `run` (repeatable; "
-        "default: the current folder). Remembered.",
+        help=HANDLER_PATH_HELP + " simulate: default the current folder; remembered.",
     ),
     click.option(
         "--endpoint",
@@ -129,16 +123,24 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         "--logs/--no-logs",
         "show_logs",
         default=False,
-        help="Also show the daemon's log lines (handler tracebacks included) on stderr.",
+        show_default=True,
+        help=LOGS_HELP,
     ),
 ]
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options create, update and delete share."""
+    """The options create, update and delete share (after --stack-name, whose default each says)."""
     for option in reversed(_COMMON_OPTIONS):
         fn = option(fn)
     return fn
+
+
+def _stack_name(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--stack-name", help=f"Name of the simulated stack (default: {default}).")
+
+
+_ONLY_STACK = "the only stack in ./.cfn-simulate/"
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -182,9 +184,10 @@ _SEED = click.option(
     multiple=True,
     callback=_parameters,
     metavar="KEY=VALUE",
-    help="A template parameter (repeatable); others take their Default.",
+    help=PARAMETER_HELP,
 )
 @_SEED
+@_stack_name("from the template's file name")
 @_common
 def create_command(template_path: str, parameters: dict[str, str], seed: str | None, **options: Any) -> None:
     """Create the stack from TEMPLATE (YAML or JSON): Create requests in dependency order; on a
@@ -234,8 +237,7 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
     "--template",
     "template_option",
     type=click.Path(dir_okay=False),
-    metavar="TEMPLATE",
-    help="The new template, as the TEMPLATE argument (default: the stack's current one, e.g. to change parameters).",
+    hidden=True,  # the TEMPLATE argument, as earlier builds spelt it: still accepted, no longer shown
 )
 @click.option(
     "--parameter",
@@ -243,15 +245,16 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
     multiple=True,
     callback=_parameters,
     metavar="KEY=VALUE",
-    help="A template parameter (repeatable). Values given before are kept unless given again "
-    "(as `aws cloudformation deploy` does); others take their Default.",
+    help=PARAMETER_HELP + " update: values given before are kept unless given again (as `aws "
+    "cloudformation deploy` does).",
 )
 @_SEED
+@_stack_name(_ONLY_STACK)
 @_common
 def update_command(
     template_path: str | None, template_option: str | None, parameters: dict[str, str], seed: str | None, **options: Any
 ) -> None:
-    """Update the stack (to TEMPLATE, else its current template with new parameters): Update
+    """Update the stack (to TEMPLATE, default: its current template, e.g. with new parameters): Update
     requests (with OldResourceProperties) for changed resources, Create for new ones; then the
     cleanup phase Deletes replaced ids and removed resources. On a failure, the rollback: Update
     back to the old properties, Delete of what was created."""
@@ -306,6 +309,7 @@ def update_command(
 
 
 @simulate.command("delete")
+@_stack_name(_ONLY_STACK)
 @_common
 def delete_command(**options: Any) -> None:
     """Delete the stack: Delete requests in reverse dependency order (DeletionPolicy Retain is
