@@ -250,6 +250,10 @@ main.add_command(invoke_command)
 from .ops.web_token import web_token_command  # noqa: E402 - the web listener's ServiceTokens
 
 main.add_command(web_token_command)
+from .cli_local import event_command, local_invoke_command  # noqa: E402 - one event, no daemon (as SAM's)
+
+main.add_command(local_invoke_command)
+main.add_command(event_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,11 @@ DIFFERENT_MEANINGS = {
     "--visibility-timeout": "bootstrap: the queue's attribute; run: how long it keeps a message hidden",
     "--name": "bootstrap: the topic and queue; web-token: the token's tenant",
     "--timeout": "the command's own wait",
+    "--property": "invoke: sent to a daemon; event: put in a printed event",
+    "--properties-json": "as --property",
+    "--log-level": "run: the daemon's log; local-invoke: the same lines on stderr",
+    "--logical-id": "requests: a filter; event: the id put in the event",
+    "--physical-id": "answer: the id answered; event: the id put in the event",
     "--region": "simulate's default is the emulator's us-east-1, not the profile's",
 }
 

@@ -201,18 +201,25 @@ __pycache__/
 """
 
 
-def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
-    """Write the project into `folder` (which must not exist, or be empty); the files written."""
+def scaffold(folder: Path, name: str, rtype: str, kind: str = "module") -> list[Path]:
+    """Write the project into `folder` (which must not exist, or be empty); the files written. `kind`:
+    module (an SDK resource, this module's files) or lambda (a cfnresponse function: scaffold_lambda)."""
+    from . import scaffold_lambda
+
     package = name.lower().replace("-", "_")
-    files = {
-        "pyproject.toml": PYPROJECT,
-        "README.md": README,
-        "template.yaml": TEMPLATE,
-        f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
-        f"src/{package}/thing.py": THING,
-        "tests/test_thing.py": TEST,
-        ".gitignore": GITIGNORE,
-    }
+    files = (
+        scaffold_lambda.FILES
+        if kind == "lambda"
+        else {
+            "pyproject.toml": PYPROJECT,
+            "README.md": README,
+            "template.yaml": TEMPLATE,
+            f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
+            f"src/{package}/thing.py": THING,
+            "tests/test_thing.py": TEST,
+            ".gitignore": GITIGNORE,
+        }
+    )
     written = []
     for relative, text in files.items():
         path = folder / relative
@@ -234,11 +241,24 @@ def resource_type(name: str) -> str:
     metavar="Custom::NAME",
     help="The ResourceType it serves (default: Custom:: and NAME in CamelCase).",
 )
-def init_command(name: str, rtype: str | None) -> None:
+@click.option(
+    "--template",
+    "kind",
+    type=click.Choice(["module", "lambda"]),
+    default="module",
+    show_default=True,
+    help="module: a handler package (an SDK resource); lambda: a function written as for Lambda "
+    "(cfnresponse), served with --handler 'TYPE=lambda:index.handler'.",
+)
+def init_command(name: str, rtype: str | None, kind: str) -> None:
     """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
     test that drives it create -> update -> delete through the real path (as `simulate` does),
     and packaging that registers it as an entry point (group cfn_provider.handlers). Its test
-    passes as generated: `cd NAME && pip install -e '.[test]' && pytest`."""
+    passes as generated: `cd NAME && pip install -e '.[test]' && pytest`.
+
+    With --template lambda: a custom resource function as it is written for Lambda
+    (function/index.py, answering with cfnresponse), a template, and a pytest test that sends it
+    create -> update -> delete through `cfn-provider local-invoke`; `cd NAME && pytest`."""
     if not _NAME.fullmatch(name):
         raise click.BadParameter("a letter, then letters, digits, '-' or '_' (at most 63)", param_hint="NAME")
     rtype = rtype or resource_type(name)
@@ -247,8 +267,11 @@ def init_command(name: str, rtype: str | None) -> None:
     folder = Path(name)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ScaffoldError(f"{folder} already exists and is not an empty folder: nothing written")
-    for path in scaffold(folder, name, rtype):
+    for path in scaffold(folder, name, rtype, kind):
         click.echo(f"wrote {path}")
+    if kind == "lambda":
+        click.echo(f"\n{rtype} is in {folder / 'function' / 'index.py'}. Next:\n  cd {name} && pytest")
+        return
     click.echo(
         f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
         f"  cd {name} && pip install -e '.[test]' && pytest"

@@ -120,3 +120,28 @@ def test_init_refuses_a_bad_name_a_bad_type_and_a_folder_in_use(tmp_path):
     typed = init(tmp_path, "my_thing", "--type", "Custom::Widget")
     assert typed.exit_code == 0
     assert '"Custom::Widget" = "my_thing.thing:handler"' in (tmp_path / "my_thing" / "pyproject.toml").read_text()
+
+
+@pytest.mark.slow
+def test_init_lambda_scaffolds_a_cfnresponse_function_whose_own_test_passes(tmp_path):
+    made = init(tmp_path, "hello-fn", "--template", "lambda")
+    assert made.exit_code == 0, made.output
+    project = tmp_path / "hello-fn"
+    assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} == {
+        "README.md",
+        "template.yaml",
+        "function/index.py",
+        "tests/test_function.py",
+        ".gitignore",
+    }
+    index = (project / "function/index.py").read_text()
+    assert "import cfnresponse" in index and "def handler(event, context):" in index
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout + tested.stderr
