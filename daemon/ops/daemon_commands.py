@@ -191,6 +191,9 @@ def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | No
     "answered FAILED), and CloudFormation waits no longer than it.",
 )
 @click.option("--keep", is_flag=True, help="Send no Delete: keep the stack, or what the Create made.")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP + " invoke: to read its health file.")
+@click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default=state_default(), help=STATE_HELP)
+@click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False), help=HEALTH_FILE_HELP)
 @click.option("--poll-interval", type=click.FloatRange(0.05, 60), default=2.0, hidden=True)
 def invoke_command(
     topic_arn: tuple[str, ...],
@@ -201,6 +204,9 @@ def invoke_command(
     stack_name: str | None,
     timeout: int,
     keep: bool,
+    queue_url: str | None,
+    state: str,
+    health_file: str | None,
     poll_interval: float,
 ) -> None:
     """Smoke-test a running daemon: send it a Create (then the Delete that cleans up after it) the
@@ -221,7 +227,10 @@ def invoke_command(
     answer, but the daemon must allow that bucket's URL prefix (an emulator, a staging daemon).
 
     Exit 0 when every request got the answer expected (SUCCESS; a ping's 'no handler'), 1 when
-    the daemon answered otherwise, 2 when an answer did not come (or invoke could not run)."""
+    the daemon answered otherwise, 2 when an answer did not come (or invoke could not run). When
+    no answer comes, invoke reads what the daemon on this machine recorded in its health file (named
+    by --config, or --queue-url and --state, as for check) about the messages it refused, and names
+    the likely cause (a signature it could not verify, a ResponseURL or topic it does not accept)."""
     import uuid
 
     import boto3
@@ -243,8 +252,9 @@ def invoke_command(
         if response_bucket:
             bucket, _, prefix = response_bucket.partition("/")
             prefix = prefix.strip("/") + "/" if prefix.strip("/") else f"{STACK_PREFIX}/"
+            refusals = _refusals(state, health_file, queue_url)
             topic = TopicInvoke(
-                session, topic_arn[0], bucket, prefix, timeout, click.echo, poll=min(poll_interval, 0.25)
+                session, topic_arn[0], bucket, prefix, timeout, click.echo, min(poll_interval, 0.25), refusals
             )
             click.echo(f"invoke: {rtype} through the topic {topic_arn[0]}; answers to {topic.allowed_prefix()}")
             answers = topic.run(rtype, props, keep)
@@ -259,3 +269,14 @@ def invoke_command(
     code, closing = verdict(answers, rtype)
     click.echo(closing, err=code != 0)
     sys.exit(code)
+
+
+def _refusals(state: str, health_file: str | None, queue_url: str | None) -> Callable[[float], tuple[str, list[Any]]]:
+    """What the daemon's health file (as `check` finds it) says it refused since a time: (its path, refusals)."""
+    from . import health
+
+    def since(when: float) -> tuple[str, list[Any]]:
+        path, _ = health.locate(state, health_file, daemon_id("sqs", queue_url))
+        return (str(path), health.refusals_since(path, when)) if path else ("", [])
+
+    return since
