@@ -60,8 +60,13 @@ PARAMETER_HELP = "A template parameter KEY=VALUE (repeatable); others take their
 
 
 def state_default() -> str:
-    """--state's default as --help shows it: the path, in this environment's state directory."""
-    return f"sqlite://{default_state_dir() / 'state.db'} ({_state_dir_source()})"
+    """--state's default as --help shows it: the paths, in this environment's state directory."""
+    where = default_state_dir()
+    return (
+        f"sqlite://{where}/state-QUEUE-HASH.db, the daemon's own, named after its queue (or address); "
+        f"sqlite://{where}/state.db when that file exists or no daemon is named; {where} is "
+        f"{_state_dir_source()}"
+    )
 
 
 def _state_dir_source() -> str:

@@ -21,7 +21,7 @@ from .cli_options import (
     VERIFY_SIGNATURES_HELP,
     state_default,
 )
-from .config import Settings, apply_config_file, default_state_url
+from .config import Settings, apply_config_file, daemon_id, default_state_url
 from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
 from .pipeline.router import parse_handler_option
@@ -91,7 +91,6 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--state",
         envvar=ENV + "STATE",
-        default=default_state_url,
         show_default=state_default(),
         help=STATE_HELP,
     ),
@@ -227,6 +226,15 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def _daemon(transport: dict[str, Any]) -> str | None:
+    """The daemon's id (config.daemon_id) from its transport's settings."""
+    web = transport.get("web")
+    listen = f"{web.address}:{web.port}" if web is not None else None
+    return daemon_id(
+        transport["transport"], transport["queue_url"], transport["mns_endpoint"], transport["mns_queue"], listen
+    )
+
+
 def settings_from(options: dict[str, Any]) -> Settings:
     """The daemon's Settings from `run`'s options (`log_format` and `log_level` are taken out before),
     once the transport has what it needs and every --function setting is a lambda: handler's."""
@@ -238,7 +246,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         topic_arns=options["topic_arn"],
         handlers=options["handler"],
         handler_paths=options["handler_path"],
-        state=options["state"],
+        state=options["state"] or default_state_url(_daemon(transport)),
         concurrency=options["concurrency"],
         visibility_timeout=options["visibility_timeout"],
         grace_period=options["grace_period"],

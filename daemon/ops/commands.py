@@ -17,15 +17,15 @@ from ..cli_options import (
     ALLOW_RESPONSE_URL_HELP,
     CONFIG_HELP,
     DLQ_URL_HELP,
-    QUEUE_URL_HELP,
     REGION_HELP,
     STATE_HELP,
     TRUST_SIGNING_CERT_URL_HELP,
     VERIFY_SIGNATURES_HELP,
     state_default,
 )
-from ..config import apply_config_file, default_state_url
+from ..config import apply_config_file
 from ..stores.base import POLLING, Record, url_digest
+from .daemon_name import name_options, state_of
 from .requests import STATES_HELP
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ config_option = click.option(
 state_option = click.option(
     "--state",
     envvar=ENV + "STATE",
-    default=default_state_url,
     show_default=state_default(),
     help=STATE_HELP,
 )
@@ -78,6 +77,7 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 @click.command("requests")
 @config_option
 @state_option
+@name_options
 @region_option
 @click.option("--stack", help="Only this stack (its name or its StackId).")
 @click.option("--logical-id", help="Only this LogicalResourceId.")
@@ -97,20 +97,24 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def requests_command(
-    state: str,
+    state: str | None,
     region: str | None,
     stack: str | None,
     logical_id: str | None,
     states: tuple[str, ...],
     since: str,
     as_json: bool,
+    **daemon: Any,
 ) -> None:
     """What the provider is doing right now, from its idempotency store: requests in flight (who
     holds them, lease left, age), answered but not yet confirmed sent (RESPONSE_READY), and
     answered (status, Reason, when), in flight first.
 
-    Redacted as the logs are: no ResponseURL query string, no Data of a stored answer."""
+    Redacted as the logs are: no ResponseURL query string, no Data of a stored answer. With
+    --config (or the daemon's queue), the store is that daemon's own."""
     from .requests import list_requests, open_listing, parse_duration, select, state_names, table
+
+    state = state_of(state, daemon)
 
     try:
         window = parse_duration(since)
@@ -164,7 +168,7 @@ def requests_command(
     is_flag=True,
     help="Take the request from the queue's dead-letter queue (read, not deleted) instead of the store's record.",
 )
-@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP)
+@name_options
 @click.option("--dlq-url", help=DLQ_URL_HELP)
 @click.option(
     "--allow-response-url",
@@ -212,7 +216,7 @@ def answer_command(
     status: Status,
     reason: str,
     physical_id: str | None,
-    state: str,
+    state: str | None,
     region: str | None,
     from_dlq: bool,
     queue_url: str | None,
@@ -223,6 +227,7 @@ def answer_command(
     trust_signing_cert_url: tuple[str, ...],
     force: bool,
     yes: bool,
+    **daemon: Any,
 ) -> None:
     """The last resort: send the answer to a request the daemon cannot finish, and record it in
     the store so no daemon answers it again. Refused when the request is already answered.
@@ -237,6 +242,7 @@ def answer_command(
 
     if status == "FAILED" and not reason.strip():
         raise click.BadParameter("a FAILED answer needs a --reason saying why", param_hint="--reason")
+    state = state_of(state, {**daemon, "queue_url": queue_url})
     dead = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
 
     async def go() -> int:

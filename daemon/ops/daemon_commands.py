@@ -14,17 +14,14 @@ import click
 from ..cli_options import (
     DLQ_URL_HELP,
     HEALTH_FILE_HELP,
-    MNS_ENDPOINT_HELP,
-    MNS_QUEUE_HELP,
     QUEUE_URL_HELP,
     STATE_HELP,
-    TRANSPORT_HELP,
     state_default,
 )
 from ..config import daemon_id, default_state_url
-from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
-from ..transports import TRANSPORTS, Transport
+from ..transports import Transport
 from .commands import config_option, region_option
+from .daemon_name import NAME_OPTIONS
 
 ENV = "CFN_PROVIDER_"
 
@@ -32,36 +29,18 @@ ENV = "CFN_PROVIDER_"
 def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that name a daemon, as `run` takes them (flag, CFN_PROVIDER_* variable or the
     --config file): its queue, and where it keeps its state."""
-    for option in reversed(
-        [
-            config_option,
-            click.option(
-                "--transport",
-                type=click.Choice(TRANSPORTS),
-                default="sqs",
-                show_default=True,
-                envvar=ENV + "TRANSPORT",
-                help=TRANSPORT_HELP,
-            ),
-            click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP),
-            click.option("--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help=MNS_ENDPOINT_HELP),
-            click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help=MNS_QUEUE_HELP),
-            *WEB_LISTEN_OPTIONS,
-            click.option(
-                "--state",
-                envvar=ENV + "STATE",
-                default=default_state_url,
-                show_default=state_default(),
-                help=STATE_HELP,
-            ),
-            click.option(
-                "--health-file",
-                envvar=ENV + "HEALTH_FILE",
-                type=click.Path(dir_okay=False),
-                help=HEALTH_FILE_HELP,
-            ),
-        ]
-    ):
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        config_option,
+        *NAME_OPTIONS,
+        click.option("--state", envvar=ENV + "STATE", show_default=state_default(), help=STATE_HELP),
+        click.option(
+            "--health-file",
+            envvar=ENV + "HEALTH_FILE",
+            type=click.Path(dir_okay=False),
+            help=HEALTH_FILE_HELP,
+        ),
+    ]
+    for option in reversed(options):
         command = option(command)
     return command
 
@@ -82,7 +61,7 @@ def check_command(
     mns_queue: str | None,
     web_address: str,
     web_port: int,
-    state: str,
+    state: str | None,
     health_file: str | None,
     max_age: float,
 ) -> None:
@@ -101,7 +80,7 @@ def check_command(
     from . import health
 
     daemon = daemon_id(transport, queue_url, mns_endpoint, mns_queue, f"{web_address}:{web_port}")
-    path, why = health.locate(state, health_file, daemon)
+    path, why = health.locate(state or default_state_url(daemon), health_file, daemon)
     if path is None:
         click.echo(why, err=True)
         sys.exit(1)
@@ -192,7 +171,7 @@ def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | No
 )
 @click.option("--keep", is_flag=True, help="Send no Delete: keep the stack, or what the Create made.")
 @click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP + " invoke: to read its health file.")
-@click.option("--state", envvar=ENV + "STATE", default=default_state_url, show_default=state_default(), help=STATE_HELP)
+@click.option("--state", envvar=ENV + "STATE", show_default=state_default(), help=STATE_HELP)
 @click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False), help=HEALTH_FILE_HELP)
 @click.option("--poll-interval", type=click.FloatRange(0.05, 60), default=2.0, hidden=True)
 def invoke_command(
@@ -205,7 +184,7 @@ def invoke_command(
     timeout: int,
     keep: bool,
     queue_url: str | None,
-    state: str,
+    state: str | None,
     health_file: str | None,
     poll_interval: float,
 ) -> None:
@@ -271,12 +250,15 @@ def invoke_command(
     sys.exit(code)
 
 
-def _refusals(state: str, health_file: str | None, queue_url: str | None) -> Callable[[float], tuple[str, list[Any]]]:
+def _refusals(
+    state: str | None, health_file: str | None, queue_url: str | None
+) -> Callable[[float], tuple[str, list[Any]]]:
     """What the daemon's health file (as `check` finds it) says it refused since a time: (its path, refusals)."""
     from . import health
 
     def since(when: float) -> tuple[str, list[Any]]:
-        path, _ = health.locate(state, health_file, daemon_id("sqs", queue_url))
+        daemon = daemon_id("sqs", queue_url)
+        path, _ = health.locate(state or default_state_url(daemon), health_file, daemon)
         return (str(path), health.refusals_since(path, when)) if path else ("", [])
 
     return since
