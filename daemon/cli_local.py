@@ -59,7 +59,7 @@ def local_invoke_command(
       cfn-provider event create Custom::Thing --property Colour=blue > create.json
       cfn-provider local-invoke create.json --handler 'Custom::Thing=mypkg.thing' --handler-path .
       cfn-provider event create Custom::Thing | \\
-        cfn-provider local-invoke - --handler "Custom::Thing=lambda:index.handler"
+        cfn-provider local-invoke - --handler "Custom::Thing=lambda:index.handler" --function "Custom::Thing=code=fn"
 
     NoEcho Data is printed masked. Exit status: 0 the answer is SUCCESS, 1 it is FAILED (or a
     long-running action's first step: IN_PROGRESS), 2 nothing ran (the event, a handler that does
