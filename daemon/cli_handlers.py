@@ -10,6 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from .cli_options import CONFIG_HELP, HANDLER_HELP, HANDLER_PATH_HELP
 from .config import load_config_file
 from .functions.options import check_served, function_option
 from .pipeline.router import HandlerError, Route, Router
@@ -41,7 +42,7 @@ _WHY = {
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The TOML file given to `run` (its [handlers] table and handler setting are used).",
+    help=CONFIG_HELP,
 )
 @click.option(
     "--handler",
@@ -50,9 +51,9 @@ _WHY = {
     callback=parse_handlers,
     envvar=ENV + "HANDLER",
     metavar="TYPE=MODULE[:ATTR]",
-    help="As for `run` (repeatable).",
+    help=HANDLER_HELP,
 )
-@function_option("As for `run` (repeatable): where a lambda: function's code is, and its environment.")
+@function_option()
 @click.option(
     "--handler-path",
     "handler_path",
@@ -60,7 +61,7 @@ _WHY = {
     envvar=ENV + "HANDLER_PATH",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="As for `run` (repeatable).",
+    help=HANDLER_PATH_HELP,
 )
 @click.option(
     "--check",

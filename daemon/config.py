@@ -32,8 +32,23 @@ def default_state_dir() -> Path:
     return Path(base) / "cfn-provider"
 
 
-def default_state_url() -> str:
-    return f"sqlite://{default_state_dir() / 'state.db'}"
+def default_state_url(daemon: str | None = None) -> str:
+    """The default --state of the daemon `daemon` (its daemon_id): a SQLite file of its own in the
+    state directory, named after its queue like its health file (`state-NAME-HASH.db`), so two
+    daemons on one host never share one. `state.db` when no daemon is named, and whenever that file
+    exists: an install from before the per-daemon default keeps its records (docs/operating.md,
+    "Two daemons on one host")."""
+    shared = default_state_dir() / "state.db"
+    if daemon is None or shared.exists():
+        return f"sqlite://{shared}"
+    return f"sqlite://{default_state_dir() / f'state-{daemon_file_stem(daemon)}.db'}"
+
+
+def daemon_file_stem(daemon: str) -> str:
+    """`NAME-HASH` for a daemon's own files: the last part of its queue (or address) and a digest of
+    its whole id (the same queue name in another account or region is another daemon)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", daemon.rstrip("/").rsplit("/", 1)[-1]).strip("-.")[:40] or "daemon"
+    return f"{name}-{hashlib.sha256(daemon.encode()).hexdigest()[:8]}"
 
 
 def daemon_id(
@@ -70,9 +85,7 @@ def health_path(state: str, explicit: str | None = None, daemon: str | None = No
         return Path(explicit)
     if daemon is None:
         return health_dir(state) / "health.json"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", daemon.rstrip("/").rsplit("/", 1)[-1]).strip("-.")[:40] or "daemon"
-    digest = hashlib.sha256(daemon.encode()).hexdigest()[:8]
-    return health_dir(state) / f"health-{name}-{digest}.json"
+    return health_dir(state) / f"health-{daemon_file_stem(daemon)}.json"
 
 
 def health_files(state: str) -> list[Path]:

@@ -66,6 +66,8 @@ class Service:
         self.polls: PollScheduler | None = None
         self.health_file = health_path(settings.state, settings.health_file, settings.daemon)
         self.metrics = Metrics(resource_label=self._resource_label)
+        self.metrics.on_refused = self._refused
+        self._refused_written = 0.0
         self._stop_requests = 0
         self._early_stop = False
 
@@ -265,6 +267,13 @@ class Service:
         if self.on_ready:
             self.on_ready()
 
+    def _refused(self) -> None:
+        """A message was not run: say so in the health file now (at most once a second), where
+        `cfn-provider invoke` looks for why its request got no answer."""
+        if time.monotonic() - self._refused_written >= 1.0:
+            self._refused_written = time.monotonic()
+            self._write_health()
+
     def _write_health(self) -> None:
         p = self.poller
         if p is None:
@@ -281,6 +290,7 @@ class Service:
                     in_flight=len(p.tasks),
                     handled=p.handled,
                     daemon=self.settings.daemon,
+                    refused=list(self.metrics.refusals),
                 ),
             )
         except OSError as exc:

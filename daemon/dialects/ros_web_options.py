@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..cli_options import WEB_ADDRESS_HELP, WEB_PORT_HELP
 from ..transports.web_settings import (
     MAX_BODY,
     MAX_CONNECTIONS,
@@ -19,6 +20,11 @@ from ..trust.sources import networks
 from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 
 ENV = "CFN_PROVIDER_"
+WEB_TOKEN_FILE_HELP = (
+    f"With --transport web: the path token(s), one a line (at most two valid at once, for rotation; read "
+    f"again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: make one with "
+    "`cfn-provider web-token --new --web-token-file FILE`."
+)
 
 WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.daemon_id): `check` takes them too
     click.option(
@@ -27,7 +33,7 @@ WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.dae
         show_default=True,
         envvar=ENV + "WEB_ADDRESS",
         metavar="ADDRESS",
-        help="With --transport web: the address to listen on (127.0.0.1: this machine only).",
+        help=WEB_ADDRESS_HELP,
     ),
     click.option(
         "--web-port",
@@ -35,7 +41,7 @@ WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.dae
         default=8443,
         show_default=True,
         envvar=ENV + "WEB_PORT",
-        help="With --transport web: the port to listen on (0: any free one).",
+        help=WEB_PORT_HELP,
     ),
 ]
 WEB_OPTIONS = [
@@ -68,9 +74,7 @@ WEB_OPTIONS = [
         type=click.Path(dir_okay=False),
         envvar=ENV + "WEB_TOKEN_FILE",
         metavar="FILE",
-        help=f"With --transport web: the path token(s), one a line (at most two valid at once, for "
-        f"rotation; read again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: "
-        "make one with `cfn-provider web-token --new --web-token-file FILE`.",
+        help=WEB_TOKEN_FILE_HELP,
     ),
     click.option(
         "--web-allow-source",

@@ -15,6 +15,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from ..config import health_files, health_path
 
@@ -29,6 +30,7 @@ class Health:
     in_flight: int
     handled: int
     daemon: str | None = None  # config.daemon_id of the daemon writing it (None in earlier builds' files)
+    refused: list[dict[str, Any]] | None = None  # the last few messages not run: {at, event, reason}
 
 
 def write(path: Path, health: Health) -> None:
@@ -96,8 +98,22 @@ def check(path: Path, max_age: float, now: float | None = None, expect: str | No
         return True, f"starting (pid {health.pid}): no receive has completed yet" + where
     return True, (
         f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "
-        f"{health.in_flight} in flight, {health.handled} handled" + where
+        f"{health.in_flight} in flight, {health.handled} handled (as of {max(0.0, age):.0f} s ago: the "
+        "daemon rewrites its health file every few seconds)" + where
     )
+
+
+def refusals_since(path: Path, since: float) -> list[dict[str, Any]]:
+    """The refusals (rejected, security, deferred) the daemon writing `path` recorded at or after
+    `since`; none when the file is missing or unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    found = doc.get("refused") if isinstance(doc, dict) else None
+    return [
+        r for r in found or [] if isinstance(r, dict) and isinstance(r.get("at"), (int, float)) and r["at"] >= since
+    ]
 
 
 def sd_notify(state: str) -> bool:

@@ -17,8 +17,10 @@ from urllib.parse import urlsplit
 
 import click
 
+from ..cli_options import CONFIG_HELP
 from ..config import apply_config_file
-from ..trust.web_tokens import ENV_TOKEN, Mode, Tokens, new_token
+from ..dialects.ros_web_options import WEB_TOKEN_FILE_HELP
+from ..trust.web_tokens import Mode, Tokens, new_token
 
 ENV = "CFN_PROVIDER_"
 
@@ -54,14 +56,14 @@ def write_token(path: Path, rotate: bool) -> None:
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The daemon's TOML config file (its web-token-file is used).",
+    help=CONFIG_HELP,
 )
 @click.option(
     "--web-token-file",
     type=click.Path(dir_okay=False),
     envvar=ENV + "WEB_TOKEN_FILE",
     metavar="FILE",
-    help=f"The daemon's token file (else {ENV_TOKEN}, as for run).",
+    help=WEB_TOKEN_FILE_HELP,
 )
 @click.option(
     "--url",

@@ -170,8 +170,9 @@ class Worker:
     # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
     def _rejected(self, message: Message, exc: NotAdmitted) -> Disposition:
         if isinstance(exc, Deferred):  # already logged ("deferred") when it first failed
+            self.metrics.message_refused(exc.event, str(exc))
             return Disposition.DEFER
-        self.metrics.message_rejected(exc.event)  # "rejected", or "security" for a Forged one
+        self.metrics.message_rejected(exc.event, str(exc))  # "rejected", or "security" for a Forged one
         first = message.id not in self._logged_bad
         if first:
             self._logged_bad[message.id] = None

@@ -185,3 +185,17 @@ def test_watchdog_interval_is_half_of_watchdog_sec_for_this_pid(monkeypatch: pyt
     assert health.watchdog_interval() is None
     monkeypatch.delenv("WATCHDOG_USEC")
     assert health.watchdog_interval() is None
+
+
+def test_check_says_how_old_its_figures_are(tmp_path: Path) -> None:
+    # the daemon rewrites its file every few seconds: "0 handled" right after two answers is the
+    # figure of a few seconds ago, and check says so
+    from click.testing import CliRunner
+
+    from cfn_provider.cli import main
+
+    path = tmp_path / "health.json"
+    health.write(path, _health(updated_at=time.time() - 8, handled=0))
+    done = CliRunner().invoke(main, ["check", "--health-file", str(path), "--state", f"sqlite://{tmp_path}/s.db"])
+    assert done.exit_code == 0, done.output
+    assert "0 handled (as of 8 s ago" in done.output

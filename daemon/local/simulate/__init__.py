@@ -34,7 +34,8 @@ daemon_log.py (the daemon's log: tracebacks kept for the summary), embedded.py a
 daemon on its thread; the topic, queue and bucket; one request's round trip), stack_emulator.py,
 seed.py, fast_polls.py (--poll-every), template_functions.py, steps.py (one resource's requests) and engine.py
 (CloudFormation's ordering of create, update, delete and their rollbacks), session.py (one
-invocation, its summary and exit status) and commands.py (the click group). Tests that must not os._exit() patch
+invocation, its summary and exit status), served.py (the --handler types checked against the
+template's before anything runs) and commands.py (the click group). Tests that must not os._exit() patch
 session.HARD_EXIT_PAST_STUCK_HANDLERS.
 """
 

@@ -89,8 +89,9 @@ def run(
     if status == "NO_CHANGES":
         _exit(0)
     if status == "DELETE_COMPLETE":
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # the stack's emulator sees it go, and stops
+        for gone in (path, path.with_suffix(".emulator.log")):  # the stack's emulator sees its file go, and stops
+            with contextlib.suppress(FileNotFoundError):
+                gone.unlink()
         template_functions.forget(path)
     _summary(console, state, status, path, engine.failures if engine else [], kept)
     _exit(0 if status in COMPLETE else 1)
