@@ -100,7 +100,7 @@ def state_names(values: Iterable[str]) -> set[State]:
 def key_ids(key: str) -> tuple[str, str]:
     """(StackId, RequestId) from a store key (cfn_provider.pipeline.request.idempotency_key)."""
     try:
-        stack_id, request_id = json.loads(key)
+        stack_id, request_id = json.loads(key)[:2]  # a third item: the principal (not the default)
         return str(stack_id), str(request_id)
     except (ValueError, TypeError):
         return key, ""
