@@ -175,6 +175,27 @@ def test_web_token_new_rotate_and_print(tmp_path: Path, monkeypatch):
     assert result.exit_code == 2 and "https://HOST" in result.output
 
 
+def test_web_token_new_name_writes_a_tenants_token_beside_the_others(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("CFN_PROVIDER_WEB_TOKEN", raising=False)
+    path, run = tmp_path / "tok", CliRunner().invoke
+    assert run(cli.main, ["web-token", "--new", "--web-token-file", str(path)]).exit_code == 0  # an old bare file
+    (old,) = path.read_text().split()
+    result = run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in path.read_text().splitlines()]
+    assert lines[0] == [old] and lines[1][0] == "team-a" and strength(lines[1][1]) >= 256
+    assert run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)]).exit_code != 0
+    assert run(cli.main, ["web-token", "--rotate", "--tenant", "team-a", "--web-token-file", str(path)]).exit_code == 0
+    rotated = [line.split() for line in path.read_text().splitlines()]
+    assert rotated[0] == [old] and rotated[2] == lines[1] and rotated[1][0] == "team-a" and rotated[1] != lines[1]
+    result = run(
+        cli.main,
+        ["web-token", "--tenant", "team-a", "--web-token-file", str(path), "--url", "https://p", "--mode", "sync"],
+    )
+    assert result.output == f"web[sync,idempotent]:https://p/{rotated[1][1]}/sync\n"
+    assert run(cli.main, ["web-token", "--new", "bad/name", "--web-token-file", str(path)]).exit_code == 2
+
+
 def test_web_token_mode_offers_both_and_exactly_the_modes_a_path_asks_for():
     """web-token's --mode is `both` or a web_tokens.Mode (the Literal a request path's mode is typed as):
     the command line names the same values, so mypy's view of `mode` is what an operator can pass."""
