@@ -26,7 +26,7 @@ from tests.dialects.conftest import ros_request
 from tests.support.daemons import in_process_daemons
 from tests.support.stub_s3 import StubS3
 from tests.support.tls import CertAuthority
-from tests.support.web import WEB_HANDLERS, WebDaemon, post, web_settings
+from tests.support.web import WEB_HANDLERS, WebDaemon, post, posted, web_settings
 
 SECRET_TYPE = ("Custom::RandomSecret", None)  # the built-in, key-derived here
 
@@ -191,3 +191,23 @@ async def test_an_old_one_token_file_and_old_records_are_the_default_tenants(
     status, raw = await sync(https, d, None, created)
     answer = json.loads(raw)
     assert answer["Data"]["Secret"] == v1_secret(server_key, answer["PhysicalResourceId"], 30)  # unchanged
+
+
+async def test_a_named_tenants_async_request_is_run_and_answered_under_its_own_key(
+    tenants_daemon, https, stub_s3: StubS3, tmp_path: Path
+):
+    """The poll scheduler runs an accepted request from the store: the stored request keeps its
+    principal, so the run finds its own record (keys of a named tenant carry its name)."""
+    d = await tenants_daemon("team-a")
+    req = ros_request("Create", stub_s3.url("a/async"), props={"Size": "3"})
+    status, _, body = await post(https, d.url("async", d.tokens["team-a"]), req)  # type: ignore[attr-defined]
+    assert (status, json.loads(body)) == (200, {"Accepted": True})
+    answer = json.loads((await posted(stub_s3, "a/async")).body)
+    assert answer["Status"] == "SUCCESS" and answer["RequestId"] == req["RequestId"]
+    store = open_store(f"sqlite://{tmp_path}/state.db")
+    try:
+        assert await store.get(idempotency_key(req["StackId"], req["RequestId"])) is None  # not default's
+        record = await store.get(idempotency_key(req["StackId"], req["RequestId"], "team-a"))
+        assert record is not None and record.status == "SUCCESS"
+    finally:
+        await store.close()
