@@ -189,6 +189,14 @@ def requests_command(
     "stuck long-running request with FAILED (none of its poll steps "
     "running, or its deadline passed).",
 )
+@click.option(
+    "--tenant",
+    default="default",
+    show_default=True,
+    metavar="NAME",
+    help="The tenant whose request it is (its principal: a web token's name, or the tenant of its topic); "
+    "`cfn-provider requests` shows it.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
 def answer_command(
     stack_id: str,
@@ -206,6 +214,7 @@ def answer_command(
     verify_signatures: bool,
     trust_signing_cert_url: tuple[str, ...],
     force: bool,
+    tenant: str,
     yes: bool,
 ) -> None:
     """The last resort: send the answer to a request the daemon cannot finish, and record it in
@@ -224,6 +233,8 @@ def answer_command(
     dead = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
 
     async def go() -> int:
+        from dataclasses import replace
+
         import aiohttp
 
         from ..pipeline.request import idempotency_key
@@ -236,10 +247,11 @@ def answer_command(
                 dead_text = await _admitted(
                     dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
                 )
-            record = await store.get(idempotency_key(stack_id, request_id))
+            record = await store.get(idempotency_key(stack_id, request_id, tenant))
             request = ops.request_from_text(
                 dead_text or ops.stored_text(record), stack_id, request_id, stored=dead_text is None
             )
+            request = replace(request, principal=tenant)  # its record's key, whoever stored it
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
             polled = ops.poll_state(record) if record is not None and record.state == POLLING else None
