@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -233,8 +234,6 @@ def answer_command(
     dead = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
 
     async def go() -> int:
-        from dataclasses import replace
-
         import aiohttp
 
         from ..pipeline.request import idempotency_key
@@ -248,10 +247,8 @@ def answer_command(
                     dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
                 )
             record = await store.get(idempotency_key(stack_id, request_id, tenant))
-            request = ops.request_from_text(
-                dead_text or ops.stored_text(record), stack_id, request_id, stored=dead_text is None
-            )
-            request = replace(request, principal=tenant)  # its record's key, whoever stored it
+            text = dead_text or ops.stored_text(record)  # the request, under the tenant of its record's key:
+            request = replace(ops.request_from_text(text, stack_id, request_id, stored=not dead_text), principal=tenant)
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
             polled = ops.poll_state(record) if record is not None and record.state == POLLING else None
