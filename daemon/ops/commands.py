@@ -247,7 +247,7 @@ def answer_command(
                     dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
                 )
             record = await store.get(idempotency_key(stack_id, request_id, tenant))
-            text = dead_text or ops.stored_text(record)  # the request, under the tenant of its record's key:
+            text = dead_text or ops.stored_text(record)  # the request; its principal is the tenant named
             request = replace(ops.request_from_text(text, stack_id, request_id, stored=not dead_text), principal=tenant)
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
