@@ -216,9 +216,11 @@ def _tenants(doc: dict[str, Any], path: str) -> None:
     if "tenants" in doc:
         from .trust.tenants import config_options
 
-        handlers, topics = config_options(doc.pop("tenants"), path)
-        doc["tenant_handler"] = [*doc.get("tenant_handler", []), *handlers]
-        doc["tenant_topic"] = [*doc.get("tenant_topic", []), *topics]
+        for key, values in zip(
+            ("tenant_handler", "tenant_topic"), config_options(doc.pop("tenants"), path), strict=True
+        ):
+            if values:  # only what is given: --tenant-topic is the queue transports' alone
+                doc[key] = [*doc.get(key, []), *values]
 
 
 def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:

@@ -82,6 +82,24 @@ def test_web_options_reach_settings_without_a_queue_url(captured, token_file: Pa
     )
 
 
+def test_the_tenants_table_of_the_config_file_reaches_settings(captured, token_file: Path, tmp_path: Path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        'transport = "web"\nweb-allow-http = true\nhandler = ["Custom::Echo", "Custom::RandomSecret"]\n'
+        f'web-token-file = "{token_file}"\n'
+        '[tenants.team-a]\nhandlers = ["Custom::RandomSecret"]\n[tenants.team-b]\nhandlers = []\n'
+    )
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert captured[0].tenant_handlers == ("team-a=Custom::RandomSecret", "team-b=-")  # team-b: given none
+    config.write_text(config.read_text() + 'topics = ["acs:mns:cn-hangzhou:1:topics/t"]\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])  # topics are the queues'
+    assert result.exit_code == 2 and "--tenant-topic applies to --transport sqs or mns only" in result.output
+    config.write_text('transport = "web"\n[tenants."team a"]\nhandlers = []\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 2 and "tenant name" in result.output
+
+
 def test_web_from_the_environment_with_a_token_there(captured, monkeypatch):
     monkeypatch.setenv("CFN_PROVIDER_TRANSPORT", "web")
     monkeypatch.setenv("CFN_PROVIDER_WEB_ALLOW_HTTP", "1")
