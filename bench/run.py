@@ -2,7 +2,7 @@
 
     python -m bench                         # every scenario (about 10 minutes on 2 vCPUs)
     python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite
-                                            #   inflight polls lambda web
+                                            #   inflight polls lambda web promises
     python -m bench --only burst --rounds 3 --requests 200   # the CPU and throughput ratios, quicker
     python -m bench --event-loop asyncio    # the daemon on asyncio's own loop (default: auto, uvloop if installed)
     python -m bench --quick                 # small sizes, for trying the bench itself
@@ -28,10 +28,22 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import functions, noise, report, scale, scenarios, scenarios_more, web_listener
+from . import functions, noise, promises, report, scale, scenarios, scenarios_more, web_listener
 from .harness import REPO, cpu_pressure_s, machine, pressure_share
 
-SCENARIOS = ("burst", "slow", "latency", "idle", "scale", "scale_dynalite", "inflight", "polls", "lambda", "web")
+SCENARIOS = (
+    "burst",
+    "slow",
+    "latency",
+    "idle",
+    "scale",
+    "scale_dynalite",
+    "inflight",
+    "polls",
+    "lambda",
+    "web",
+    "promises",
+)
 DEFAULT_JSON = REPO / "bench" / "results.json"
 
 
@@ -150,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "polls": scenarios_more.waiting_polls,
         "lambda": functions.isolation,
         "web": web_listener.run_web,
+        "promises": lambda _opts: {"rows": promises.run(quick=args.quick)},
     }
     for name in chosen:
         t0 = time.monotonic()

@@ -12,6 +12,7 @@ NoEcho holds by construction.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -117,6 +118,16 @@ def _say_unwritable(name: str | None) -> None:
         pass
 
 
+# One encoder for every line: json.dumps(value, default=...) builds a new JSONEncoder per call, a
+# quarter of a line's rendering. Same separators as json.dumps, so the lines read as they always did.
+_ENCODER = json.JSONEncoder(default=repr)
+
+
+def _json_line(value: Any, **_: Any) -> str:
+    """structlog's JSONRenderer serializer: a value JSON cannot hold is written as its repr."""
+    return _ENCODER.encode(value)
+
+
 _STACK_NAME = "_stack_name"  # where the console renderer finds a line's `stack` field (see _console_renderer)
 _STACK_DUMP = "Stack (most recent call last)"  # how structlog's and logging's stack_info dumps begin
 
@@ -154,7 +165,7 @@ def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO 
     ]
     renderer: Any
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer()
+        renderer = structlog.processors.JSONRenderer(serializer=_json_line)
         shared.append(structlog.processors.format_exc_info)
     else:
         renderer = _console_renderer(colors=stream.isatty())

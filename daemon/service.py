@@ -22,6 +22,7 @@ from .config import Settings, TransportConfigError, health_path
 from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
+from .functions import fc_target
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .long_running.scheduler import PollScheduler, scheduler_for
@@ -55,6 +56,7 @@ class Service:
         self.settings = settings
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        fc_target.refuse_on(settings.transport, settings.handlers)  # before any function is loaded
         self.router = Router(
             settings.handlers,
             use_entry_points=settings.use_entry_points,

@@ -105,6 +105,9 @@ def _interpreters_own(folder: str) -> bool:
 class LambdaFunction:
     """The handler object the router serves for a `lambda:` target."""
 
+    kind = "Lambda function"  # how its reasons name it (cfn_provider.functions.fc_function: a Function Compute one)
+    sent = "PUT"  # how it sends its answer, in those reasons ("nothing was PUT")
+
     def __init__(self, target: FunctionTarget):
         self.target, self.spec, self.name = target, target.spec, target.name
         self.settings: FunctionSettings = target.settings
@@ -162,7 +165,7 @@ class LambdaFunction:
         try:
             process = await pool.acquire(wait=progress is None)
         except (FunctionLoadError, Exited, OSError) as exc:  # a replacement that no longer starts
-            raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
+            raise FunctionFailed(f"the {self.kind} {self.name} could not be started: {exc}") from exc
         if process is None:
             return self._queued(progress, queued)
         request_id = str(event.get("RequestId") or "")
@@ -267,7 +270,7 @@ class LambdaFunction:
         if isinstance(error, Exited):
             limit = f" with memory_mb = {self.settings.memory_mb}" if self.settings.memory_mb else ""
             raise FunctionFailed(
-                f"the Lambda function {self.name} ended before it answered: its process "
+                f"the {self.kind} {self.name} ended before it answered: its process "
                 f"{error}{limit}. {log_hint(request_id)}"
             )
         if error is not None:
@@ -276,17 +279,17 @@ class LambdaFunction:
         if done.get("error") == "MemoryError":
             limit = f" (memory_mb = {self.settings.memory_mb})" if self.settings.memory_mb else ""
             raise FunctionFailed(
-                f"the Lambda function {self.name} ran out of memory{limit}: MemoryError. {log_hint(request_id)}"
+                f"the {self.kind} {self.name} ran out of memory{limit}: MemoryError. {log_hint(request_id)}"
             )
         if done.get("error"):
             raise FunctionFailed(str(done.get("message") or done["error"]))
         if done.get("exit") is not None:
-            raise FunctionFailed(f"the Lambda function {self.name} called sys.exit({done['exit']})")
+            raise FunctionFailed(f"the {self.kind} {self.name} called sys.exit({done['exit']})")
         if isinstance(done.get("poll"), Mapping):
             return _in_progress(event, done["poll"], progress)
         raise FunctionFailed(
-            f"the Lambda function {self.name} returned without sending a response "
-            f"(nothing was PUT to its ResponseURL). {log_hint(request_id)}"
+            f"the {self.kind} {self.name} returned without sending a response "
+            f"(nothing was {self.sent} to its ResponseURL). {log_hint(request_id)}"
         )
 
 

@@ -13,6 +13,7 @@ Configured per ResourceType (or pattern) that a `lambda:` handler serves, in the
     name = "thing"                         # context.function_name; default from the ResourceType
     log_group = "/cfn-provider/thing"      # context.log_group_name
     log_stream = "thing"                   # context.log_stream_name; default one per process, as Lambda's
+    initializer = "index.initializer"      # an `fc:` function's Initializer (MODULE.FUNCTION), run once per process
 
 or on the command line, one setting per `--function TYPE=SETTING=VALUE` (environment variables as
 `env.NAME=VALUE`). The config file's table becomes the same strings (`config_strings`), so both
@@ -35,9 +36,14 @@ MAX_CONCURRENCY = 64
 # Set by the execution environment itself, as Lambda reserves them: a function cannot override them.
 RESERVED = ("_HANDLER", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR", "AWS_EXECUTION_ENV")
 RESERVED_PREFIX = "AWS_LAMBDA_"
-_KEYS = ("code", "memory_mb", "concurrency", "name", "log_group", "log_stream")
+_KEYS = ("code", "memory_mb", "concurrency", "name", "log_group", "log_stream", "initializer")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_INITIALIZER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_FORMS = {  # the text settings with a form of their own: the pattern, and what it is
+    "name": (_NAME, "a Lambda function name (1-64 of A-Z a-z 0-9 - _)"),
+    "initializer": (_INITIALIZER, "MODULE.FUNCTION (FC's Initializer, e.g. index.initializer)"),
+}
 
 
 class FunctionSettingError(StartupError, ValueError):
@@ -55,6 +61,7 @@ class FunctionSettings:
     name: str | None = None  # None: from the ResourceType (default_name)
     log_group: str | None = None  # None: /aws/lambda/NAME, as Lambda names it
     log_stream: str | None = None  # None: a new one per process, as Lambda's are per environment
+    initializer: str | None = None  # an `fc:` function's MODULE.FUNCTION run once per process (FC's Initializer)
 
 
 def default_name(resource_type: str) -> str:
@@ -113,13 +120,13 @@ def _apply(current: FunctionSettings, rtype: str, key: str, raw: str) -> Functio
         if not path.is_absolute():
             raise FunctionSettingError(f"{where}: {raw!r} is not an absolute path")
         return replace(current, code=str(path))
-    if key == "name" and not _NAME.match(raw):
-        raise FunctionSettingError(f"{where}: {raw!r} is not a Lambda function name (1-64 of A-Z a-z 0-9 - _)")
+    form = _FORMS.get(key)
+    if form is not None and not form[0].match(raw):
+        raise FunctionSettingError(f"{where}: {raw!r} is not {form[1]}")
     if not raw.strip():
         raise FunctionSettingError(f"{where}: empty")
-    if key == "name":
-        return replace(current, name=raw)
-    return replace(current, log_group=raw) if key == "log_group" else replace(current, log_stream=raw)
+    text: dict[str, Any] = {key: raw}  # name, log_group, log_stream or initializer
+    return replace(current, **text)
 
 
 def config_strings(table: Any, path: str | os.PathLike[str]) -> list[str]:

@@ -80,20 +80,22 @@ def load(
     return LambdaFunction(target)
 
 
-def check(target: FunctionTarget) -> None:
-    """Import the function in an interpreter of its own (as it will run) and exit; raise why not."""
-    env = function_environment(
-        name=target.name,
-        handler=target.handler,
-        code=target.code,
-        memory_mb=target.settings.memory_mb,
-        log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
-        log_stream=target.settings.log_stream or log_stream_name(),
-        configured=target.settings.environment,
-    )
+def check(target: FunctionTarget, runtime: str = RUNTIME, env: dict[str, str] | None = None) -> None:
+    """Import the function in an interpreter of its own (as it will run: `runtime`, with `env`, by
+    default a Lambda function's) and exit; raise why not."""
+    if env is None:
+        env = function_environment(
+            name=target.name,
+            handler=target.handler,
+            code=target.code,
+            memory_mb=target.settings.memory_mb,
+            log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
+            log_stream=target.settings.log_stream or log_stream_name(),
+            configured=target.settings.environment,
+        )
     try:
         done = subprocess.run(
-            [sys.executable, "-I", RUNTIME],
+            [sys.executable, "-I", runtime],
             input=json.dumps(target.init(check=True)) + "\n",
             capture_output=True,
             text=True,

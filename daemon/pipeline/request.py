@@ -35,6 +35,8 @@ MAX_DEPTH = 64  # nesting far beyond any real template; deeper would exhaust the
 
 def json_size(text: str) -> int:
     """Bytes `text` takes inside a JSON body (escapes included): what the 4096-byte limit counts."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text)  # nothing to escape (the usual id): one byte a character
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
 
 
