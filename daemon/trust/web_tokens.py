@@ -138,6 +138,10 @@ class Tokens:
         self.tokens = read_tokens(self.file, self.env_value)
         return len(self.tokens)
 
+    def tenants(self) -> list[str]:
+        """The tenants the valid tokens are for (their names, never a token), in file order."""
+        return list(dict.fromkeys(name for name, _ in self.tokens))
+
     def route(self, path: str) -> Route:
         """The mode `path` asks for, when its first segment is a valid token; compared in constant time
         with every valid token (whichever matches, and whether any does, takes the same time)."""

@@ -128,6 +128,7 @@ def test_named_tokens_are_tenants_and_an_old_bare_token_is_the_default_one(tmp_p
     assert tokens.route(f"/{a1}").tenant == tokens.route(f"/{a2}/sync").tenant == "team-a"  # rotation: two of a name
     assert tokens.route(f"/{b}").tenant == "team-b" and tokens.route(f"/{b}x").mode is None
     assert tokens.service_tokens("https://p.example.com", tenant="team-b")[0].endswith(f"/{b}")
+    assert tokens.tenants() == ["default", "team-a", "team-b"]
     path.write_text(f"team-a {a1}\nteam-a {a2}\nteam-a {new_token()}\n")
     with pytest.raises(TokenError, match="at most 2 of one name"):
         Tokens(str(path))
