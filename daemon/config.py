@@ -133,6 +133,8 @@ class Settings:
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: EventLoop = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
+    tenant_handlers: tuple[str, ...] = ()  # NAME=TYPE: the handlers a tenant may use (cfn_provider.trust.tenants)
+    tenant_topics: tuple[str, ...] = ()  # NAME=TOPIC: the topics whose requests are a tenant's
     web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
     @property
@@ -155,6 +157,8 @@ _REPEATABLE = (
     "function",
     "mns_topic",
     "web_allow_source",
+    "tenant_handler",
+    "tenant_topic",
 )
 
 
@@ -183,7 +187,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     A `[handlers]` table maps ResourceType to MODULE[:ATTR], or to `true` to serve the built-in
     or entry point registered under that name (`false`: not served), and is merged into `handler`.
     A `[functions]` table (settings of `lambda:` targets, cfn_provider.functions.settings) is merged
-    into `function` as TYPE=SETTING=VALUE strings.
+    into `function` as TYPE=SETTING=VALUE strings. A `[tenants.NAME]` table (`handlers`, `topics`:
+    cfn_provider.trust.tenants) becomes `tenant_handler` and `tenant_topic` as NAME=VALUE strings.
     """
     doc = read_toml(path, "config file")
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
@@ -213,9 +218,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             doc["function"] = [*doc.get("function", []), *config_strings(doc.pop("functions"), path)]
         except FunctionSettingError as exc:
             raise ConfigError(str(exc)) from None
+    _tenants(doc, str(path))
     if isinstance(doc.get("handler_path"), list):  # relative to the config file's folder, not the daemon's cwd
         doc["handler_path"] = [str(Path(path).parent / p) if isinstance(p, str) else p for p in doc["handler_path"]]
     return doc
+
+
+def _tenants(doc: dict[str, Any], path: str) -> None:
+    """The `[tenants]` table, if any, as `tenant_handler` and `tenant_topic` values."""
+    if "tenants" in doc:
+        from .trust.tenants import config_options
+
+        for key, values in zip(
+            ("tenant_handler", "tenant_topic"), config_options(doc.pop("tenants"), path), strict=True
+        ):
+            if values:  # only what is given: --tenant-topic is the queue transports' alone
+                doc[key] = [*doc.get(key, []), *values]
 
 
 def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:

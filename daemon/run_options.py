@@ -89,6 +89,25 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help=HANDLER_PATH_HELP,
     ),
     click.option(
+        "--tenant-handler",
+        "tenant_handler",
+        multiple=True,
+        envvar=ENV + "TENANT_HANDLER",
+        metavar="NAME=TYPE",
+        help="Give the tenant NAME (a web token's name, or the tenant of --tenant-topic) the handler of TYPE "
+        "(or a glob) among those served (repeatable); a tenant named here gets only those, others get every "
+        "one served. Config: [tenants.NAME] handlers = [...].",
+    ),
+    click.option(
+        "--tenant-topic",
+        "tenant_topic",
+        multiple=True,
+        envvar=ENV + "TENANT_TOPIC",
+        metavar="NAME=TOPIC",
+        help="Requests through this SNS TopicArn (--transport sqs) or MNS topic (mns) are the tenant NAME's "
+        "(repeatable); any other topic's are the tenant default's. Config: [tenants.NAME] topics = [...].",
+    ),
+    click.option(
         "--state",
         envvar=ENV + "STATE",
         show_default=state_default(),
@@ -262,4 +281,6 @@ def settings_from(options: dict[str, Any]) -> Settings:
         poll_interval=options["poll_interval"],
         event_loop=options["event_loop"],
         functions=options["function"],
+        tenant_handlers=options["tenant_handler"],
+        tenant_topics=options["tenant_topic"],
     )

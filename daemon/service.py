@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
+from dataclasses import replace
 
 import aiobotocore.session
 import aiohttp
@@ -39,6 +40,7 @@ from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener
 from .trust.at_rest import secure_key_files
 from .trust.signature import SignatureVerifier
+from .trust.tenants import from_options
 from .trust.topics import allowlist
 from .trust.urls import ResponseUrlPolicy, redact
 
@@ -232,14 +234,19 @@ class Service:
         """The trust policy of the transport: SNS signatures and TopicArns on SQS; on MNS its topic
         allowlist, and bare messages only without one (or with --mns-allow-bare-messages)."""
         s = self.settings
+        tenants = from_options(s.tenant_handlers, s.tenant_topics)  # TenantError: a start-up error
         if s.transport == "sqs":
-            return Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout, forms=SNS_FORMS)
+            return Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout, forms=SNS_FORMS, tenants=tenants)
         try:
             topics = allowlist(s.mns_topics, s.mns_endpoint or "")
+            mns_forms = allowlist(list(tenants.topics), s.mns_endpoint or "")  # as a notification names them
+            tenants = replace(tenants, topics=dict(zip(mns_forms, tenants.topics.values(), strict=True)))
         except ValueError as exc:
             raise TransportConfigError(str(exc)) from None
+        bare = not topics or s.mns_allow_bare_messages
+        web = s.transport == "web"  # a token's name is a principal: every stack has its owner
         return Policy(
-            False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=not topics or s.mns_allow_bare_messages
+            False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=bare, tenants=tenants, owners=web
         )
 
     async def _stop_watching(self, watching: asyncio.Task[None] | None) -> None:

@@ -33,6 +33,7 @@ APPLIES_TO: dict[str, tuple[Transport, ...]] = {
     "mns_allow_bare_messages": ("mns",),
     "ros_response_url": ("mns", "web"),
     "dead_letter_interval": ("sqs", "mns"),
+    "tenant_topic": ("sqs", "mns"),
     **{name: ("web",) for name in WEB_ONLY},
 }
 

@@ -21,9 +21,10 @@ from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 
 ENV = "CFN_PROVIDER_"
 WEB_TOKEN_FILE_HELP = (
-    f"With --transport web: the path token(s), one a line (at most two valid at once, for rotation; read "
-    f"again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: make one with "
-    "`cfn-provider web-token --new --web-token-file FILE`."
+    "With --transport web: the path tokens, one `NAME TOKEN` line each (NAME the tenant: at most two "
+    "tokens of a name valid at once, for rotation; a bare TOKEN line is the tenant `default`; read again "
+    f"on SIGHUP). Or {ENV_TOKEN} with the same forms, comma-separated. At least 128 random bits: make one "
+    "with `cfn-provider web-token --new --web-token-file FILE` (a tenant's: `--new NAME`)."
 )
 
 WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.daemon_id): `check` takes them too

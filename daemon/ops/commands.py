@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -209,6 +210,14 @@ def requests_command(
     "stuck long-running request with FAILED (none of its poll steps "
     "running, or its deadline passed).",
 )
+@click.option(
+    "--tenant",
+    default="default",
+    show_default=True,
+    metavar="NAME",
+    help="The tenant whose request it is (its principal: a web token's name, or the tenant of its topic); "
+    "`cfn-provider requests` shows it.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
 def answer_command(
     stack_id: str,
@@ -226,6 +235,7 @@ def answer_command(
     verify_signatures: bool,
     trust_signing_cert_url: tuple[str, ...],
     force: bool,
+    tenant: str,
     yes: bool,
     **daemon: Any,
 ) -> None:
@@ -258,10 +268,9 @@ def answer_command(
                 dead_text = await _admitted(
                     dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
                 )
-            record = await store.get(idempotency_key(stack_id, request_id))
-            request = ops.request_from_text(
-                dead_text or ops.stored_text(record), stack_id, request_id, stored=dead_text is None
-            )
+            record = await store.get(idempotency_key(stack_id, request_id, tenant))
+            text = dead_text or ops.stored_text(record)  # the request; its principal is the tenant named
+            request = replace(ops.request_from_text(text, stack_id, request_id, stored=not dead_text), principal=tenant)
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
             polled = ops.poll_state(record) if record is not None and record.state == POLLING else None

@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -36,6 +36,7 @@ from ..stores.base import Record, Store, new_token, transient
 from ..transports.queue import Message
 from ..trust import retention
 from ..trust.signature import SignatureVerifier
+from ..trust.tenants import Tenants
 from ..trust.urls import ResponseUrlPolicy
 from . import response as responses
 from .admission import Admission
@@ -52,6 +53,7 @@ from .request import Request
 from .responder import Responder
 from .router import Router
 from .store_calls import STORE_RETRY_MAX, StoreCalls
+from .tenancy import Tenancy
 
 log = structlog.get_logger("worker")
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
@@ -65,6 +67,8 @@ class Policy:
     forms: str = SNS_FORMS  # the message forms the transport carries (cfn_provider.pipeline.envelope)
     bare_messages: bool = True  # MNS: serve messages that are not topic notifications
     wait_poll_max: float = WAIT_POLL_MAX  # seconds, at most, between looks at a request another attempt holds
+    tenants: Tenants = field(default_factory=Tenants)  # principals: their topics and handlers (trust.tenants)
+    owners: bool = False  # check each stack's owner (pipeline.tenancy): the web, or tenants' topics configured
 
 
 class Worker:
@@ -97,6 +101,7 @@ class Worker:
             forms=policy.forms,
             bare_messages=policy.bare_messages,
             stopping=lambda: self.stopping,
+            tenants=policy.tenants,
         )
         self.admit_request = self.admission.admit_request  # the web listener's body: the request, admitted
         self.executor, self.owner, self.session = executor, owner, session
@@ -106,7 +111,10 @@ class Worker:
         stopping = self._is_stopping  # read by each collaborator when it needs it
         self.calls = StoreCalls(store, stopping)
         self.claims = Claims(store, self.calls, owner, lambda: self.policy, self._draining, stopping)
-        self.handling = Handling(router, executor, session, self.metrics, TimedOutCreates(store), stopping)
+        self.tenancy = Tenancy(self.calls, policy.owners or bool(policy.tenants.topics))  # whose stack it is
+        self.handling = Handling(
+            router, executor, session, self.metrics, TimedOutCreates(store), stopping, policy.tenants.allows
+        )
         self.delivery = Deliverer(store, self.calls, self.outlet, stopping)
         # long-running actions: their progress stored, their steps run by the scheduler
         self.polls = Polls(store, self.calls, self.handling, self.delivery, self.metrics, dialect)
@@ -129,6 +137,7 @@ class Worker:
         started = time.monotonic()
         try:
             envelope, request = await self.admission.admit(message)
+            await self.tenancy.admit(request)  # its principal's stack, or Forged
         except NotAdmitted as exc:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started, dead_letter=dead_letter)

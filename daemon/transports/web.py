@@ -123,6 +123,7 @@ class WebListener:
                 url=self.url,
                 tls=self.tls is not None,
                 tokens=len(self.tokens.tokens),
+                tenants=self.tokens.tenants(),  # the tokens' names (principals), never the tokens
                 paths="/<token>: asynchronous (web:), /<token>/sync: synchronous (web[sync]:)",
                 allow_sources=list(s.allow_sources) or "any",
                 sync_timeout=s.sync_timeout,
@@ -189,6 +190,6 @@ class WebListener:
                 log.error("web.tls_reload_failed", error=str(exc), detail="still serving the certificate loaded before")
         if self.tokens.file:
             try:
-                log.info("web.tokens_reloaded", tokens=self.tokens.reload())
+                log.info("web.tokens_reloaded", tokens=self.tokens.reload(), tenants=self.tokens.tenants())
             except TokenError as exc:
                 log.error("web.tokens_reload_failed", error=str(exc), detail="the tokens loaded before stay valid")

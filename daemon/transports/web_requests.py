@@ -1,7 +1,8 @@
 """One HTTP request to the web listener (cfn_provider.transports.web), from its path to its answer.
 
-    source allowed? -> path token (constant time) -> POST? -> not stopping, a free slot? -> the body
-    (size, time) -> the request (JSON, fields, ResponseURL allowlist) -> the worker's claim, then
+    source allowed? -> path token (constant time; its name is the request's principal) -> POST? -> not
+    stopping, a free slot? -> the body (size, time) -> the request (JSON, fields, ResponseURL allowlist)
+    -> its principal's stack (cfn_provider.pipeline.tenancy) -> the worker's claim, then
       async  /<token>:      stored (durably) for the poll scheduler to run -> 200 {"Accepted":true}
       sync   /<token>/sync: run here -> answer stored -> written as the response body (200)
 
@@ -12,7 +13,8 @@ stopping or every slot busy 503 + Retry-After (and a sync request whose `lambda:
 process busy: nothing ran, nothing stored, its retry runs it), a body over --web-max-body 413, a body slower
 than --web-body-timeout 408, not UTF-8 JSON, a request missing fields or with CloudFormation's ARN
 StackId (the transport decides the dialect: this one is ROS's) 400, a ResponseURL
-outside the allowlist 403. Error bodies are JSON `{"Error": "..."}`; none shows the path.
+outside the allowlist 403, a StackId another tenant (token name) owns 403. Error bodies are
+JSON `{"Error": "..."}`; none shows the path.
 
 A retry of a request (same StackId + RequestId) is never run twice: an async retry is
 acknowledged (200), a sync retry waits for the first attempt's answer and gets the stored
@@ -46,7 +48,7 @@ from ..pipeline.responder import Delivery
 from ..pipeline.runner import deadline_for
 from ..pipeline.worker import Worker
 from ..trust import sources
-from ..trust.web_tokens import ASYNC, SYNC, Mode, Tokens
+from ..trust.web_tokens import ASYNC, SYNC, Mode, Route, Tokens
 from .web_settings import WebSettings
 
 log = structlog.get_logger("web")
@@ -171,14 +173,15 @@ class Requests:
             self._source(http, peer)
             if http.path == HEALTH_PATH and http.method in ("GET", "HEAD"):
                 return self._health()
-            mode = self._authorize(http, peer)
+            route = self._authorize(http, peer)
+            mode = route.mode
             if http.method != "POST":
                 raise Refused(405, "only POST is served here", headers={"Allow": "POST"})
             if self.stopping:
                 raise Refused(503, "this provider is stopping: retry (another one may take it)", RETRY_STOPPING, True)
             if self.free <= 0:
                 raise Refused(503, f"all {self.concurrency} slots are busy: retry", RETRY_FULL)
-            response = await self._in_slot(http, mode)
+            response = await self._in_slot(http, route)
         except Refused as exc:
             response = exc.response()
         self.metrics.web_answered(mode, response.status)
@@ -196,13 +199,14 @@ class Requests:
         if not sources.allowed(peer, self.allow):
             self._refuse(peer, http.method, "source address is not in --web-allow-source", 403, "forbidden")
 
-    def _authorize(self, http: web.BaseRequest, peer: str) -> Mode:
-        """The mode the path asks for; Refused (404, 429 past the source's limit) otherwise. A valid
-        token is never limited: behind a load balancer a scanner and ROS share one source address."""
-        mode = self.tokens.route(http.path).mode
-        if mode is None:
+    def _authorize(self, http: web.BaseRequest, peer: str) -> Route:
+        """The mode the path asks for and its token's tenant; Refused (404, 429 past the source's limit)
+        otherwise. A valid token is never limited: behind a load balancer a scanner and ROS share one
+        source address."""
+        route = self.tokens.route(http.path)
+        if route.mode is None:
             self._refuse(peer, http.method, "no valid path token", 404, "not found")
-        return mode
+        return route
 
     def _refuse(self, peer: str, method: str, why: str, status: int, said: str) -> NoReturn:
         self.metrics.message_rejected("security")
@@ -222,14 +226,14 @@ class Requests:
             )
 
     # ------------------------------------------------------------------ one request, in a slot
-    async def _in_slot(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
+    async def _in_slot(self, http: web.BaseRequest, route: Route) -> web.StreamResponse:
         task = asyncio.current_task()
         assert task is not None
         self.free -= 1
         self.tasks.add(task)
         self.started_at[task] = time.monotonic()
         try:
-            return await self._serve(http, mode)
+            return await self._serve(http, route)
         except Refused:
             raise
         except Exception:  # noqa: BLE001 - one request must never take the listener down
@@ -241,12 +245,14 @@ class Requests:
             self.started_at.pop(task, None)
             self.last_request_at = time.time()
 
-    async def _serve(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
-        started, received = time.monotonic(), dt.datetime.now(dt.UTC)
+    async def _serve(self, http: web.BaseRequest, route: Route) -> web.StreamResponse:
+        started, received, mode = time.monotonic(), dt.datetime.now(dt.UTC), route.mode
         body = await self._read(http)
         message_id = f"web-{uuid.uuid4().hex[:16]}"
-        structlog.contextvars.bind_contextvars(message_id=message_id, mode=mode, dialect=self.worker.dialect.name)
-        request = self._admit(body)
+        structlog.contextvars.bind_contextvars(
+            message_id=message_id, mode=mode, dialect=self.worker.dialect.name, tenant=route.tenant
+        )
+        request = await self._admit(body, route.tenant)
         envelope = Envelope(message="", message_id=message_id, timestamp=received)
         outlet = WaitingCaller(http, received.timestamp(), self.settings.sync_timeout) if mode == SYNC else None
         heartbeat = Heartbeat(None, None, self.lease_seconds)  # the store lease is all that holds the request
@@ -304,10 +310,13 @@ class Requests:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _admit(self, body: bytes) -> Request:
-        """The request in the body, or Refused (400; 403 for a ResponseURL outside the allowlist)."""
+    async def _admit(self, body: bytes, tenant: str) -> Request:
+        """The request in the body, from `tenant` (the path token's name), or Refused (400; 403 for a
+        ResponseURL outside the allowlist or a StackId another tenant owns)."""
         try:
-            request = self.worker.admit_request(body.decode("utf-8"))
+            request = self.worker.admit_request(body.decode("utf-8"), tenant)
+            if not request.problems:
+                await self.worker.tenancy.admit(request)  # its tenant's stack (pipeline.tenancy)
         except UnicodeDecodeError:
             raise self._rejected(400, "the body is not UTF-8 text") from None
         except (Rejected, Forged) as exc:  # "message is not JSON", "ResponseURL ... rejected", ...

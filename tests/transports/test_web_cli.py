@@ -82,6 +82,24 @@ def test_web_options_reach_settings_without_a_queue_url(captured, token_file: Pa
     )
 
 
+def test_the_tenants_table_of_the_config_file_reaches_settings(captured, token_file: Path, tmp_path: Path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        'transport = "web"\nweb-allow-http = true\nhandler = ["Custom::Echo", "Custom::RandomSecret"]\n'
+        f'web-token-file = "{token_file}"\n'
+        '[tenants.team-a]\nhandlers = ["Custom::RandomSecret"]\n[tenants.team-b]\nhandlers = []\n'
+    )
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert captured[0].tenant_handlers == ("team-a=Custom::RandomSecret", "team-b=-")  # team-b: given none
+    config.write_text(config.read_text() + 'topics = ["acs:mns:cn-hangzhou:1:topics/t"]\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])  # topics are the queues'
+    assert result.exit_code == 2 and "--tenant-topic applies to --transport sqs or mns only" in result.output
+    config.write_text('transport = "web"\n[tenants."team a"]\nhandlers = []\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 2 and "tenant name" in result.output
+
+
 def test_web_from_the_environment_with_a_token_there(captured, monkeypatch):
     monkeypatch.setenv("CFN_PROVIDER_TRANSPORT", "web")
     monkeypatch.setenv("CFN_PROVIDER_WEB_ALLOW_HTTP", "1")
@@ -173,6 +191,27 @@ def test_web_token_new_rotate_and_print(tmp_path: Path, monkeypatch):
     assert result.output == f"web[sync]:https://p.example.com/{second[0]}/sync\n"
     result = run(cli.main, ["web-token", "--web-token-file", str(path), "--url", "ftp://p.example.com"])
     assert result.exit_code == 2 and "https://HOST" in result.output
+
+
+def test_web_token_new_name_writes_a_tenants_token_beside_the_others(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("CFN_PROVIDER_WEB_TOKEN", raising=False)
+    path, run = tmp_path / "tok", CliRunner().invoke
+    assert run(cli.main, ["web-token", "--new", "--web-token-file", str(path)]).exit_code == 0  # an old bare file
+    (old,) = path.read_text().split()
+    result = run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in path.read_text().splitlines()]
+    assert lines[0] == [old] and lines[1][0] == "team-a" and strength(lines[1][1]) >= 256
+    assert run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)]).exit_code != 0
+    assert run(cli.main, ["web-token", "--rotate", "--tenant", "team-a", "--web-token-file", str(path)]).exit_code == 0
+    rotated = [line.split() for line in path.read_text().splitlines()]
+    assert rotated[0] == [old] and rotated[2] == lines[1] and rotated[1][0] == "team-a" and rotated[1] != lines[1]
+    result = run(
+        cli.main,
+        ["web-token", "--tenant", "team-a", "--web-token-file", str(path), "--url", "https://p", "--mode", "sync"],
+    )
+    assert result.output == f"web[sync,idempotent]:https://p/{rotated[1][1]}/sync\n"
+    assert run(cli.main, ["web-token", "--new", "bad/name", "--web-token-file", str(path)]).exit_code == 2
 
 
 def test_web_token_mode_offers_both_and_exactly_the_modes_a_path_asks_for():
