@@ -32,8 +32,8 @@ from .pipeline.responder import Responder
 from .pipeline.router import Router
 from .pipeline.worker import Policy, Worker
 from .stores import open_store
-from .stores.probe import probe
 from .stores.base import Store
+from .stores.probe import probe
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener
