@@ -343,7 +343,7 @@ def test_rollback_triggers_are_alarms_of_the_stack_and_the_deploy_command_uses_t
     assert "update-stack" in block and '--rollback-configuration "$ROLLBACK"' in block
     assert "OutputKey=='RollbackConfiguration'" in block
     assert "cfn-provider invoke" in block  # the smoke test, inside the monitoring window
-    assert "ReleaseSha256=" in block
+    assert "ParameterKey=ReleaseSha256,ParameterValue=$(sha256sum dist/wheelhouse/requirements.txt" in block
 
 
 # ---------------------------------------------------------------------------------------- 5. release pin
