@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +101,22 @@ def test_a_failed_set_up_abandons_the_launch_and_says_so_in_the_log(
 ) -> None:
     start = sections(rendered(provider))["start"]
     stub = {"systemctl": 1} if failing == "unit" else {"check": 1}
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "sleep").write_text("#!/bin/sh\n")  # the retries' and the background loop's waits
     rc, signals = _signal_run(provider, start, tmp_path, **stub)
     assert rc == 1 and [s.split("|")[:2] for s in signals] == [["--exit-code", "1"]]
     completes = [c for c in aws_calls(tmp_path) if c[1] == "complete-lifecycle-action"]
-    assert [option(c, "--lifecycle-action-result") for c in completes] == ["ABANDON"]
+    assert [option(c, "--lifecycle-action-result") for c in completes][:1] == ["ABANDON"]
+    assert option(completes[0], "--lifecycle-hook-name") == "cfn-provider-launch"
+    # nothing will drain on an abandoned instance: a background loop completes its termination hook
+    deadline = time.monotonic() + 20
+    while len(completes) < 2:
+        assert time.monotonic() < deadline, aws_calls(tmp_path)
+        time.sleep(0.1)
+        completes = [c for c in aws_calls(tmp_path) if c[1] == "complete-lifecycle-action"]
+    assert option(completes[1], "--lifecycle-hook-name") == "cfn-provider-terminate"
+    assert option(completes[1], "--lifecycle-action-result") == "CONTINUE"
+    assert option(completes[1], "--auto-scaling-group-name") == "the-group"
 
 
 def test_the_set_up_failed_line_is_what_the_metric_filter_counts(provider: dict[str, Any], tmp_path: Path) -> None:
@@ -501,3 +514,29 @@ def test_every_unit_the_user_data_writes_is_sandboxed(provider: dict[str, Any], 
     # the health unit shares the daemon's dynamic user (by name) to read its state directory
     health = section(unit(provider, "cfn-provider-health.service"), "Service")
     assert (health["User"], health["StateDirectory"]) == ("cfn-provider", "cfn-provider")
+
+
+def test_user_data_fits_ec2s_limit_with_long_real_values(provider: dict[str, Any]) -> None:
+    """EC2 takes 16 KB of user data, counted after CloudFormation substitutes the values: a long
+    stack name, ARNs and URLs, a few handler packages."""
+    stack = "cfn-provider-production-eu-central-1-blue"
+    account, region = "123456789012", "ap-southeast-2"
+    values = {
+        "AWS::StackName": stack,
+        "AWS::Region": region,
+        "Queue": f"https://sqs.{region}.amazonaws.com/{account}/{stack}-Queue-AbCdEfGhIjKl",
+        "Topic": f"arn:aws:sns:{region}:{account}:{stack}-Topic-AbCdEfGhIjKl",
+        "StateTable": f"{stack}-StateTable-AbCdEfGhIjKlMnOp",
+        "LogGroup": f"{stack}-LogGroup-AbCdEfGhIjKl",
+        "RandomSecretKeyPolicy": f"arn:aws:secretsmanager:{region}:{account}:secret:RandomSecretKey-AbCdEfGh-AbCdEf",
+        "PackageSpec": "cfn-sns-provider==0.2.0 acme-platform-handlers==12.4.1 acme-network-handlers==3.10.2",
+        "HandlerSpec": "Custom::RandomSecret Custom::Thing=acme_platform.thing Custom::Net=acme_network.handlers:net",
+        "WheelhouseBucket": "acme-platform-artifacts-production-ap-southeast-2",
+        "WheelhousePrefix": "cfn-provider/releases/2026-11-27/0.2.0/",
+        "PackageIndexUrl": "https://pypi.platform.acme.example/simple/",
+        "ReleaseSha256": "0" * 64,
+        "DrainSeconds": "7200",
+    }
+    size = len(rendered(provider, **values).encode())
+    print(f"\nuser data: {size} bytes of 16384 with long values")
+    assert size < 16384 - 512, size  # and some room for the next change
