@@ -387,9 +387,13 @@ def test_the_random_secret_key_is_guarded(provider: dict[str, Any]) -> None:
     for s in statements(key["Properties"]["KeyPolicy"]):
         assert s["Effect"] == "Allow" and "NotAction" not in s and "NotPrincipal" not in s
         uses = {a for a in s["Action"]} if isinstance(s["Action"], list) else {s["Action"]}
-        if "kms:Decrypt" in uses:  # only the instance roles, only through Secrets Manager
+        if s["Sid"] == "OnlyTheInstanceRoleDecrypts":  # only the instance roles, only through Secrets Manager
             assert uses == {"kms:Decrypt"}
             assert s["Condition"]["ArnLike"] == {"aws:PrincipalArn": role_arns}
+            assert "kms:ViaService" in s["Condition"]["StringEquals"]
+        elif "kms:Decrypt" in uses:  # creating the secret, only with CloudFormation as the caller
+            assert s["Sid"] == "CloudFormationCreatesTheSecret"
+            assert s["Condition"]["ForAnyValue:StringEquals"] == {"aws:CalledVia": ["cloudformation.amazonaws.com"]}
             assert "kms:ViaService" in s["Condition"]["StringEquals"]
         elif s["Sid"] == "AccountAdministersTheKey":
             assert not any(
