@@ -35,6 +35,7 @@ from .pipeline.router import Router
 from .pipeline.worker import Policy, Worker
 from .stores import open_store
 from .stores.base import Store
+from .stores.probe import probe
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener
@@ -118,6 +119,8 @@ class Service:
                 http = await stack.enter_async_context(aiohttp.ClientSession())
                 await self._start_functions(stack)
                 queue = await self._open_queue(session, stack) if s.transport != "web" else None
+                if not await probe(store, lambda: self._stop_requests > 0):  # before READY: the store answers
+                    return 0
                 worker = self._worker(store, executor, session, http, policy)
                 self.poller = self._intake(queue, worker)
                 await self._serve(self.poller, worker, queue, store)

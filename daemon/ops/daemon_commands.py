@@ -54,6 +54,12 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="Seconds after which a health file that has not been refreshed counts as stuck.",
 )
+@click.option(
+    "--local-faults-only",
+    is_flag=True,
+    help="Fail only on this machine's faults (no health file, a stale one); a failing receive is "
+    "reported but exits 0: what an instance's self-report to its Auto Scaling group uses.",
+)
 def check_command(
     transport: Transport,
     queue_url: str | None,
@@ -64,6 +70,7 @@ def check_command(
     state: str | None,
     health_file: str | None,
     max_age: float,
+    local_faults_only: bool,
 ) -> None:
     """Health check of a daemon on this machine (container HEALTHCHECK, systemd, monitoring): exit 0
     when its health file is fresh and its last receive from the queue worked, 1 otherwise, saying
@@ -76,7 +83,8 @@ def check_command(
     or through the same CFN_PROVIDER_* variables (a container's HEALTHCHECK inherits them). Each
     daemon keeps its own health file, named after its queue, beside its SQLite state file (else in
     the state directory). Named by nothing, check reads the only health file there, and refuses
-    to guess between several."""
+    to guess between several. --local-faults-only: a fresh file is healthy even when the last
+    receive failed (an SQS or network outage is no reason to replace the machine)."""
     from . import health
 
     daemon = daemon_id(transport, queue_url, mns_endpoint, mns_queue, f"{web_address}:{web_port}")
@@ -84,7 +92,7 @@ def check_command(
     if path is None:
         click.echo(why, err=True)
         sys.exit(1)
-    ok, why = health.check(path, max_age, expect=daemon)
+    ok, why = health.check(path, max_age, expect=daemon, local_only=local_faults_only)
     click.echo(why, err=not ok)
     sys.exit(0 if ok else 1)
 
