@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from .config import default_state_dir
+from .functions.options import HELP as FUNCTION_HELP
 
 CONFIG_HELP = (
     "The daemon's TOML config file, as `run` reads it (any of run's options, e.g. queue-url = \"...\", "
@@ -96,4 +97,5 @@ SHARED = {
     "--mns-endpoint": MNS_ENDPOINT_HELP,
     "--mns-queue": MNS_QUEUE_HELP,
     "--parameter": PARAMETER_HELP,
+    "--function": FUNCTION_HELP,
 }

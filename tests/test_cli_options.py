@@ -27,6 +27,7 @@ DIFFERENT_MEANINGS = {
     "--logical-id": "requests: a filter; event: the id put in the event",
     "--physical-id": "answer: the id answered; event: the id put in the event",
     "--region": "simulate's default is the emulator's us-east-1, not the profile's",
+    "--tenant": "web-token: the tenant whose token is made or shown; answer: the tenant whose record is answered",
 }
 
 

@@ -12,6 +12,7 @@ import click
 
 from ...cli_errors import Commands
 from ...cli_options import HANDLER_HELP, HANDLER_PATH_HELP, LOGS_HELP, PARAMETER_HELP
+from ...functions.options import HELP as FUNCTION_HELP
 from ...functions.options import function_option
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
@@ -89,10 +90,8 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         "uses that no --handler serves is refused before anything runs.",
     ),
     function_option(
-        "A setting of the lambda: function serving TYPE, as for `run` (repeatable): env.NAME=VALUE (an environment "
-        "variable of its own), code=FOLDER, timeout=S, memory_mb=N, concurrency=N, name=NAME, log_group=NAME, "
-        "log_stream=NAME. Remembered; given again, a setting replaces the remembered one. The template's own "
-        "AWS::Lambda::Function resources give defaults (docs/porting-lambda.md).",
+        FUNCTION_HELP + " simulate: remembered; given again, a setting replaces the remembered one. The "
+        "template's own AWS::Lambda::Function resources give defaults (docs/porting-lambda.md).",
         name="functions",
         as_typed=True,
     ),

@@ -178,7 +178,15 @@ def test_simulate_takes_function_settings_as_run_does(emulator, tmp_path):
 
 def test_a_setting_for_a_type_no_lambda_handler_serves_is_refused_before_anything_runs(emulator, tmp_path):
     (tmp_path / "t.yaml").write_text("Resources:\n  A: {Type: Custom::A, Properties: {ServiceToken: x}}\n")
-    result = simulate_cli("create", "t.yaml", "--function", "Custom::A=env.X=1", endpoint=emulator.endpoint)
+    result = simulate_cli(
+        "create",
+        "t.yaml",
+        "--handler",
+        "Custom::A=Custom::Echo",
+        "--function",
+        "Custom::A=env.X=1",
+        endpoint=emulator.endpoint,
+    )  # served, by a module: a function setting for it is a mistake
     assert result.exit_code == 2 and "which no lambda: handler serves" in result.output
     assert not (tmp_path / ".cfn-simulate" / "t.json").exists()
     (tmp_path / "inline.yaml").write_text(INLINE)
