@@ -9,6 +9,7 @@ import click
 
 from . import __version__
 from .cli_errors import Commands
+from .errors import StartupError
 from .config import Settings
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .run_options import run_options, settings_from
@@ -110,8 +111,10 @@ def demo(logs: bool) -> None:
     try:
         from .local.demo import run_demo
     except ImportError as exc:  # moto is an extra
-        raise click.ClickException(
-            f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})"
+        from .local.provider_source import install_hint
+
+        raise StartupError(
+            f"the demo needs the emulator (moto, the demo extra: {install_hint('demo')}): {exc}"
         ) from None
     sys.exit(run_demo(show_logs=logs))
 

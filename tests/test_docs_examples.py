@@ -144,6 +144,19 @@ def test_every_example_or_fragment_is_marked():
     assert len(EXAMPLES) >= 6  # README's first handler, handlers.md's five, porting-lambda.md's seeded function
 
 
+def test_no_simulate_command_is_given_inline_where_no_test_runs_it():
+    """A `cfn-provider simulate ...` a reader is told to type is a marked block the test runs (with
+    the files it needs), never an inline command beside a fragment of a template."""
+    inline = []
+    for page in PAGES:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        inline += [
+            f"{page.name}: {m}"
+            for m in re.findall(r"`((?:\S*/)?cfn-provider simulate (?:create|update|delete)[^`]*)`", prose)
+        ]
+    assert not inline, inline
+
+
 @pytest.mark.parametrize("example", list(EXAMPLES.values()), ids=lambda e: e.id)
 def test_each_example_is_complete(example: Example):
     assert example.base is None or f"{example.page}#{example.base}" in EXAMPLES, f"{example.id}: no base {example.base}"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from . import provider_source
+
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 _TYPE = re.compile(r"Custom::[A-Za-z0-9_@-]{1,60}")
 
@@ -32,10 +34,12 @@ name = "{name}"
 version = "0.1.0"
 description = "{rtype}: a CloudFormation custom resource served by cfn-provider"
 requires-python = ">=3.11"
-dependencies = ["cfn-sns-provider"]
+# {source_said}
+# once it is on a package index: dependencies = ["{released}"], test = ["{released_test}", "pytest"]
+dependencies = ["{dependency}"]
 
 [project.optional-dependencies]
-test = ["cfn-sns-provider[simulate]", "pytest"]
+test = ["{test_dependency}", "pytest"]
 
 # `cfn-provider run --handler {rtype}` serves it once this package is installed (named, never by default)
 [project.entry-points."cfn_provider.handlers"]
@@ -175,7 +179,8 @@ README = """\
 [cfn-provider](https://pypi.org/project/cfn-sns-provider/): `src/{package}/thing.py`.
 
 ```sh
-pip install -e '.[test]'
+python -m venv .venv && . .venv/bin/activate   # a virtualenv of its own
+pip install -e '.[test]'                        # cfn-sns-provider as pyproject.toml names it
 pytest                                          # create -> update -> delete through the real path
 cfn-provider simulate create template.yaml --handler '{rtype}={package}.thing:handler' --handler-path src
 cfn-provider simulate update --parameter Size=5
@@ -185,9 +190,20 @@ cfn-provider run --queue-url ... --topic-arn ... --handler {rtype}   # installed
 """
 
 
-def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
-    """Write the project into `folder` (which must not exist, or be empty); the files written."""
+def scaffold(folder: Path, name: str, rtype: str, source: provider_source.Source) -> list[Path]:
+    """Write the project into `folder` (which must not exist, or be empty); the files written. Its
+    pyproject.toml depends on cfn-sns-provider as `source` says (where the running one came from)."""
     package = name.lower().replace("-", "_")
+    fields = {
+        "name": name,
+        "package": package,
+        "rtype": rtype,
+        "dependency": source.requirement(),
+        "test_dependency": source.requirement("simulate"),
+        "released": source.released(),
+        "released_test": source.released("simulate"),
+        "source_said": source.said.replace("\n", " "),
+    }
     files = {
         "pyproject.toml": PYPROJECT,
         "README.md": README,
@@ -200,7 +216,7 @@ def scaffold(folder: Path, name: str, rtype: str) -> list[Path]:
     for relative, text in files.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(name=name, package=package, rtype=rtype), encoding="utf-8")
+        path.write_text(text.format(**fields), encoding="utf-8")
         written.append(path)
     return written
 
@@ -221,7 +237,10 @@ def init_command(name: str, rtype: str | None) -> None:
     """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
     test that drives it create -> update -> delete through the real path (as `simulate` does),
     and packaging that registers it as an entry point (group cfn_provider.handlers). Its test
-    passes as generated: `cd NAME && pip install -e '.[test]' && pytest`."""
+    passes as generated, in a virtualenv of its own: `cd NAME && python -m venv .venv &&
+    .venv/bin/pip install -e '.[test]' && .venv/bin/pytest`. Until cfn-sns-provider is on a package
+    index, the project depends on it as installed here: this checkout, or the wheel file it came
+    from (pyproject.toml shows the released form beside it)."""
     if not _NAME.fullmatch(name):
         raise click.BadParameter("a letter, then letters, digits, '-' or '_' (at most 63)", param_hint="NAME")
     rtype = rtype or resource_type(name)
@@ -230,9 +249,11 @@ def init_command(name: str, rtype: str | None) -> None:
     folder = Path(name)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise click.ClickException(f"{folder} already exists and is not an empty folder: nothing written")
-    for path in scaffold(folder, name, rtype):
+    source = provider_source.running()
+    for path in scaffold(folder, name, rtype, source):
         click.echo(f"wrote {path}")
     click.echo(
-        f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
-        f"  cd {name} && pip install -e '.[test]' && pytest"
+        f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}.\n"
+        f"It depends on {source.said}.\nNext:\n"
+        f"  cd {name} && python -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"
     )

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -96,6 +97,24 @@ def test_one_source_for_the_version(release):
     assert f"\nVersion: {version}\n" in metadata
     shown = _run(venv / "bin" / "cfn-provider", "--version")
     assert shown.returncode == 0 and version in shown.stdout, shown.stdout
+
+
+def test_the_wheel_and_the_sdist_carry_the_licence_and_the_sdist_no_tests_it_cannot_run(release):
+    """Apache-2.0's text in both archives (setup.cfg license_files); no tests in the sdist (MANIFEST.in):
+    they need the repository's conftest, support modules and docs. `make dist` checks it as a step."""
+    dist, _, run = release
+    version = _version()
+    licence = (REPO / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    with zipfile.ZipFile(dist / f"cfn_sns_provider-{version}-py3-none-any.whl") as wheel:
+        assert wheel.read(f"cfn_sns_provider-{version}.dist-info/licenses/LICENSE").decode() == licence
+        assert "License-File: LICENSE" in wheel.read(f"cfn_sns_provider-{version}.dist-info/METADATA").decode()
+    with tarfile.open(dist / f"cfn_sns_provider-{version}.tar.gz") as sdist:
+        names = sdist.getnames()
+        member = sdist.extractfile(f"cfn_sns_provider-{version}/LICENSE")
+        assert member is not None and member.read().decode() == licence
+    assert not [name for name in names if "/tests/" in name or name.endswith("/tests")], names
+    assert "make dist: the licence in the wheel and the sdist, and no tests in the sdist" in run.stdout
 
 
 def test_the_wheelhouse_pins_and_hashes_every_wheel(release):
