@@ -9,8 +9,8 @@ import click
 
 from . import __version__
 from .cli_errors import Commands
-from .errors import StartupError
 from .config import Settings
+from .errors import StartupError
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .run_options import run_options, settings_from
 

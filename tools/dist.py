@@ -13,9 +13,10 @@ DIR/requirements.txt`, and what the Dockerfile installs. Handler packages go in 
 (a wheel file or a pinned requirement), so their hashes are in the same file.
 
 Steps, each stopping the build on failure: build (python -m build, from a copy of the tracked
-files), both archives carry LICENSE and the sdist no tests, `twine check --strict`, the wheelhouse (pip download, only binary wheels), then a fresh
-virtualenv outside the repository gets the wheel from the wheelhouse (--require-hashes, no
-index) plus the [demo] extra, and runs `cfn-provider --version` and `cfn-provider demo` there.
+files), both archives carry LICENSE and the sdist no tests, `twine check --strict`, the wheelhouse
+(pip download, only binary wheels), then a fresh virtualenv outside the repository gets the wheel
+from the wheelhouse (--require-hashes, no index) plus the [demo] extra, and runs `cfn-provider
+--version` and `cfn-provider demo` there.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ the daemon's raw JSON record among the events."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
