@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from .aws_start import resolve_region
 from .config import Settings, apply_config_file, default_state_url
 from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
@@ -48,7 +49,10 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="SQS queue subscribed to the ServiceToken topic (required with --transport sqs).",
     ),
     click.option(
-        "--region", envvar=ENV + "REGION", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile)."
+        "--region",
+        envvar=ENV + "REGION",
+        help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile, else the one the queue URL "
+        "or topic ARN names).",
     ),
     click.option(
         "--topic-arn",
@@ -231,7 +235,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
     check_served(options["handler"], options["function"])
     return Settings(
         **transport,
-        region=options["region"],
+        region=resolve_region(options["region"], options["queue_url"], options["topic_arn"]),
         topic_arns=options["topic_arn"],
         handlers=options["handler"],
         handler_paths=options["handler_path"],

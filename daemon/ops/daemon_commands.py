@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..aws_start import require, resolve_region
 from ..config import daemon_id, default_state_url
 from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
 from ..transports import TRANSPORTS, Transport
@@ -121,6 +122,8 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
     from .redrive import dead_letter_queue_url
     from .redrive import redrive as move
 
+    region = resolve_region(region, queue_url, ())
+    require(region, "the SQS queue")
     sqs = boto3.client("sqs", region_name=region)
     try:
         dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)
