@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.release import make_dist
+from tests.support.stack_emulators import stop_stack_emulators
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -299,24 +300,30 @@ def test_a_users_own_handlers_package_is_served_beside_the_built_ins(venv: Path,
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     cli = venv / "bin" / "cfn-provider"
-    created = _run(
-        cli,
-        "simulate",
-        "create",
-        "template.yaml",
-        "--handler",
-        "Custom::Thing=handlers.thing",
-        "--handler",
-        "Custom::Echo=cfn_provider.handlers.echo",
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-    )
-    assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
-    outputs = dict(
-        line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines() if line.startswith("  ")
-    )
-    assert outputs == {"Mine": "yes", "Echo": "echoed"}
+    try:
+        created = _run(
+            cli,
+            "simulate",
+            "create",
+            "template.yaml",
+            "--handler",
+            "Custom::Thing=handlers.thing",
+            "--handler",
+            "Custom::Echo=cfn_provider.handlers.echo",
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+        assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
+        outputs = dict(
+            line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines() if line.startswith("  ")
+        )
+        assert outputs == {"Mine": "yes", "Echo": "echoed"}
+        # the stack's emulator is kept for its next operation until the stack is deleted: delete it
+        deleted = _run(cli, "simulate", "delete", cwd=tmp_path, env=env, timeout=300)
+        assert deleted.returncode == 0, deleted.stdout[-3000:] + deleted.stderr[-3000:]
+    finally:
+        stop_stack_emulators(tmp_path)  # a failure above leaves it running otherwise
 
 
 HANDLER = """\
