@@ -1,6 +1,6 @@
 """tests.support.leftovers, the end-of-run check tests/conftest.py makes: a process a test started
 under its tmp_path that outlives the run is found, stopped and named (the run fails); one that
-ends within the grace period is not a leak."""
+ended is not a leak."""
 
 from __future__ import annotations
 
@@ -18,15 +18,16 @@ def test_a_process_left_under_the_runs_folder_is_found_and_stopped(tmp_path):
     (tmp_path / "work").mkdir()
     left = subprocess.Popen(["sleep", "60"], cwd=tmp_path / "work")
     named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path / "state.json")])
-    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path)
+    ended = subprocess.Popen(["true"], cwd=tmp_path)
+    ended.wait()
     try:
         found = {pid for pid, _ in leftovers.under(tmp_path)}
         assert {left.pid, named.pid} <= found
-        reaped = leftovers.reap(tmp_path, grace=2.0)
-        assert {pid for pid, _ in reaped} == {left.pid, named.pid}  # the quick one ended in time
+        reaped = leftovers.reap(tmp_path, grace=0.5)
+        assert {pid for pid, _ in reaped} == {left.pid, named.pid}  # not the one that ended
         assert left.wait(timeout=10) == -9 and named.wait(timeout=10) == -9
         assert leftovers.under(tmp_path) == []
     finally:
-        for proc in (left, named, quick):
+        for proc in (left, named):
             proc.kill()
             proc.wait()
