@@ -75,7 +75,7 @@ def readable(record: dict[str, Any]) -> str:
         where = record.get("logical_id") or record.get("function") or "function"
         return f"error: {where} (function {record.get('function')}): {record.get('message', '')}{last}"
     fields = " ".join(f"{k}={v}" for k, v in record.items() if k not in _PLUMBING)
-    return f"error: daemon {record.get('event', '')}: {fields}{last}".rstrip()
+    return f"error: daemon {record.get('event', '')}{': ' + fields if fields else ''}{last}"
 
 
 _INTERNAL = ("/cfn_provider/", "/concurrent/futures/", "/asyncio/", "/botocore/")
