@@ -176,7 +176,7 @@ README = """\
 # {name}
 
 `{rtype}`, a CloudFormation custom resource served by
-[cfn-provider](https://pypi.org/project/cfn-sns-provider/): `src/{package}/thing.py`.
+cfn-provider (the cfn-sns-provider package, as pyproject.toml names it): `src/{package}/thing.py`.
 
 ```sh
 python -m venv .venv && . .venv/bin/activate   # a virtualenv of its own
