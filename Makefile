@@ -70,7 +70,7 @@ check: lint   # the fast loop, before every commit: lint, then the tests that ne
 chaos: $(STAMP) $(DYNALITE) faketime   # the chaos suites at full size, with their table of figures
 	CFN_CHAOS=full $(BIN)/pytest tests/chaos -p no:cacheprovider -q $(PYTEST_ARGS)
 
-bench: $(VENV)/.bench-installed $(DYNALITE)   # the benchmarks: one table of figures beside their targets (about 10 min on 2 vCPUs; BENCH_ARGS=--help)
+bench: $(VENV)/.bench-installed $(DYNALITE)   # the benchmarks: one table of figures beside their targets (about 15 min on 2 vCPUs; BENCH_ARGS=--help)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 $(VENV)/.bench-installed: $(STAMP)

@@ -11,7 +11,10 @@ with the request's context), so the figures are the call's own cost, without SQS
   answering through AWS-style cfnresponse (a PUT over HTTPS to the loopback listener), and one
   answering through a single kept-open connection (the floor of the channel itself); median and
   p95 of `calls_n` sequential calls, and the overhead (median isolated - median in process);
-- the resident memory of a warm process (trivial, boto3).
+- the resident memory of a warm process (trivial, boto3);
+- the same cold start and warm per-call cost of an `fc:` function (Alibaba Function Compute's:
+  the event as bytes, `json.loads`, an urllib POST with a Date header to its ResponseURL, as
+  Alibaba's samples answer ROS), beside the `lambda:` trivial function's.
 """
 
 from __future__ import annotations
@@ -49,6 +52,16 @@ def handler(event, context):
     body = json.dumps({"Status": "SUCCESS", "PhysicalResourceId": "bench-1", "Data": {"Size": "1"}})
     conn.request("PUT", url.path + "?" + url.query, body=body, headers={"content-type": ""})
     conn.getresponse().read()
+"""
+
+FC_TRIVIAL = """
+import json, time
+from urllib.request import Request, urlopen
+def handler(event, context):
+    event = json.loads(event)
+    body = {"Status": "SUCCESS", "PhysicalResourceId": "bench-1", "Data": {"Size": "1"}}
+    headers = {"Content-type": "application/json", "Date": time.strftime("%a, %d %b %Y %X GMT", time.gmtime())}
+    urlopen(Request(event["ResponseURL"], data=json.dumps(body).encode(), headers=headers), timeout=20).read()
 """
 
 
@@ -109,19 +122,22 @@ def _rss_mb(pid: int) -> float:
 
 
 async def _measure(folder: Path, cold_n: int, calls_n: int) -> dict[str, Any]:
+    from cfn_provider.functions.fc_target import load as load_fc
     from cfn_provider.functions.host import FunctionHost
     from cfn_provider.functions.settings import FunctionSettings
     from cfn_provider.functions.target import load
 
     functions = {}
-    for name, source in (("trivial", TRIVIAL), ("boto3", BOTO3), ("kept_open", KEPT_OPEN)):
+    for name, source in (("trivial", TRIVIAL), ("boto3", BOTO3), ("kept_open", KEPT_OPEN), ("fc", FC_TRIVIAL)):
         (folder / name).mkdir()
         (folder / name / "index.py").write_text(textwrap.dedent(source))
-        functions[name] = load("lambda:index.handler", f"Custom::{name}", FunctionSettings(code=str(folder / name)))
+        loader = load_fc if name == "fc" else load
+        target = f"{'fc' if name == 'fc' else 'lambda'}:index.handler"
+        functions[name] = loader(target, f"Custom::{name}", FunctionSettings(code=str(folder / name)))
     out: dict[str, Any] = {"cold_n": cold_n, "calls_n": calls_n}
     executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="handler")
     async with FunctionHost() as host:
-        for name in ("trivial", "boto3"):
+        for name in ("trivial", "boto3", "fc"):
             samples, rss = [], []
             for _ in range(cold_n):
                 started = time.perf_counter()
@@ -133,13 +149,14 @@ async def _measure(folder: Path, cold_n: int, calls_n: int) -> dict[str, Any]:
             out[f"cold_{name}"] = _quantiles(samples)
             out[f"rss_{name}_mb"] = statistics.median(rss)
         out["in_process"] = await _calls(InProcess(), calls_n, executor)
-        for name in ("trivial", "kept_open"):
+        for name in ("trivial", "kept_open", "fc"):
             await host.warm([functions[name]])
             await _calls(functions[name], 3, executor)  # warm: the interpreter's first HTTPS set-up is not a call's
             out[f"isolated_{name}"] = await _calls(functions[name], calls_n, executor)
     executor.shutdown(wait=True)
     out["overhead_ms"] = out["isolated_trivial"]["p50_ms"] - out["in_process"]["p50_ms"]
     out["overhead_kept_open_ms"] = out["isolated_kept_open"]["p50_ms"] - out["in_process"]["p50_ms"]
+    out["overhead_fc_ms"] = out["isolated_fc"]["p50_ms"] - out["in_process"]["p50_ms"]
     return out
 
 
@@ -154,5 +171,9 @@ def isolation(opts: Any) -> dict[str, Any]:
         f"    lambda: cold start {out['cold_trivial']['p50_ms']:.0f} ms (boto3: {out['cold_boto3']['p50_ms']:.0f} ms); "
         f"per call {out['in_process']['p50_ms']:.2f} ms in process, {out['isolated_trivial']['p50_ms']:.2f} ms "
         f"isolated ({out['isolated_kept_open']['p50_ms']:.2f} ms on a kept-open connection)"
+    )
+    opts.say(
+        f"    fc: cold start {out['cold_fc']['p50_ms']:.0f} ms; per call {out['isolated_fc']['p50_ms']:.2f} ms "
+        f"(urllib POST with a Date header, as Alibaba's samples answer ROS)"
     )
     return out

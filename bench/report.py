@@ -6,6 +6,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import promises
+from .cost_report import cost_rows
+
 
 @dataclass
 class Row:
@@ -121,6 +124,24 @@ def _burst_rows(b: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _promise_rows(pr: dict[str, Any]) -> list[Row]:
+    """Scenario 12: each promise (the log line, admission, the PUT) against its own floor."""
+    out = []
+    for r in pr["rows"]:
+        target = promises.TARGETS.get(r["promise"])
+        out.append(
+            Row(
+                "12 promises: ours / own floor, CPU per call",
+                f"{r['promise']} (floor: {r['floor']})",
+                f"{_f(r['ratio'], 2)} ({_f(r['ratio_min'], 2)} - {_f(r['ratio_max'], 2)}); "
+                f"{_f(r['ours_us'])} / {_f(r['floor_us'])} us",
+                f"<= {target}" if target else "",
+                _check(r["ratio"], r["ratio"] <= target) if target else None,
+            )
+        )
+    return out
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
     out: list[Row] = []
     b = results.get("burst")
@@ -232,6 +253,9 @@ def rows(results: dict[str, Any]) -> list[Row]:
             out.append(Row(s, "time to get them all waiting", f"{_f(po['fill']['seconds'])} s (through SNS -> SQS)"))
     out += _lambda_rows(results.get("lambda"))
     out += _web_rows(results.get("web"))
+    if results.get("promises"):
+        out += _promise_rows(results["promises"])
+    out += [Row(*row) for row in cost_rows(results.get("cost"))]
     return out
 
 
@@ -288,6 +312,18 @@ def _lambda_rows(fn: dict[str, Any] | None) -> list[Row]:
             "isolation overhead per call, p50 (cfnresponse / kept open)",
             f"+{_f(fn['overhead_ms'], 2)} / +{_f(fn['overhead_kept_open_ms'], 2)} ms",
         ),
+        *_fc_rows(fn, s, q),
+    ]
+
+
+def _fc_rows(fn: dict[str, Any], s: str, q: Any) -> list[Row]:
+    """An `fc:` function's cold start and per call, beside lambda:'s (results older than it have none)."""
+    if "cold_fc" not in fn:
+        return []
+    return [
+        Row(s, "fc: cold start p50 (trivial FC function)", f"{_f(fn['cold_fc']['p50_ms'], 0)} ms"),
+        Row(s, "fc: per call p50 / p95: isolated, urllib POST with Date", q("isolated_fc")),
+        Row(s, "fc: isolation overhead per call, p50", f"+{_f(fn['overhead_fc_ms'], 2)} ms"),
     ]
 
 

@@ -1,8 +1,8 @@
 """`python -m bench` (`make bench`): every scenario in one run, one table, the same figures as JSON.
 
-    python -m bench                         # every scenario (about 10 minutes on 2 vCPUs)
+    python -m bench                         # every scenario (about 15 minutes on 2 vCPUs)
     python -m bench --only burst,idle       # some of them: burst slow latency idle scale scale_dynalite
-                                            #   inflight polls lambda web
+                                            #   inflight polls lambda web promises cost
     python -m bench --only burst --rounds 3 --requests 200   # the CPU and throughput ratios, quicker
     python -m bench --event-loop asyncio    # the daemon on asyncio's own loop (default: auto, uvloop if installed)
     python -m bench --quick                 # small sizes, for trying the bench itself
@@ -28,10 +28,23 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import functions, noise, report, scale, scenarios, scenarios_more, web_listener
+from . import fleet_cost, functions, noise, promises, report, scale, scenarios, scenarios_more, web_listener
 from .harness import REPO, cpu_pressure_s, machine, pressure_share
 
-SCENARIOS = ("burst", "slow", "latency", "idle", "scale", "scale_dynalite", "inflight", "polls", "lambda", "web")
+SCENARIOS = (
+    "burst",
+    "slow",
+    "latency",
+    "idle",
+    "scale",
+    "scale_dynalite",
+    "inflight",
+    "polls",
+    "lambda",
+    "web",
+    "promises",
+    "cost",
+)
 DEFAULT_JSON = REPO / "bench" / "results.json"
 
 
@@ -122,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         opts.burst_n, opts.slow_m, opts.latency_count = 100 * opts.rounds, 100, 25
         opts.idle_seconds, opts.scale_n, opts.inflight_n, opts.inflight_sleep = 15.0, 200, 300, 10.0
+        opts.cost_n, opts.cost_idle_s = 30, 50.0
     if args.requests:
         opts.burst_n = args.requests * opts.rounds
     if args.inflight:
@@ -150,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         "polls": scenarios_more.waiting_polls,
         "lambda": functions.isolation,
         "web": web_listener.run_web,
+        "promises": lambda _opts: {"rows": promises.run(quick=args.quick)},
+        "cost": fleet_cost.cost,
     }
     for name in chosen:
         t0 = time.monotonic()

@@ -83,6 +83,8 @@ class Options:
     )  # more environment for the daemons (e.g. a DynamoDB endpoint)
     inflight_n: int = 1000  # bench.scenarios_more.inflight: handlers in flight at once
     inflight_sleep: float = 15.0  # seconds each of them sleeps
+    cost_n: int = 200  # bench.fleet_cost: requests per round
+    cost_idle_s: float = 60.0  # and the idle window after them (> 2 long polls of 20 s: at least 2 start in it)
     say: Callable[[str], None] = print
 
 

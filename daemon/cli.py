@@ -9,6 +9,7 @@ import click
 
 from . import __version__, aws_start
 from .cli_errors import Commands
+from .cli_options import LOGS_HELP, REGION_HELP
 from .config import Settings
 from .errors import StartupError
 from .pipeline.budget import MAX_RECEIVE_COUNT
@@ -103,7 +104,7 @@ def _exit_past_stuck_handlers(code: int) -> None:
 
 
 @main.command()
-@click.option("--logs/--no-logs", default=False, help="Also show the daemon's own log lines (on stderr).")
+@click.option("--logs/--no-logs", default=False, show_default=True, help=LOGS_HELP)
 def demo(logs: bool) -> None:
     """Everything on this machine, no AWS account: an embedded AWS emulator (moto), a topic,
     a queue, a bucket, the daemon, and a scripted stack lifecycle. Prints each request and
@@ -129,7 +130,7 @@ def demo(logs: bool) -> None:
     help="Name of the topic and queue (the dead-letter queue is NAME-dlq).",
 )
 @click.option("--topic-arn", help="Adopt this existing SNS topic as the ServiceToken instead of creating NAME.")
-@click.option("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile).")
+@click.option("--region", help=REGION_HELP)
 @click.option(
     "--dynamodb-table",
     metavar="NAME",
@@ -256,6 +257,10 @@ main.add_command(invoke_command)
 from .ops.web_token import web_token_command  # noqa: E402 - the web listener's ServiceTokens
 
 main.add_command(web_token_command)
+from .cli_local import event_command, local_invoke_command  # noqa: E402 - one event, no daemon (as SAM's)
+
+main.add_command(local_invoke_command)
+main.add_command(event_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

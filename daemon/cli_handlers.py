@@ -10,6 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from .cli_options import CONFIG_HELP, HANDLER_HELP, HANDLER_PATH_HELP
 from .config import load_config_file
 from .functions.options import check_served, function_option
 from .pipeline.router import HandlerError, Route, Router
@@ -41,7 +42,7 @@ _WHY = {
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The TOML file given to `run` (its [handlers] table and handler setting are used).",
+    help=CONFIG_HELP,
 )
 @click.option(
     "--handler",
@@ -50,9 +51,9 @@ _WHY = {
     callback=parse_handlers,
     envvar=ENV + "HANDLER",
     metavar="TYPE=MODULE[:ATTR]",
-    help="As for `run` (repeatable).",
+    help=HANDLER_HELP,
 )
-@function_option("As for `run` (repeatable): where a lambda: function's code is, and its environment.")
+@function_option()
 @click.option(
     "--handler-path",
     "handler_path",
@@ -60,7 +61,7 @@ _WHY = {
     envvar=ENV + "HANDLER_PATH",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="As for `run` (repeatable).",
+    help=HANDLER_PATH_HELP,
 )
 @click.option(
     "--check",
@@ -68,6 +69,24 @@ _WHY = {
     help="Also load every available handler (built-ins and entry points not served); exit 1 if any fails to load.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@click.option(
+    "--from-template",
+    "from_template",
+    type=click.Path(dir_okay=False, exists=True),
+    metavar="TEMPLATE",
+    help="Print, instead, the --handler and --function options (and the same as the config file's "
+    "[handlers] and [functions] tables) that serve TEMPLATE's custom resources with the Lambda functions "
+    "their ServiceToken names (!GetAtt Fn.Arn), read from each AWS::Lambda::Function: Handler, Code (a "
+    "local folder), Environment.Variables, Timeout, MemorySize. Nothing is loaded or served.",
+)
+@click.option(
+    "--inline-code",
+    "inline_code",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="With --from-template: write each inline function's source (Code.ZipFile) to DIR/LOGICAL_ID/index.py "
+    "and use that folder as its code.",
+)
 @click.pass_context
 def handlers_command(
     ctx: click.Context,
@@ -76,6 +95,8 @@ def handlers_command(
     handler_path: tuple[str, ...],
     check: bool,
     as_json: bool,
+    from_template: str | None,
+    inline_code: str | None,
 ) -> None:
     """List what `run` would serve with these options, and why: each ResourceType (or glob
     pattern), the handler serving it, where it comes from (a module, a built-in, or the entry
@@ -89,7 +110,15 @@ def handlers_command(
 
     Named handlers are imported (as `run` does at start-up: exit 2 if one fails); available
     ones only with --check.
+
+    With --from-template TEMPLATE it prints the options that serve the template's own Lambda
+    functions instead (see docs/porting-lambda.md).
     """
+    if from_template:
+        from .cli_from_template import print_from_template
+
+        print_from_template(from_template, inline_code)
+        return
     check_served(handler, function)
     router = Router(handler, functions=function, handler_paths=handler_path)  # HandlerError: exit 2 (cli_errors)
     source = ctx.get_parameter_source("handler")

@@ -32,8 +32,23 @@ def default_state_dir() -> Path:
     return Path(base) / "cfn-provider"
 
 
-def default_state_url() -> str:
-    return f"sqlite://{default_state_dir() / 'state.db'}"
+def default_state_url(daemon: str | None = None) -> str:
+    """The default --state of the daemon `daemon` (its daemon_id): a SQLite file of its own in the
+    state directory, named after its queue like its health file (`state-NAME-HASH.db`), so two
+    daemons on one host never share one. `state.db` when no daemon is named, and whenever that file
+    exists: an install from before the per-daemon default keeps its records (docs/operating.md,
+    "Two daemons on one host")."""
+    shared = default_state_dir() / "state.db"
+    if daemon is None or shared.exists():
+        return f"sqlite://{shared}"
+    return f"sqlite://{default_state_dir() / f'state-{daemon_file_stem(daemon)}.db'}"
+
+
+def daemon_file_stem(daemon: str) -> str:
+    """`NAME-HASH` for a daemon's own files: the last part of its queue (or address) and a digest of
+    its whole id (the same queue name in another account or region is another daemon)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", daemon.rstrip("/").rsplit("/", 1)[-1]).strip("-.")[:40] or "daemon"
+    return f"{name}-{hashlib.sha256(daemon.encode()).hexdigest()[:8]}"
 
 
 def daemon_id(
@@ -70,9 +85,7 @@ def health_path(state: str, explicit: str | None = None, daemon: str | None = No
         return Path(explicit)
     if daemon is None:
         return health_dir(state) / "health.json"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", daemon.rstrip("/").rsplit("/", 1)[-1]).strip("-.")[:40] or "daemon"
-    digest = hashlib.sha256(daemon.encode()).hexdigest()[:8]
-    return health_dir(state) / f"health-{name}-{digest}.json"
+    return health_dir(state) / f"health-{daemon_file_stem(daemon)}.json"
 
 
 def health_files(state: str) -> list[Path]:
@@ -120,6 +133,8 @@ class Settings:
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: EventLoop = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
+    tenant_handlers: tuple[str, ...] = ()  # NAME=TYPE: the handlers a tenant may use (cfn_provider.trust.tenants)
+    tenant_topics: tuple[str, ...] = ()  # NAME=TOPIC: the topics whose requests are a tenant's
     web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
     @property
@@ -142,6 +157,8 @@ _REPEATABLE = (
     "function",
     "mns_topic",
     "web_allow_source",
+    "tenant_handler",
+    "tenant_topic",
 )
 
 
@@ -170,7 +187,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     A `[handlers]` table maps ResourceType to MODULE[:ATTR], or to `true` to serve the built-in
     or entry point registered under that name (`false`: not served), and is merged into `handler`.
     A `[functions]` table (settings of `lambda:` targets, cfn_provider.functions.settings) is merged
-    into `function` as TYPE=SETTING=VALUE strings.
+    into `function` as TYPE=SETTING=VALUE strings. A `[tenants.NAME]` table (`handlers`, `topics`:
+    cfn_provider.trust.tenants) becomes `tenant_handler` and `tenant_topic` as NAME=VALUE strings.
     """
     doc = read_toml(path, "config file")
     doc = {k.replace("-", "_"): v for k, v in doc.items()}
@@ -200,9 +218,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             doc["function"] = [*doc.get("function", []), *config_strings(doc.pop("functions"), path)]
         except FunctionSettingError as exc:
             raise ConfigError(str(exc)) from None
+    _tenants(doc, str(path))
     if isinstance(doc.get("handler_path"), list):  # relative to the config file's folder, not the daemon's cwd
         doc["handler_path"] = [str(Path(path).parent / p) if isinstance(p, str) else p for p in doc["handler_path"]]
     return doc
+
+
+def _tenants(doc: dict[str, Any], path: str) -> None:
+    """The `[tenants]` table, if any, as `tenant_handler` and `tenant_topic` values."""
+    if "tenants" in doc:
+        from .trust.tenants import config_options
+
+        for key, values in zip(
+            ("tenant_handler", "tenant_topic"), config_options(doc.pop("tenants"), path), strict=True
+        ):
+            if values:  # only what is given: --tenant-topic is the queue transports' alone
+                doc[key] = [*doc.get(key, []), *values]
 
 
 def apply_config_file(ctx: click.Context, path: str, *, strict: bool) -> None:

@@ -8,14 +8,22 @@ and renderer via ProcessorFormatter. As a last step every rendered line is redac
 query strings (presigned credentials) and known secret values never reach the output,
 whichever code logged them. Data values are never logged by the daemon at all, so
 NoEcho holds by construction.
+
+Exceptions, in every format, are rendered by one formatter (`traceback_text`: the standard
+library's traceback, which never prints a frame's local variables) and then redacted with the
+rest of the line. structlog's console renderer would otherwise pick rich (or better-exceptions)
+when importable, and rich prints every frame's locals: a handler's property values, a presigned
+ResponseURL, NoEcho Data. Which packages are installed never changes what a line may show.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import threading
+import traceback
 from typing import Any, Literal, TextIO, get_args
 
 import structlog
@@ -117,6 +125,28 @@ def _say_unwritable(name: str | None) -> None:
         pass
 
 
+# One encoder for every line: json.dumps(value, default=...) builds a new JSONEncoder per call, a
+# quarter of a line's rendering. Same separators as json.dumps, so the lines read as they always did.
+_ENCODER = json.JSONEncoder(default=repr)
+
+
+def _json_line(value: Any, **_: Any) -> str:
+    """structlog's JSONRenderer serializer: a value JSON cannot hold is written as its repr."""
+    return _ENCODER.encode(value)
+
+
+def traceback_text(exc_info: Any) -> str:
+    """An exception as the standard library prints it (chained causes included), never a frame's
+    local variables: the one exception formatter of every format (JSON's `exception` field, the
+    console, the stdlib bridge). The rendered line is redacted after it (`_Redactor`)."""
+    return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+
+
+def _console_traceback(sio: TextIO, exc_info: Any) -> None:
+    """ConsoleRenderer's exception_formatter: `traceback_text`, never rich's (which prints locals)."""
+    sio.write("\n" + traceback_text(exc_info))
+
+
 _STACK_NAME = "_stack_name"  # where the console renderer finds a line's `stack` field (see _console_renderer)
 _STACK_DUMP = "Stack (most recent call last)"  # how structlog's and logging's stack_info dumps begin
 
@@ -125,7 +155,7 @@ def _console_renderer(colors: bool) -> Any:
     """structlog's ConsoleRenderer, showing a line's `stack` field (the request's stack name) as
     `stack=NAME` among the other fields: the renderer itself takes `stack` for a stack_info dump,
     printed as a bare line (and a `=====` rule before a traceback)."""
-    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+    renderer = structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=_console_traceback)
     as_field = renderer.columns[0].formatter  # the renderer's own key=value formatter
 
     def stack_field(key: str, value: object) -> str:  # noqa: ARG001 - the ColumnFormatter signature
@@ -154,8 +184,8 @@ def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO 
     ]
     renderer: Any
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer()
-        shared.append(structlog.processors.format_exc_info)
+        renderer = structlog.processors.JSONRenderer(serializer=_json_line)
+        shared.append(structlog.processors.ExceptionRenderer(traceback_text))
     else:
         renderer = _console_renderer(colors=stream.isatty())
     redactor = _Redactor()

@@ -9,7 +9,20 @@ from typing import Any
 import click
 
 from .aws_start import resolve_region
-from .config import Settings, apply_config_file, default_state_url
+from .cli_options import (
+    ALLOW_RESPONSE_URL_HELP,
+    CONFIG_HELP,
+    HANDLER_HELP,
+    HANDLER_PATH_HELP,
+    HEALTH_FILE_HELP,
+    QUEUE_URL_HELP,
+    REGION_HELP,
+    STATE_HELP,
+    TRUST_SIGNING_CERT_URL_HELP,
+    VERIFY_SIGNATURES_HELP,
+    state_default,
+)
+from .config import Settings, apply_config_file, daemon_id, default_state_url
 from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
 from .pipeline.router import parse_handler_option
@@ -41,19 +54,14 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         is_eager=True,
         expose_value=False,
         envvar=ENV + "CONFIG",
-        help='TOML file with any of these options (e.g. queue-url = "...", [handlers] table).',
+        help=CONFIG_HELP,
     ),
     click.option(
         "--queue-url",
         envvar=ENV + "QUEUE_URL",
-        help="SQS queue subscribed to the ServiceToken topic (required with --transport sqs).",
+        help=QUEUE_URL_HELP,
     ),
-    click.option(
-        "--region",
-        envvar=ENV + "REGION",
-        help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile, else the one the queue URL "
-        "or topic ARN names).",
-    ),
+    click.option("--region", envvar=ENV + "REGION", help=REGION_HELP),
     click.option(
         "--topic-arn",
         "topic_arn",
@@ -69,11 +77,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         callback=parse_handlers,
         envvar=ENV + "HANDLER",
         metavar="TYPE=MODULE[:ATTR]",
-        help="Serve ResourceType TYPE (or a glob like 'Custom::Acme*') with a module or object "
-        "having create/update/delete (repeatable). A bare TYPE serves the built-in or "
-        "installed entry point (group cfn_provider.handlers) registered as TYPE, e.g. "
-        "--handler Custom::RandomSecret. Nothing else is served: installed handlers are "
-        "only available to name (see `cfn-provider handlers`).",
+        help=HANDLER_HELP,
     ),
     function_option(),
     click.option(
@@ -83,15 +87,32 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         envvar=ENV + "HANDLER_PATH",
         metavar="DIR",
         type=click.Path(file_okay=False),
-        help="Also import handler modules from this folder (repeatable; "
-        "in the environment a PATH-style list). Never from the working directory unless named here.",
+        help=HANDLER_PATH_HELP,
+    ),
+    click.option(
+        "--tenant-handler",
+        "tenant_handler",
+        multiple=True,
+        envvar=ENV + "TENANT_HANDLER",
+        metavar="NAME=TYPE",
+        help="Give the tenant NAME (a web token's name, or the tenant of --tenant-topic) the handler of TYPE "
+        "(or a glob) among those served (repeatable); a tenant named here gets only those, others get every "
+        "one served. Config: [tenants.NAME] handlers = [...].",
+    ),
+    click.option(
+        "--tenant-topic",
+        "tenant_topic",
+        multiple=True,
+        envvar=ENV + "TENANT_TOPIC",
+        metavar="NAME=TOPIC",
+        help="Requests through this SNS TopicArn (--transport sqs) or MNS topic (mns) are the tenant NAME's "
+        "(repeatable); any other topic's are the tenant default's. Config: [tenants.NAME] topics = [...].",
     ),
     click.option(
         "--state",
         envvar=ENV + "STATE",
-        default=default_state_url,
-        show_default="sqlite under the state directory",
-        help="Idempotency store: sqlite:///ABSOLUTE/PATH.db (or, in fleet mode, dynamodb://TABLE).",
+        show_default=state_default(),
+        help=STATE_HELP,
     ),
     click.option(
         "--concurrency",
@@ -126,8 +147,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         default=True,
         show_default=True,
         envvar=ENV + "VERIFY_SIGNATURES",
-        help="Check each SNS notification's signature (--transport sqs). Off: raw delivery is accepted and "
-        "trust rests on the queue policy.",
+        help=VERIFY_SIGNATURES_HELP + " Off: raw delivery is accepted and trust rests on the queue policy.",
     ),
     click.option(
         "--allow-response-url",
@@ -135,9 +155,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         envvar=ENV + "ALLOW_RESPONSE_URL",
         metavar="PREFIX",
-        help="Also allow ResponseURLs under this URL prefix (e.g. an emulator). "
-        "Default: only CloudFormation's own response buckets "
-        "(cloudformation-custom-resource-response-REGION on S3, https).",
+        help=ALLOW_RESPONSE_URL_HELP,
     ),
     click.option(
         "--trust-signing-cert-url",
@@ -145,14 +163,13 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         metavar="PREFIX",
         envvar=ENV + "TRUST_SIGNING_CERT_URL",
-        help="For emulators and tests only: also fetch SNS signing certificates from this URL prefix.",
+        help=TRUST_SIGNING_CERT_URL_HELP,
     ),
     click.option(
         "--health-file",
         envvar=ENV + "HEALTH_FILE",
         type=click.Path(dir_okay=False),
-        help="Where the daemon keeps its liveness file for `cfn-provider check` "
-        "(default: beside the SQLite state file, else in the state directory).",
+        help=HEALTH_FILE_HELP,
     ),
     click.option(
         "--metrics-port",
@@ -216,6 +233,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         default="info",
         show_default=True,
         envvar=ENV + "LOG_LEVEL",
+        help="The lowest level of the log lines written.",
     ),
 ]
 
@@ -226,6 +244,15 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(OPTIONS):
         command = option(command)
     return command
+
+
+def _daemon(transport: dict[str, Any]) -> str | None:
+    """The daemon's id (config.daemon_id) from its transport's settings."""
+    web = transport.get("web")
+    listen = f"{web.address}:{web.port}" if web is not None else None
+    return daemon_id(
+        transport["transport"], transport["queue_url"], transport["mns_endpoint"], transport["mns_queue"], listen
+    )
 
 
 def settings_from(options: dict[str, Any]) -> Settings:
@@ -239,7 +266,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         topic_arns=options["topic_arn"],
         handlers=options["handler"],
         handler_paths=options["handler_path"],
-        state=options["state"],
+        state=options["state"] or default_state_url(_daemon(transport)),
         concurrency=options["concurrency"],
         visibility_timeout=options["visibility_timeout"],
         grace_period=options["grace_period"],
@@ -255,4 +282,6 @@ def settings_from(options: dict[str, Any]) -> Settings:
         poll_interval=options["poll_interval"],
         event_loop=options["event_loop"],
         functions=options["function"],
+        tenant_handlers=options["tenant_handler"],
+        tenant_topics=options["tenant_topic"],
     )

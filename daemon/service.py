@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
+from dataclasses import replace
 
 import aiobotocore.session
 import aiohttp
@@ -21,6 +22,7 @@ from .config import Settings, TransportConfigError, health_path
 from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
+from .functions import fc_target
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .long_running.scheduler import PollScheduler, scheduler_for
@@ -33,11 +35,13 @@ from .pipeline.router import Router
 from .pipeline.worker import Policy, Worker
 from .stores import open_store
 from .stores.base import Store
+from .stores.probe import probe
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
 from .transports.web import WebListener
 from .trust.at_rest import secure_key_files
 from .trust.signature import SignatureVerifier
+from .trust.tenants import from_options
 from .trust.topics import allowlist
 from .trust.urls import ResponseUrlPolicy, redact
 
@@ -53,6 +57,7 @@ class Service:
         self.settings = settings
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        fc_target.refuse_on(settings.transport, settings.handlers)  # before any function is loaded
         self.router = Router(
             settings.handlers,
             use_entry_points=settings.use_entry_points,
@@ -64,6 +69,8 @@ class Service:
         self.polls: PollScheduler | None = None
         self.health_file = health_path(settings.state, settings.health_file, settings.daemon)
         self.metrics = Metrics(resource_label=self._resource_label)
+        self.metrics.on_refused = self._refused
+        self._refused_written = 0.0
         self._stop_requests = 0
         self._early_stop = False
 
@@ -113,6 +120,8 @@ class Service:
                 http = await stack.enter_async_context(aiohttp.ClientSession())
                 await self._start_functions(stack)
                 queue = await self._open_queue(session, stack) if s.transport != "web" else None
+                if not await probe(store, lambda: self._stop_requests > 0):  # before READY: the store answers
+                    return 0
                 worker = self._worker(store, executor, session, http, policy)
                 self.poller = self._intake(queue, worker)
                 await self._serve(self.poller, worker, queue, store)
@@ -229,14 +238,19 @@ class Service:
         """The trust policy of the transport: SNS signatures and TopicArns on SQS; on MNS its topic
         allowlist, and bare messages only without one (or with --mns-allow-bare-messages)."""
         s = self.settings
+        tenants = from_options(s.tenant_handlers, s.tenant_topics)  # TenantError: a start-up error
         if s.transport == "sqs":
-            return Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout, forms=SNS_FORMS)
+            return Policy(s.verify_signatures, s.topic_arns, s.visibility_timeout, forms=SNS_FORMS, tenants=tenants)
         try:
             topics = allowlist(s.mns_topics, s.mns_endpoint or "")
+            mns_forms = allowlist(list(tenants.topics), s.mns_endpoint or "")  # as a notification names them
+            tenants = replace(tenants, topics=dict(zip(mns_forms, tenants.topics.values(), strict=True)))
         except ValueError as exc:
             raise TransportConfigError(str(exc)) from None
+        bare = not topics or s.mns_allow_bare_messages
+        web = s.transport == "web"  # a token's name is a principal: every stack has its owner
         return Policy(
-            False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=not topics or s.mns_allow_bare_messages
+            False, topics, s.visibility_timeout, forms=MNS_FORMS, bare_messages=bare, tenants=tenants, owners=web
         )
 
     async def _stop_watching(self, watching: asyncio.Task[None] | None) -> None:
@@ -264,6 +278,13 @@ class Service:
         if self.on_ready:
             self.on_ready()
 
+    def _refused(self) -> None:
+        """A message was not run: say so in the health file now (at most once a second), where
+        `cfn-provider invoke` looks for why its request got no answer."""
+        if time.monotonic() - self._refused_written >= 1.0:
+            self._refused_written = time.monotonic()
+            self._write_health()
+
     def _write_health(self) -> None:
         p = self.poller
         if p is None:
@@ -280,6 +301,7 @@ class Service:
                     in_flight=len(p.tasks),
                     handled=p.handled,
                     daemon=self.settings.daemon,
+                    refused=list(self.metrics.refusals),
                 ),
             )
         except OSError as exc:

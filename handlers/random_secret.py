@@ -42,6 +42,13 @@ provider that answered any id) are the template author's to choose. So nothing h
 name or an id alone: SSM parameters go by their owner marker, and a key-derived id carries a
 binding (an HMAC of the server key over StackId and logical id) that another stack cannot
 produce, so naming another resource's id derives nothing.
+
+Principals (cfn_provider.trust.tenants). A request's principal is part of what derives its secret:
+the binding and the derivation label carry it, and so does the SSM owner marker, for every
+principal but the default one (whose values are those of every earlier release, unchanged). A
+tenant who names another tenant's StackId, logical id and PhysicalResourceId (on a path that got
+that far) derives nothing of the other's: the binding does not match, and no derivation of theirs
+is the other's secret.
 """
 
 from __future__ import annotations
@@ -56,12 +63,16 @@ from typing import Any
 
 from cfn_provider import Call, Resource
 from cfn_provider.errors import HandlerFailure
+from cfn_provider.trust.tenants import DEFAULT as DEFAULT_PRINCIPAL
 
 KEY_ENV = "CFN_PROVIDER_SECRET_KEY_FILE"
 DEFAULT_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits
 MIN_KEY_BYTES = 32
 _ID = re.compile(r"-(?P<nonce>[0-9a-f]{16})(?:-k(?P<key>[0-9a-f]{8})(?:-b(?P<bind>[0-9a-f]{8}))?)?$")
-_OWNER = re.compile(r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P<logical>\S+) stack=(?P<stack>\S+)$")
+_OWNER = re.compile(
+    r"^cfn-provider Custom::RandomSecret (?P<id>\S+) logical=(?P<logical>\S+) stack=(?P<stack>\S+)"
+    r"(?: principal=(?P<principal>\S+))?$"
+)
 
 
 class SecretError(HandlerFailure, RuntimeError):
@@ -86,9 +97,15 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"cfn-provider key id\0" + key).hexdigest()[:8]
 
 
+def tenant_part(call: Call) -> str:
+    """What a derivation adds for the request's principal: nothing for the default one (its values
+    stay those of every earlier release), the principal's name for any other."""
+    return "" if call.principal == DEFAULT_PRINCIPAL else f"\0principal={call.principal}"
+
+
 def binding(key: bytes, call: Call) -> str:
-    """Ties a key-derived id to the resource that made it: only the server key makes it."""
-    label = f"cfn-provider/random-secret/binding/v1\0{call.stack_id}\0{call.logical_id}".encode()
+    """Ties a key-derived id to the resource (and principal) that made it: only the server key makes it."""
+    label = f"cfn-provider/random-secret/binding/v1\0{call.stack_id}\0{call.logical_id}{tenant_part(call)}".encode()
     return hmac.new(key, label, hashlib.sha256).hexdigest()[:8]
 
 
@@ -96,11 +113,12 @@ def stem_of(call: Call) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"{call.stack_name}-{call.logical_id}")[:200]
 
 
-def derive(key: bytes, physical_id: str, length: int, alphabet: str) -> str:
-    """Deterministic and unbiased: an HMAC-SHA256 stream, rejection-sampled onto the alphabet."""
+def derive(key: bytes, physical_id: str, length: int, alphabet: str, tenant: str = "") -> str:
+    """Deterministic and unbiased: an HMAC-SHA256 stream, rejection-sampled onto the alphabet
+    (`tenant`: `tenant_part` of the request)."""
     n = len(alphabet)
     bound = 256 - 256 % n  # bytes at or above this would favour the first characters
-    label = f"cfn-provider/random-secret/v1\0{physical_id}\0{length}\0{alphabet}".encode()
+    label = f"cfn-provider/random-secret/v1\0{physical_id}\0{length}\0{alphabet}{tenant}".encode()
     out: list[str] = []
     counter = 0
     while len(out) < length:
@@ -122,7 +140,8 @@ def alphabet_of(props: dict[str, Any]) -> str:
 
 
 def owner_marker(physical_id: str, call: Call) -> str:
-    return f"cfn-provider Custom::RandomSecret {physical_id} logical={call.logical_id} stack={call.stack_id}"
+    marker = f"cfn-provider Custom::RandomSecret {physical_id} logical={call.logical_id} stack={call.stack_id}"
+    return marker if call.principal == DEFAULT_PRINCIPAL else f"{marker} principal={call.principal}"
 
 
 class RandomSecret(Resource):
@@ -148,7 +167,7 @@ class RandomSecret(Resource):
         nonce = secrets.token_hex(8)
         if key is not None:
             physical_id = f"{stem}-{nonce}-k{key_id(key)}-b{binding(key, call)}"
-            secret = derive(key, physical_id, length, alphabet)
+            secret = derive(key, physical_id, length, alphabet, tenant_part(call))
         elif name:
             physical_id = f"{stem}-{nonce}"
             secret = generate(length, alphabet)
@@ -209,7 +228,7 @@ class RandomSecret(Resource):
                     "the PhysicalResourceId was not made for this stack and logical id; "
                     "change Rotation to replace the secret"
                 )
-            return derive(key, physical_id, props["Length"], alphabet_of(props))
+            return derive(key, physical_id, props["Length"], alphabet_of(props), tenant_part(call))
         if not props.get("ParameterName"):
             raise SecretError(
                 "without a server key this secret is kept only in SSM, so ParameterName cannot be "
@@ -261,6 +280,7 @@ class RandomSecret(Resource):
             owner.get("id") == physical_id
             and owner.get("stack") == call.stack_id
             and owner.get("logical") == call.logical_id
+            and (owner.get("principal") or DEFAULT_PRINCIPAL) == call.principal
         )
 
     async def _claim(self, ssm: Any, name: str, physical_id: str, call: Call) -> None:
@@ -268,7 +288,8 @@ class RandomSecret(Resource):
         owner = await self._owner(ssm, name)
         if owner is None:
             return
-        if owner.get("stack") == call.stack_id and owner.get("logical") == call.logical_id:
+        mine = (owner.get("principal") or DEFAULT_PRINCIPAL) == call.principal
+        if mine and owner.get("stack") == call.stack_id and owner.get("logical") == call.logical_id:
             return  # this resource's, the one it replaces, or an earlier attempt at it
         raise SecretError(
             "the SSM parameter named by ParameterName already exists and is not this resource's; "

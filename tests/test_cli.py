@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 import cfn_provider
 import cfn_provider.cli as cli
 import cfn_provider.logs
-from cfn_provider.config import Settings
+from cfn_provider.config import Settings, daemon_file_stem
 from cfn_provider.pipeline.router import HandlerError
 from cfn_provider.stores.base import StoreConfigError
 from tests.support.cli import assert_not_started
@@ -168,7 +168,7 @@ def test_defaults(captured, tmp_path, monkeypatch):
     assert s.queue_url == Q
     assert s.region == "eu-west-1"  # none given: the one the queue URL names
     assert s.topic_arns == () and s.handlers == () and s.allow_response_urls == () and s.trust_signing_cert_urls == ()
-    assert s.state == f"sqlite://{tmp_path / 'state' / 'state.db'}"
+    assert s.state == f"sqlite://{tmp_path / 'state' / ('state-' + daemon_file_stem('sqs ' + Q) + '.db')}"
     assert s.state.startswith("sqlite:///")
     assert (s.concurrency, s.visibility_timeout, s.grace_period) == (32, 60, 30.0)
     assert s.verify_signatures is True

@@ -320,3 +320,25 @@ def test_an_unrenderable_line_is_dropped_and_said_by_logger_name_only(capsys):
     assert stream.getvalue() == ""
     err = capsys.readouterr().err
     assert "a log record from 't' could not be formatted" in err and SECRET not in err
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_tracebacks_never_show_a_frames_local_variables(fmt):
+    """structlog's console renderer would format exceptions with rich when importable (the [test] extra
+    installs it), and rich prints every frame's locals; every format uses logs.traceback_text instead.
+    (tests/test_logs_rich.py runs the same check through the CLI with rich importable and blocked.)"""
+    stream = configured(fmt)
+    password = "hunter2-a-property-value"
+
+    def handler(props: dict) -> None:
+        value = props["Password"]
+        raise ValueError("the backend refused it" if value else "")
+
+    try:
+        handler({"Password": password})
+    except ValueError:
+        structlog.get_logger("t").warning("handler.raised", exc_info=True)
+        logging.getLogger("x").error("stdlib.raised", exc_info=True)
+    text = stream.getvalue()
+    assert text.count("ValueError: the backend refused it") == 2
+    assert password not in text and "hunter2" not in text

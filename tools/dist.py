@@ -3,9 +3,18 @@
     dist/cfn_sns_provider-VERSION-py3-none-any.whl    the wheel (built from the sdist: the sdist is complete)
     dist/cfn_sns_provider-VERSION.tar.gz              the sdist
     dist/wheelhouse/*.whl                             the wheel and its runtime dependencies, at the
-                                                      versions in constraints.txt, for this machine's
-                                                      platform (--platform for another, e.g. aarch64)
+                                                      versions in constraints.txt, for the TARGET: by
+                                                      default CPython 3.11 on x86_64 glibc 2.34 (Amazon
+                                                      Linux 2023's python3.11), whatever machine builds it
+                                                      (--python-version, --arch, --glibc or --platform)
     dist/wheelhouse/requirements.txt                  every wheel there as NAME==VERSION --hash=sha256:...
+    dist/wheelhouse/TARGET                            the target it was built for, one line
+
+The target is pinned so a release built on a laptop (macOS, another Python) fails here, at build
+time, when a dependency has no wheel for the instances, instead of at their boot: pip downloads
+only wheels for the target, and every wheel in the wheelhouse (`--with` ones too) is checked
+against the target's tags. The sha256 of requirements.txt is printed last: deploy/provider.yaml's
+ReleaseSha256, which pins the stack to this release.
 
 The wheelhouse is what deploy/provider.yaml installs from (upload it: `aws s3 sync dist/wheelhouse
 s3://BUCKET/PREFIX/`), with `pip install --no-index --find-links DIR --require-hashes -r
@@ -126,6 +135,58 @@ def hashed_requirements(wheelhouse: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+TARGET_PYTHON = "3.11"  # deploy/provider.yaml installs python3.11 (Amazon Linux 2023); the Dockerfile's too
+TARGET_ARCH = "x86_64"
+TARGET_GLIBC = 34  # Amazon Linux 2023: glibc 2.34
+
+
+def target_platforms(arch: str, glibc: int) -> list[str]:
+    """pip --platform values for a glibc 2.`glibc` Linux on `arch`: every manylinux tag it runs
+    (pip expands only the legacy manylinux2014 alias itself)."""
+    return [f"manylinux_2_{minor}_{arch}" for minor in range(glibc, 16, -1)] + [f"manylinux2014_{arch}"]
+
+
+def incompatible_wheels(wheelhouse: Path, python: str, platforms: list[str]) -> list[str]:
+    """The wheels there that the target (CPython `python`, one of `platforms`) cannot install."""
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import parse_wheel_filename
+
+    version = tuple(int(part) for part in python.split("."))
+    supported = set(cpython_tags(version, platforms=platforms)) | set(compatible_tags(version, platforms=platforms))
+    bad = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        _, _, _, tags = parse_wheel_filename(wheel.name)
+        if not tags & supported:
+            bad.append(wheel.name)
+    return bad
+
+
+def target_args(python: str, platforms: list[str]) -> list[str]:
+    """pip download's arguments for the target: only its wheels, whatever machine runs pip."""
+    abi = "cp" + python.replace(".", "")
+    return [
+        *(a for p in platforms for a in ("--platform", p)),
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--abi",
+        abi,
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
+
+
+def builds_here(python: str, platforms: list[str]) -> bool:
+    """Whether this machine is the target (so the smoke test can install the wheelhouse here)."""
+    from packaging.tags import sys_tags
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return here == python and any(tag.platform in platforms for tag in sys_tags())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/dist.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "dist", help="output folder (default: dist)")
@@ -141,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         "--platform",
         action="append",
         default=[],
-        help="pip download --platform (e.g. manylinux2014_aarch64): wheels for another machine",
+        help="pip download --platform, instead of the ones --arch and --glibc make (e.g. manylinux2014_aarch64)",
+    )
+    parser.add_argument("--python-version", default=TARGET_PYTHON, help="the target's CPython (default: %(default)s)")
+    parser.add_argument("--arch", default=TARGET_ARCH, help="the target's machine (default: %(default)s; aarch64)")
+    parser.add_argument(
+        "--glibc", type=int, default=TARGET_GLIBC, help="the target's glibc 2.N, this N (default: %(default)s)"
     )
     parser.add_argument("--no-smoke-test", action="store_true", help="skip the fresh-virtualenv demo")
     parser.add_argument(
@@ -178,14 +244,9 @@ def main(argv: list[str] | None = None) -> int:
 
         step("the wheelhouse: the wheel and its runtime dependencies, pinned by constraints.txt, binary wheels only")
         wheelhouse = out / "wheelhouse"
-        platform = [a for p in args.platform for a in ("--platform", p)]
-        if platform:
-            platform += [
-                "--python-version",
-                f"{sys.version_info.major}.{sys.version_info.minor}",
-                "--implementation",
-                "cp",
-            ]
+        platforms = args.platform or target_platforms(args.arch, args.glibc)
+        target = f"CPython {args.python_version} on {' '.join(platforms)}"
+        print(f"  target: {target}", flush=True)
         run(
             python,
             "-m",
@@ -195,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             "--quiet",
             "--only-binary",
             ":all:",
-            *platform,
+            *target_args(args.python_version, platforms),
             "--dest",
             wheelhouse,
             "-c",
@@ -203,11 +264,17 @@ def main(argv: list[str] | None = None) -> int:
             wheel,
             *args.extra,
         )
-        (wheelhouse / "requirements.txt").write_text(hashed_requirements(wheelhouse))
+        bad = incompatible_wheels(wheelhouse, args.python_version, platforms)
+        if bad:
+            sys.exit(f"make dist: not installable on the target ({target}): {', '.join(bad)}")
+        (wheelhouse / "TARGET").write_text(target + "\n")
+        requirements = wheelhouse / "requirements.txt"
+        requirements.write_text(hashed_requirements(wheelhouse))
         count = len(list(wheelhouse.glob("*.whl")))
-        print(f"  {count} wheels; {wheelhouse / 'requirements.txt'} pins and hashes each", flush=True)
+        print(f"  {count} wheels; {requirements} pins and hashes each", flush=True)
+        print(f"  ReleaseSha256={hashlib.sha256(requirements.read_bytes()).hexdigest()}", flush=True)
 
-        if args.no_smoke_test or platform:
+        if args.no_smoke_test or not builds_here(args.python_version, platforms):
             return 0
         step("installing the wheel into a fresh virtualenv outside the repository (--require-hashes, no index)")
         venv = args.smoke_venv.resolve() if args.smoke_venv else work / "venv"

@@ -23,6 +23,10 @@ What becomes of each message (the worker's disposition):
   LEAVE_SECONDS so that later receives of the same pass move past it; it stays visible to
   `redrive`, the console and depth alarms the rest of the time.
 
+Each message is logged once as `deadletter.arrived` (warning) the first time this daemon sees it:
+what a dead-letter alarm should count (arrivals), where the queue's depth would stay high for as
+long as a message is left for the operator and so hide the next one.
+
 Receives are spent sparingly: one pass at most every `interval` seconds (60 by default; the
 first after a random part of it, so fleet members spread out), a pass ends at the first receive
 that brings nothing new or after `max_per_pass` messages, and a message being worked on is kept
@@ -39,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Coroutine
 from typing import Any
 
@@ -56,6 +60,7 @@ DEFAULT_INTERVAL = 60.0  # seconds between passes
 LEAVE_SECONDS = 30  # a message left for the operator is hidden this long: the pass moves past it
 MAX_PER_PASS = 100  # messages looked at in one pass, at most
 MESSAGE_SECONDS = 60.0  # a pass waits this long, at most, for one message (a delivery gets at least 30 s)
+ARRIVALS_REMEMBERED = 10_000  # message ids already logged as deadletter.arrived, at most
 
 
 def queue_name(url: str) -> str:
@@ -85,6 +90,7 @@ class DeadLetterWatcher:
         self._stop = asyncio.Event()
         self._receive_failed = False  # said once until a receive works again
         self._behind: set[asyncio.Task[str]] = set()  # messages an earlier pass stopped waiting for
+        self._arrived: OrderedDict[str, None] = OrderedDict()  # ids already logged as deadletter.arrived
 
     def stop(self) -> None:
         """No new pass, and the running one takes no new message (idempotent)."""
@@ -159,6 +165,7 @@ class DeadLetterWatcher:
 
     async def _one(self, message: Message) -> str:
         """Put one message through the worker; carry out what it says. Returns what was done."""
+        self._log_arrival(message)
         heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)
         heartbeat.start()
         try:
@@ -185,6 +192,19 @@ class DeadLetterWatcher:
                 error=f"{type(exc).__name__}: {exc}"[:300],
             )
             return "dispose-failed"
+
+    def _log_arrival(self, message: Message) -> None:
+        if message.id in self._arrived:
+            return
+        self._arrived[message.id] = None
+        if len(self._arrived) > ARRIVALS_REMEMBERED:
+            self._arrived.popitem(last=False)
+        log.warning(
+            "deadletter.arrived",
+            dead_letter_queue=self.name,
+            message_id=message.id,
+            receive_count=message.receive_count,
+        )
 
 
 async def watcher_for(

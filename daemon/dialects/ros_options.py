@@ -9,6 +9,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from ..cli_options import MNS_ENDPOINT_HELP, MNS_QUEUE_HELP, TRANSPORT_HELP
 from ..transports import TRANSPORTS, Transport
 from ..trust.topics import FORM, allowlist
 from .ros import URL_MODES
@@ -32,6 +33,7 @@ APPLIES_TO: dict[str, tuple[Transport, ...]] = {
     "mns_allow_bare_messages": ("mns",),
     "ros_response_url": ("mns", "web"),
     "dead_letter_interval": ("sqs", "mns"),
+    "tenant_topic": ("sqs", "mns"),
     **{name: ("web",) for name in WEB_ONLY},
 }
 
@@ -42,16 +44,13 @@ RUN_OPTIONS = [
         default="sqs",
         show_default=True,
         envvar=ENV + "TRANSPORT",
-        help="Where requests come from, which decides the dialect of every request: sqs (--queue-url; "
-        "CloudFormation through SNS), mns (--mns-endpoint and --mns-queue; Alibaba Cloud ROS) or web "
-        "(an HTTP(S) listener for ROS's web[sync,idempotent]:URL ServiceToken: the --web-* options; "
-        "print the ServiceToken with `cfn-provider web-token`). Options of another transport are refused.",
+        help=TRANSPORT_HELP + " Options of another transport are refused.",
     ),
     click.option(
         "--mns-endpoint",
         envvar=ENV + "MNS_ENDPOINT",
         metavar="URL",
-        help="With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com. Credentials come from "
+        help=MNS_ENDPOINT_HELP + " Credentials come from "
         "ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET or ~/.alibabacloud/credentials.",
     ),
     click.option(
@@ -67,7 +66,7 @@ RUN_OPTIONS = [
         "--mns-queue",
         envvar=ENV + "MNS_QUEUE",
         metavar="NAME",
-        help="With --transport mns: the queue ROS sends to (ServiceToken acs:mns:REGION:ACCOUNT:queues/NAME).",
+        help=MNS_QUEUE_HELP,
     ),
     click.option(
         "--mns-topic",

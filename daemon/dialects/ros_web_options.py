@@ -8,11 +8,24 @@ from typing import Any
 
 import click
 
-from ..transports.web_settings import MAX_BODY, WebSettings, web_http_refused
+from ..cli_options import WEB_ADDRESS_HELP, WEB_PORT_HELP
+from ..transports.web_settings import (
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_SOURCE,
+    WebSettings,
+    web_http_refused,
+)
 from ..trust.sources import networks
 from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 
 ENV = "CFN_PROVIDER_"
+WEB_TOKEN_FILE_HELP = (
+    "With --transport web: the path tokens, one `NAME TOKEN` line each (NAME the tenant: at most two "
+    "tokens of a name valid at once, for rotation; a bare TOKEN line is the tenant `default`; read again "
+    f"on SIGHUP). Or {ENV_TOKEN} with the same forms, comma-separated. At least 128 random bits: make one "
+    "with `cfn-provider web-token --new --web-token-file FILE` (a tenant's: `--new NAME`)."
+)
 
 WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.daemon_id): `check` takes them too
     click.option(
@@ -21,7 +34,7 @@ WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.dae
         show_default=True,
         envvar=ENV + "WEB_ADDRESS",
         metavar="ADDRESS",
-        help="With --transport web: the address to listen on (127.0.0.1: this machine only).",
+        help=WEB_ADDRESS_HELP,
     ),
     click.option(
         "--web-port",
@@ -29,7 +42,7 @@ WEB_LISTEN_OPTIONS = [  # where a web daemon listens, which names it (config.dae
         default=8443,
         show_default=True,
         envvar=ENV + "WEB_PORT",
-        help="With --transport web: the port to listen on (0: any free one).",
+        help=WEB_PORT_HELP,
     ),
 ]
 WEB_OPTIONS = [
@@ -62,9 +75,7 @@ WEB_OPTIONS = [
         type=click.Path(dir_okay=False),
         envvar=ENV + "WEB_TOKEN_FILE",
         metavar="FILE",
-        help=f"With --transport web: the path token(s), one a line (at most two valid at once, for "
-        f"rotation; read again on SIGHUP). Or {ENV_TOKEN}=TOKEN[,TOKEN]. At least 128 random bits: "
-        "make one with `cfn-provider web-token --new`.",
+        help=WEB_TOKEN_FILE_HELP,
     ),
     click.option(
         "--web-allow-source",
@@ -91,8 +102,9 @@ WEB_OPTIONS = [
         show_default=True,
         envvar=ENV + "WEB_HEADER_TIMEOUT",
         metavar="SECONDS",
-        help="With --transport web: a connection that has not sent a whole request line and headers "
-        "this long after it opened (or after its last response) is closed.",
+        help="With --transport web: a connection that has not completed its TLS handshake this long after "
+        "it opened, or sent a whole request line and headers this long after that (or after its last "
+        "response), is closed.",
     ),
     click.option(
         "--web-body-timeout",
@@ -114,6 +126,26 @@ WEB_OPTIONS = [
         "request's Timeout: keep it below any proxy's or load balancer's idle timeout. A handler "
         "still running then is answered FAILED (timed out) in time.",
     ),
+    click.option(
+        "--web-max-connections",
+        type=click.IntRange(1, 65536),
+        default=MAX_CONNECTIONS,
+        show_default=True,
+        envvar=ENV + "WEB_MAX_CONNECTIONS",
+        metavar="N",
+        help="With --transport web: connections open at once, in all; past it a new one is closed at once "
+        "(keep it below the daemon's open-files limit).",
+    ),
+    click.option(
+        "--web-max-connections-per-source",
+        type=click.IntRange(1, 65536),
+        default=MAX_CONNECTIONS_PER_SOURCE,
+        show_default=True,
+        envvar=ENV + "WEB_MAX_CONNECTIONS_PER_SOURCE",
+        metavar="N",
+        help="With --transport web: connections open at once from one source address; past it a new one "
+        "from there is closed at once. Behind a load balancer (one source) set it to --web-max-connections.",
+    ),
 ]
 
 # The options above, by parameter name: they apply to --transport web only (ros_options.APPLIES_TO).
@@ -129,6 +161,8 @@ WEB_ONLY = (
     "web_header_timeout",
     "web_body_timeout",
     "web_sync_timeout",
+    "web_max_connections",
+    "web_max_connections_per_source",
 )
 
 
@@ -156,4 +190,6 @@ def web_settings(options: dict[str, Any], ctx: click.Context) -> WebSettings:
         header_timeout=options["web_header_timeout"],
         body_timeout=options["web_body_timeout"],
         sync_timeout=options["web_sync_timeout"],
+        max_connections=options["web_max_connections"],
+        max_connections_per_source=min(options["web_max_connections_per_source"], options["web_max_connections"]),
     )

@@ -6,5 +6,6 @@ loopback answer listener and the pools), pool (a function's processes, its concu
 (one process and its channel), answers (the listener), tls (its private CA), environ (a function's
 environment variables), output (a function's lines in the daemon's log); runtime and
 runtime_crhelper run inside the function's own interpreter, stock holds the `cfnresponse` inline
-code gets.
+code gets. `fc:` functions (Alibaba Function Compute's, on the ROS transports) are served the same
+way: fc_target, fc_function, fc_context, and fc_runtime inside the function's interpreter.
 """

@@ -13,7 +13,8 @@ killed at the deadline); without one, how the call ended decides:
 | returned, raised, sys.exit without answer | FunctionFailed saying so                                           |
 | crhelper waits for its polls              | InProgress (crhelper's CrHelperData, its interval)                 |
 | process crashed (os._exit, signal, OOM)   | FunctionFailed naming how; the process is replaced                 |
-| every process busy, none may wait         | InProgress {"Queued": n}: the scheduler retries soon, no slot held |
+| every process busy, none may wait         | Busy {"Queued": n}: the scheduler retries soon, no slot held; a   |
+|                                           | caller waiting on its connection (web[sync]) is told to retry (503) |
 
 A call cancelled (the runner's deadline, the daemon's stop) kills its process, which is replaced.
 """
@@ -34,7 +35,7 @@ from typing import Any
 import structlog
 
 from ..errors import HandlerFailure
-from ..long_running.progress import InProgress
+from ..long_running.progress import Busy, InProgress
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
@@ -105,6 +106,9 @@ def _interpreters_own(folder: str) -> bool:
 class LambdaFunction:
     """The handler object the router serves for a `lambda:` target."""
 
+    kind = "Lambda function"  # how its reasons name it (cfn_provider.functions.fc_function: a Function Compute one)
+    sent = "PUT"  # how it sends its answer, in those reasons ("nothing was PUT")
+
     def __init__(self, target: FunctionTarget):
         self.target, self.spec, self.name = target, target.spec, target.name
         self.settings: FunctionSettings = target.settings
@@ -162,41 +166,65 @@ class LambdaFunction:
         try:
             process = await pool.acquire(wait=progress is None)
         except (FunctionLoadError, Exited, OSError) as exc:  # a replacement that no longer starts
-            raise FunctionFailed(f"the Lambda function {self.name} could not be started: {exc}") from exc
+            raise FunctionFailed(f"the {self.kind} {self.name} could not be started: {exc}") from exc
         if process is None:
             return self._queued(progress, queued)
-        request_id = str(event.get("RequestId") or "")
-        aws_request_id = str(uuid.uuid4())
-        ids = {
-            "function": self.name,
-            "request_id": request_id,
-            "stack": _stack_name(event),
-            "logical_id": str(event.get("LogicalResourceId") or ""),
-            "aws_request_id": aws_request_id,
-        }
+        ids = self._ids(event)
+        request_id, aws_request_id = ids["request_id"], ids["aws_request_id"]
         capture = host.answers.open({k: ids[k] for k in ("function", "request_id", "logical_id", "aws_request_id")})
         capture.on_answer = lambda answer: process.output.answered(answer.data if answer.no_echo else None)
-        deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
+        deadline, own = self._deadline(context)
         lambda_context = self._context(event, process, aws_request_id, deadline)
         crhelper_progress = None if queued else progress  # a queued first call runs as a first call
         call = asyncio.ensure_future(process.invoke(_event(event, capture.url, crhelper_progress), lambda_context, ids))
         call.add_done_callback(_retrieved)
         arrived = asyncio.ensure_future(capture.arrived.wait())
         try:
-            await asyncio.wait({call, arrived}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {call, arrived},
+                timeout=deadline - time.monotonic() if own else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         except asyncio.CancelledError:  # the deadline, or the daemon stopping: the call is cut
             arrived.cancel()
             process.kill()
             host.track(self._finish(call, capture, process, pool, deadline, host.answers))
             raise
         arrived.cancel()
+        timed_out = not call.done() and capture.answer is None  # its own Timeout: killed, as Lambda ends it
+        if timed_out:
+            process.kill()
         if capture.answer is not None:
             host.track(self._finish(call, capture, process, pool, deadline, host.answers))
             return _result(capture.answer, request_id, process.log_stream)
         await self._finish(call, capture, process, pool, deadline, host.answers)
+        if timed_out and capture.answer is None:
+            raise FunctionFailed(
+                f"the Lambda function {self.name} timed out after {self.settings.timeout} s (its timeout "
+                f"setting, Lambda's Timeout). {log_hint(request_id)}"
+            )
         return self._ended(call, capture, process, event, crhelper_progress, request_id)
 
-    def _queued(self, progress: Any, queued: bool) -> InProgress:
+    def _ids(self, event: Mapping[str, Any]) -> dict[str, str]:
+        """The call's ids, in its log lines and its answer's capture."""
+        return {
+            "function": self.name,
+            "request_id": str(event.get("RequestId") or ""),
+            "stack": _stack_name(event),
+            "logical_id": str(event.get("LogicalResourceId") or ""),
+            "aws_request_id": str(uuid.uuid4()),
+        }
+
+    def _deadline(self, context: Any) -> tuple[float, bool]:
+        """When the call ends (time.monotonic()): the request's deadline, or the function's own `timeout`
+        (Lambda's Timeout) from now when that comes first (then True)."""
+        deadline = getattr(context, "deadline", None) or time.monotonic() + NO_DEADLINE
+        timeout = self.settings.timeout
+        if timeout is not None and time.monotonic() + timeout < deadline:
+            return time.monotonic() + timeout, True
+        return deadline, False
+
+    def _queued(self, progress: Any, queued: bool) -> Busy:
         """Every process busy: the poll scheduler tries again shortly (counting the tries in `progress`)."""
         tries = int(progress[QUEUED]) + 1 if queued and isinstance(progress, Mapping) else 1
         log.info(
@@ -205,7 +233,7 @@ class LambdaFunction:
             concurrency=self.settings.concurrency,
             detail="every process of the function is busy: the poll scheduler tries again shortly",
         )
-        return InProgress(
+        return Busy(
             progress=progress if progress is not None and not queued else {QUEUED: tries},
             after=min(15.0, 1.0 + tries),
         )
@@ -267,7 +295,7 @@ class LambdaFunction:
         if isinstance(error, Exited):
             limit = f" with memory_mb = {self.settings.memory_mb}" if self.settings.memory_mb else ""
             raise FunctionFailed(
-                f"the Lambda function {self.name} ended before it answered: its process "
+                f"the {self.kind} {self.name} ended before it answered: its process "
                 f"{error}{limit}. {log_hint(request_id)}"
             )
         if error is not None:
@@ -276,17 +304,17 @@ class LambdaFunction:
         if done.get("error") == "MemoryError":
             limit = f" (memory_mb = {self.settings.memory_mb})" if self.settings.memory_mb else ""
             raise FunctionFailed(
-                f"the Lambda function {self.name} ran out of memory{limit}: MemoryError. {log_hint(request_id)}"
+                f"the {self.kind} {self.name} ran out of memory{limit}: MemoryError. {log_hint(request_id)}"
             )
         if done.get("error"):
             raise FunctionFailed(str(done.get("message") or done["error"]))
         if done.get("exit") is not None:
-            raise FunctionFailed(f"the Lambda function {self.name} called sys.exit({done['exit']})")
+            raise FunctionFailed(f"the {self.kind} {self.name} called sys.exit({done['exit']})")
         if isinstance(done.get("poll"), Mapping):
             return _in_progress(event, done["poll"], progress)
         raise FunctionFailed(
-            f"the Lambda function {self.name} returned without sending a response "
-            f"(nothing was PUT to its ResponseURL). {log_hint(request_id)}"
+            f"the {self.kind} {self.name} returned without sending a response "
+            f"(nothing was {self.sent} to its ResponseURL). {log_hint(request_id)}"
         )
 
 

@@ -91,7 +91,9 @@ def log_stream_name() -> str:
 
 
 class FunctionProcess:
-    """One worker process (start it with `start`)."""
+    """One worker process (start it with `start`); `runtime` is the script its interpreter runs."""
+
+    runtime = RUNTIME
 
     def __init__(self, name: str, init: Setup, env: dict[str, str], cwd: str, log_stream: str):
         self.name, self.init, self.env, self.cwd, self.log_stream = name, init, env, cwd, log_stream
@@ -114,7 +116,7 @@ class FunctionProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
-            RUNTIME,
+            self.runtime,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

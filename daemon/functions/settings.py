@@ -9,10 +9,12 @@ Configured per ResourceType (or pattern) that a `lambda:` handler serves, in the
     code = "/opt/cfn-functions/thing"      # the function's folder (Lambda's /var/task), first on its path
     environment = { TABLE_NAME = "things", LOG_LEVEL = "INFO" }
     memory_mb = 256                        # its process's data limit (RLIMIT_DATA); default: none
+    timeout = 30                           # seconds a call may run (Lambda's Timeout, 1..900); default: the request's
     concurrency = 2                        # processes at once (Lambda's reserved concurrency); default 1
     name = "thing"                         # context.function_name; default from the ResourceType
     log_group = "/cfn-provider/thing"      # context.log_group_name
     log_stream = "thing"                   # context.log_stream_name; default one per process, as Lambda's
+    initializer = "index.initializer"      # an `fc:` function's Initializer (MODULE.FUNCTION), run once per process
 
 or on the command line, one setting per `--function TYPE=SETTING=VALUE` (environment variables as
 `env.NAME=VALUE`). The config file's table becomes the same strings (`config_strings`), so both
@@ -35,9 +37,16 @@ MAX_CONCURRENCY = 64
 # Set by the execution environment itself, as Lambda reserves them: a function cannot override them.
 RESERVED = ("_HANDLER", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR", "AWS_EXECUTION_ENV")
 RESERVED_PREFIX = "AWS_LAMBDA_"
-_KEYS = ("code", "memory_mb", "concurrency", "name", "log_group", "log_stream")
+_KEYS = ("code", "memory_mb", "timeout", "concurrency", "name", "log_group", "log_stream", "initializer")
+MAX_TIMEOUT = 900  # Lambda's longest Timeout
+_NUMBERS = {"memory_mb": (16, 1 << 20), "timeout": (1, MAX_TIMEOUT), "concurrency": (1, MAX_CONCURRENCY)}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_INITIALIZER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_FORMS = {  # the text settings with a form of their own: the pattern, and what it is
+    "name": (_NAME, "a Lambda function name (1-64 of A-Z a-z 0-9 - _)"),
+    "initializer": (_INITIALIZER, "MODULE.FUNCTION (FC's Initializer, e.g. index.initializer)"),
+}
 
 
 class FunctionSettingError(StartupError, ValueError):
@@ -51,10 +60,12 @@ class FunctionSettings:
     code: str | None = None  # None: the folder on the daemon's path its module is found in
     environment: Mapping[str, str] = field(default_factory=dict)
     memory_mb: int | None = None
+    timeout: int | None = None  # None: the request's deadline is the call's only limit
     concurrency: int = DEFAULT_CONCURRENCY
     name: str | None = None  # None: from the ResourceType (default_name)
     log_group: str | None = None  # None: /aws/lambda/NAME, as Lambda names it
     log_stream: str | None = None  # None: a new one per process, as Lambda's are per environment
+    initializer: str | None = None  # an `fc:` function's MODULE.FUNCTION run once per process (FC's Initializer)
 
 
 def default_name(resource_type: str) -> str:
@@ -99,27 +110,33 @@ def _apply(current: FunctionSettings, rtype: str, key: str, raw: str) -> Functio
                 f"{where}: {name} is reserved: the execution environment sets it (as Lambda does)"
             )
         return replace(current, environment={**current.environment, name: raw})
-    if key in ("memory_mb", "concurrency"):
-        try:
-            number = int(raw)
-        except ValueError:
-            raise FunctionSettingError(f"{where}: {raw!r} is not a whole number") from None
-        low, high = (16, 1 << 20) if key == "memory_mb" else (1, MAX_CONCURRENCY)
-        if not low <= number <= high:
-            raise FunctionSettingError(f"{where}: {number} is outside {low}..{high}")
-        return replace(current, memory_mb=number) if key == "memory_mb" else replace(current, concurrency=number)
+    if key in _NUMBERS:
+        return _number(current, where, key, raw)
     if key == "code":
         path = Path(raw).expanduser()
         if not path.is_absolute():
             raise FunctionSettingError(f"{where}: {raw!r} is not an absolute path")
         return replace(current, code=str(path))
-    if key == "name" and not _NAME.match(raw):
-        raise FunctionSettingError(f"{where}: {raw!r} is not a Lambda function name (1-64 of A-Z a-z 0-9 - _)")
+    form = _FORMS.get(key)
+    if form is not None and not form[0].match(raw):
+        raise FunctionSettingError(f"{where}: {raw!r} is not {form[1]}")
     if not raw.strip():
         raise FunctionSettingError(f"{where}: empty")
-    if key == "name":
-        return replace(current, name=raw)
-    return replace(current, log_group=raw) if key == "log_group" else replace(current, log_stream=raw)
+    text: dict[str, Any] = {key: raw}  # name, log_group, log_stream or initializer
+    return replace(current, **text)
+
+
+def _number(current: FunctionSettings, where: str, key: str, raw: str) -> FunctionSettings:
+    try:
+        number = int(raw)
+    except ValueError:
+        raise FunctionSettingError(f"{where}: {raw!r} is not a whole number") from None
+    low, high = _NUMBERS[key]
+    if not low <= number <= high:
+        raise FunctionSettingError(f"{where}: {number} is outside {low}..{high}")
+    if key == "memory_mb":
+        return replace(current, memory_mb=number)
+    return replace(current, timeout=number) if key == "timeout" else replace(current, concurrency=number)
 
 
 def config_strings(table: Any, path: str | os.PathLike[str]) -> list[str]:

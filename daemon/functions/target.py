@@ -1,7 +1,8 @@
 """`lambda:` targets: what `--handler 'Custom::Thing=lambda:index.handler'` names, found and checked at start.
 
 The target is Lambda's own Handler setting, MODULE.FUNCTION (`index.handler`, `pkg.mod.handler`,
-`dir/mod.handler`), or MODULE:FUNCTION. The function's folder (Lambda's /var/task) is its
+`dir/mod.handler`, `update-iam-role.handler`), read as Lambda's Python runtime reads it (`parse_target`),
+or the daemon's own MODULE:FUNCTION[.ATTR]. The function's folder (Lambda's /var/task) is its
 `code` setting (cfn_provider.functions.settings), else the first `--handler-path` folder its
 top-level module is in, else the entry of the daemon's own path (PYTHONPATH) it is found in; the
 daemon only looks, it never imports the function itself. The named folders come first: a
@@ -32,19 +33,42 @@ PREFIX = "lambda:"
 CHECK_TIMEOUT = 120.0  # seconds the check may take to import the function
 
 
+MAX_HANDLER = 128  # Lambda's limit on its Handler setting (a string of no whitespace)
+_FORM = "lambda:MODULE.FUNCTION (Lambda's Handler setting, e.g. lambda:index.handler)"
+
+
 def parse_target(spec: str) -> tuple[str, str]:
-    """'lambda:pkg.mod.handler' | 'lambda:dir/mod.handler' | 'lambda:pkg.mod:handler' -> (module, attr)."""
+    """'lambda:pkg.mod.handler' | 'lambda:dir/mod.handler' | 'lambda:pkg.mod:handler' -> (module, attr).
+
+    MODULE.FUNCTION is split as Lambda's Python runtime splits its Handler (awslambdaric's
+    `_get_handler`): at the last dot, the module's `/` read as `.`, the module then imported by
+    that name (importlib finds `update-iam-role.py` as module `update-iam-role`, so hyphens and
+    other characters a file name may hold are accepted) and FUNCTION taken from it with getattr.
+    Refused here, as Lambda refuses them: no dot, an empty module or function, a relative module
+    (a leading `.` or `/`), a built-in module (`sys.handler`), whitespace, over 128 characters. Every
+    other string is left to the import check (`load`), which imports it as the function's runtime
+    will. MODULE:FUNCTION[.ATTR] is the daemon's own form (an attribute path after the colon)."""
     target = spec[len(PREFIX) :].strip() if spec.startswith(PREFIX) else spec.strip()
+    if not target or len(target) > MAX_HANDLER or any(c.isspace() for c in target):
+        raise ValueError(f"{spec!r} is not {_FORM}: 1 to {MAX_HANDLER} characters, no whitespace")
     if ":" in target:
-        module_name, _, attr = target.partition(":")
+        module, _, attr = target.partition(":")
+        module = module.replace("/", ".")
+        if not attr or not all(p.isidentifier() for p in attr.split(".")):
+            raise ValueError(f"{spec!r}: after the colon, a function name (MODULE:FUNCTION), e.g. index:handler")
     else:
-        module_name, _, attr = target.replace("/", ".").rpartition(".")
-    module_name = module_name.replace("/", ".").strip(".")
-    if not module_name or not attr or not all(p.isidentifier() for p in (*module_name.split("."), *attr.split("."))):
-        raise ValueError(
-            f"{spec!r} is not lambda:MODULE.FUNCTION (Lambda's Handler setting, e.g. lambda:index.handler)"
-        )
-    return module_name, attr
+        path, dot, attr = target.rpartition(".")
+        if not dot:
+            raise ValueError(f"{spec!r} is not {_FORM}: there is no dot between the module and the function")
+        module = path.replace("/", ".")
+    if not module or not attr:
+        raise ValueError(f"{spec!r} is not {_FORM}: the module or the function is empty")
+    if module.startswith("."):
+        raise ValueError(f"{spec!r}: the module {module!r} is relative (a leading . or /), which Lambda cannot import")
+    top = module.partition(".")[0]
+    if top in sys.builtin_module_names:
+        raise ValueError(f"{spec!r}: {top} is a built-in module, which Lambda refuses as a handler module")
+    return module, attr
 
 
 def find_code(module: str, settings: FunctionSettings, folders: tuple[str, ...] = ()) -> str:
@@ -80,20 +104,22 @@ def load(
     return LambdaFunction(target)
 
 
-def check(target: FunctionTarget) -> None:
-    """Import the function in an interpreter of its own (as it will run) and exit; raise why not."""
-    env = function_environment(
-        name=target.name,
-        handler=target.handler,
-        code=target.code,
-        memory_mb=target.settings.memory_mb,
-        log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
-        log_stream=target.settings.log_stream or log_stream_name(),
-        configured=target.settings.environment,
-    )
+def check(target: FunctionTarget, runtime: str = RUNTIME, env: dict[str, str] | None = None) -> None:
+    """Import the function in an interpreter of its own (as it will run: `runtime`, with `env`, by
+    default a Lambda function's) and exit; raise why not."""
+    if env is None:
+        env = function_environment(
+            name=target.name,
+            handler=target.handler,
+            code=target.code,
+            memory_mb=target.settings.memory_mb,
+            log_group=target.settings.log_group or f"/aws/lambda/{target.name}",
+            log_stream=target.settings.log_stream or log_stream_name(),
+            configured=target.settings.environment,
+        )
     try:
         done = subprocess.run(
-            [sys.executable, "-I", RUNTIME],
+            [sys.executable, "-I", runtime],
             input=json.dumps(target.init(check=True)) + "\n",
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@
       src/PACKAGE/__init__.py
       src/PACKAGE/thing.py      one SDK resource (cfn_provider.Resource): a thing kept in SSM Parameter Store
       tests/test_thing.py       create -> update -> delete through the real path, as `simulate` drives it
+      .gitignore                simulate's stacks (.cfn-simulate/) and build leftovers
 
 NAME is the distribution's name (letters, digits, `-`, `_`); PACKAGE is NAME in snake case, and
 the ResourceType is `Custom::` and NAME in CamelCase unless `--type` says otherwise.
@@ -19,7 +20,13 @@ from pathlib import Path
 
 import click
 
+from ..errors import StartupError
 from . import provider_source
+
+
+class ScaffoldError(StartupError):
+    """`init` wrote nothing (its folder is in use): `cfn-provider: <why>`, exit 2."""
+
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 _TYPE = re.compile(r"Custom::[A-Za-z0-9_@-]{1,60}")
@@ -190,10 +197,25 @@ cfn-provider run --queue-url ... --topic-arn ... --handler {rtype}   # installed
 """
 
 
-def scaffold(folder: Path, name: str, rtype: str, source: provider_source.Source) -> list[Path]:
-    """Write the project into `folder` (which must not exist, or be empty); the files written. Its
-    pyproject.toml depends on cfn-sns-provider as `source` says (where the running one came from)."""
+GITIGNORE = """\
+.cfn-simulate/
+__pycache__/
+*.egg-info/
+.venv/
+"""
+
+
+def scaffold(
+    folder: Path, name: str, rtype: str, kind: str = "module", source: provider_source.Source | None = None
+) -> list[Path]:
+    """Write the project into `folder` (which must not exist, or be empty); the files written. `kind`:
+    module (an SDK resource, this module's files) or lambda (a cfnresponse function: scaffold_lambda).
+    A module project's pyproject.toml depends on cfn-sns-provider as `source` says (default: where
+    the running one came from)."""
+    from . import scaffold_lambda
+
     package = name.lower().replace("-", "_")
+    source = source or provider_source.running()
     fields = {
         "name": name,
         "package": package,
@@ -202,16 +224,21 @@ def scaffold(folder: Path, name: str, rtype: str, source: provider_source.Source
         "test_dependency": source.requirement("simulate"),
         "released": source.released(),
         "released_test": source.released("simulate"),
-        "source_said": source.said.replace("\n", " "),
+        "source_said": source.said,
     }
-    files = {
-        "pyproject.toml": PYPROJECT,
-        "README.md": README,
-        "template.yaml": TEMPLATE,
-        f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
-        f"src/{package}/thing.py": THING,
-        "tests/test_thing.py": TEST,
-    }
+    files = (
+        scaffold_lambda.FILES
+        if kind == "lambda"
+        else {
+            "pyproject.toml": PYPROJECT,
+            "README.md": README,
+            "template.yaml": TEMPLATE,
+            f"src/{package}/__init__.py": '"""{rtype}: see thing.py."""\n',
+            f"src/{package}/thing.py": THING,
+            "tests/test_thing.py": TEST,
+            ".gitignore": GITIGNORE,
+        }
+    )
     written = []
     for relative, text in files.items():
         path = folder / relative
@@ -233,14 +260,27 @@ def resource_type(name: str) -> str:
     metavar="Custom::NAME",
     help="The ResourceType it serves (default: Custom:: and NAME in CamelCase).",
 )
-def init_command(name: str, rtype: str | None) -> None:
+@click.option(
+    "--template",
+    "kind",
+    type=click.Choice(["module", "lambda"]),
+    default="module",
+    show_default=True,
+    help="module: a handler package (an SDK resource); lambda: a function written as for Lambda "
+    "(cfnresponse), served with --handler 'TYPE=lambda:index.handler'.",
+)
+def init_command(name: str, rtype: str | None, kind: str) -> None:
     """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
     test that drives it create -> update -> delete through the real path (as `simulate` does),
     and packaging that registers it as an entry point (group cfn_provider.handlers). Its test
     passes as generated, in a virtualenv of its own: `cd NAME && python -m venv .venv &&
     .venv/bin/pip install -e '.[test]' && .venv/bin/pytest`. Until cfn-sns-provider is on a package
     index, the project depends on it as installed here: this checkout, or the wheel file it came
-    from (pyproject.toml shows the released form beside it)."""
+    from (pyproject.toml shows the released form beside it).
+
+    With --template lambda: a custom resource function as it is written for Lambda
+    (function/index.py, answering with cfnresponse), a template, and a pytest test that sends it
+    create -> update -> delete through `cfn-provider local-invoke`; `cd NAME && pytest`."""
     if not _NAME.fullmatch(name):
         raise click.BadParameter("a letter, then letters, digits, '-' or '_' (at most 63)", param_hint="NAME")
     rtype = rtype or resource_type(name)
@@ -248,10 +288,13 @@ def init_command(name: str, rtype: str | None) -> None:
         raise click.BadParameter("Custom:: then letters, digits, '_', '@' or '-'", param_hint="--type")
     folder = Path(name)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise click.ClickException(f"{folder} already exists and is not an empty folder: nothing written")
+        raise ScaffoldError(f"{folder} already exists and is not an empty folder: nothing written")
     source = provider_source.running()
-    for path in scaffold(folder, name, rtype, source):
+    for path in scaffold(folder, name, rtype, kind, source):
         click.echo(f"wrote {path}")
+    if kind == "lambda":
+        click.echo(f"\n{rtype} is in {folder / 'function' / 'index.py'}. Next:\n  cd {name} && pytest")
+        return
     click.echo(
         f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}.\n"
         f"It depends on {source.said}.\nNext:\n"

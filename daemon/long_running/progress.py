@@ -66,6 +66,16 @@ class InProgress:
         return f"InProgress(physical_id={self.physical_id!r}, after={self.after}, no_echo={self.no_echo})"
 
 
+class Busy(InProgress):
+    """The action could not start now (every process of a `lambda:` function busy): nothing was done.
+    From a queue it is polled like any InProgress (the next try after `after` seconds); a caller
+    waiting on its connection (web[sync]) is told to retry (503 + Retry-After) and the claim is let
+    go of, so that its retry runs it (cfn_provider.pipeline.worker)."""
+
+    def __repr__(self) -> str:
+        return f"Busy(after={self.after})"
+
+
 def poll_function(handler: Any, request_type: str) -> Any:
     """The handler's poll function for this action (`poll_create` ...) or its `is_complete`; None if neither."""
     for name in (POLL_FUNCTIONS.get(request_type, ""), "is_complete"):

@@ -40,7 +40,7 @@ from ..long_running.steps import PollState
 from ..pipeline import response as responses
 from ..pipeline.admission import Admission
 from ..pipeline.envelope import BadMessage, unwrap
-from ..pipeline.request import NotARequest, Request, from_stored, idempotency_key, parse, stored_form
+from ..pipeline.request import NotARequest, Request, from_stored, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, SENT, Record, Store, new_token
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below
 from ..transports.queue import Message
@@ -272,7 +272,7 @@ async def send(
 ) -> Sent:
     """Claim the request, store the answer, PUT it, mark it sent."""
     key, url_digest, token = (
-        idempotency_key(request.stack_id, request.request_id),
+        request.key,
         store_url_digest(request.response_url),
         new_token(),
     )

@@ -18,11 +18,13 @@ nothing is written and the same steps report "would create" / "would update".
 from __future__ import annotations
 
 import json
+import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..pipeline.budget import MAX_RECEIVE_COUNT  # the receive budget: see daemon/pipeline/budget.py
 from .bootstrap_changes import CREATED, EXISTS, UPDATED, BootstrapError, Change
@@ -349,7 +351,36 @@ def write_config(path: Path, text: str, dry_run: bool) -> Change:
     return Change("config file", str(path), action)
 
 
-def summary(outcome: Outcome, visibility_timeout: int, config_file: str | None) -> list[str]:
+def emulator_endpoints(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(SQS endpoint, S3 endpoint) when botocore's AWS_ENDPOINT_URL[_SQS|_S3] variables point the
+    session away from AWS (an emulator): the daemon then needs them too, and the emulator's flags."""
+    sqs = environ.get("AWS_ENDPOINT_URL_SQS") or environ.get("AWS_ENDPOINT_URL")
+    s3 = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if not sqs or not s3:
+        return None
+    host = (urlsplit(sqs).hostname or "").lower()
+    if host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+        return None
+    return sqs, s3
+
+
+def _emulator_run(args: list[str], endpoints: tuple[str, str] | None, environ: Mapping[str, str]) -> str:
+    """The run line; on an emulator with its endpoint variables and the flags `run` needs there
+    (docs/operating.md, "Run it against an emulator")."""
+    if endpoints is None:
+        return shlex.join(args)
+    names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SNS"]
+    env = [f"{n}={shlex.quote(environ[n])}" for n in names if environ.get(n)]
+    flags = ["--no-verify-signatures", "--allow-response-url", endpoints[1].rstrip("/") + "/"]
+    return " ".join(env) + " " + shlex.join(args + flags)
+
+
+def summary(
+    outcome: Outcome, visibility_timeout: int, config_file: str | None, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """What bootstrap prints after its steps; `environ`: the variables it ran with (os.environ)."""
+    environ = os.environ if environ is None else environ
+    endpoints = emulator_endpoints(environ)
     counts = {a: sum(c.action == a for c in outcome.changes) for a in (CREATED, UPDATED)}
     lines = []
     if outcome.dry_run:
@@ -363,8 +394,11 @@ def summary(outcome: Outcome, visibility_timeout: int, config_file: str | None) 
         "ServiceToken (put this in your templates):",
         f"  {outcome.service_token}",
         "",
-        "Run the daemon:",
-        "  " + shlex.join(outcome.run_args(visibility_timeout, config_file)) + " \\",
+        "Run the daemon:"
+        if endpoints is None
+        else f"Run the daemon (on the emulator at {endpoints[0]}: moto's "
+        "signing certificate URL names AWS's host, so signatures go unchecked; its S3 URLs are allowed):",
+        "  " + _emulator_run(outcome.run_args(visibility_timeout, config_file), endpoints, environ) + " \\",
         "    --handler 'Custom::Thing=mypkg.thing'",
     ]
     lines += [

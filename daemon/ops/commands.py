@@ -5,15 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..config import apply_config_file, default_state_url
+from ..cli_options import (
+    ALLOW_RESPONSE_URL_HELP,
+    CONFIG_HELP,
+    DLQ_URL_HELP,
+    REGION_HELP,
+    STATE_HELP,
+    TRUST_SIGNING_CERT_URL_HELP,
+    VERIFY_SIGNATURES_HELP,
+    state_default,
+)
+from ..config import apply_config_file
 from ..stores.base import POLLING, Record, url_digest
+from .daemon_name import name_options, state_of
 from .requests import STATES_HELP
 
 if TYPE_CHECKING:
@@ -40,17 +53,22 @@ config_option = click.option(
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The daemon's TOML config file (its state, region, queue-url ... are used).",
+    help=CONFIG_HELP,
 )
 state_option = click.option(
     "--state",
     envvar=ENV + "STATE",
-    default=default_state_url,
-    show_default="as for run",
-    help="The daemon's idempotency store: sqlite:///PATH.db or dynamodb://TABLE (listing a table needs "
-    "dynamodb:Scan, which the daemon's own role does not have).",
+    show_default=state_default(),
+    help=STATE_HELP,
 )
-region_option = click.option("--region", envvar=ENV + "REGION", help="AWS region (default: botocore's).")
+
+
+def _region(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--region, else AWS_REGION (botocore itself reads AWS_DEFAULT_REGION and the profile)."""
+    return value or os.environ.get("AWS_REGION") or None
+
+
+region_option = click.option("--region", envvar=ENV + "REGION", callback=_region, help=REGION_HELP)
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -60,6 +78,7 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 @click.command("requests")
 @config_option
 @state_option
+@name_options
 @region_option
 @click.option("--stack", help="Only this stack (its name or its StackId).")
 @click.option("--logical-id", help="Only this LogicalResourceId.")
@@ -79,20 +98,24 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def requests_command(
-    state: str,
+    state: str | None,
     region: str | None,
     stack: str | None,
     logical_id: str | None,
     states: tuple[str, ...],
     since: str,
     as_json: bool,
+    **daemon: Any,
 ) -> None:
     """What the provider is doing right now, from its idempotency store: requests in flight (who
     holds them, lease left, age), answered but not yet confirmed sent (RESPONSE_READY), and
     answered (status, Reason, when), in flight first.
 
-    Redacted as the logs are: no ResponseURL query string, no Data of a stored answer."""
+    Redacted as the logs are: no ResponseURL query string, no Data of a stored answer. With
+    --config (or the daemon's queue), the store is that daemon's own."""
     from .requests import list_requests, open_listing, parse_duration, select, state_names, table
+
+    state = state_of(state, daemon)
 
     try:
         window = parse_duration(since)
@@ -133,7 +156,7 @@ def requests_command(
     required=True,
     help="The answer's Status.",
 )
-@click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED).")
+@click.option("--reason", default="", help="The Reason CloudFormation shows (required with FAILED; default: none).")
 @click.option(
     "--physical-id",
     help="The PhysicalResourceId (default: the request's; a Create: a FAILED one gets "
@@ -146,17 +169,15 @@ def requests_command(
     is_flag=True,
     help="Take the request from the queue's dead-letter queue (read, not deleted) instead of the store's record.",
 )
-@click.option(
-    "--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (its DLQ is found from its RedrivePolicy)."
-)
-@click.option("--dlq-url", help="The dead-letter queue, if not found from --queue-url.")
+@name_options
+@click.option("--dlq-url", help=DLQ_URL_HELP)
 @click.option(
     "--allow-response-url",
     "allow_response_url",
     multiple=True,
     envvar=ENV + "ALLOW_RESPONSE_URL",
     metavar="PREFIX",
-    help="As for run: also allow ResponseURLs under this prefix.",
+    help=ALLOW_RESPONSE_URL_HELP,
 )
 @click.option(
     "--topic-arn",
@@ -171,7 +192,7 @@ def requests_command(
     default=True,
     show_default=True,
     envvar=ENV + "VERIFY_SIGNATURES",
-    help="As for run: with --from-dlq, check each message's SNS signature.",
+    help=VERIFY_SIGNATURES_HELP + " answer: with --from-dlq.",
 )
 @click.option(
     "--trust-signing-cert-url",
@@ -179,7 +200,7 @@ def requests_command(
     multiple=True,
     metavar="PREFIX",
     envvar=ENV + "TRUST_SIGNING_CERT_URL",
-    help="As for run (emulators and tests only).",
+    help=TRUST_SIGNING_CERT_URL_HELP,
 )
 @click.option(
     "--force",
@@ -189,6 +210,14 @@ def requests_command(
     "stuck long-running request with FAILED (none of its poll steps "
     "running, or its deadline passed).",
 )
+@click.option(
+    "--tenant",
+    default="default",
+    show_default=True,
+    metavar="NAME",
+    help="The tenant whose request it is (its principal: a web token's name, or the tenant of its topic); "
+    "`cfn-provider requests` shows it.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
 def answer_command(
     stack_id: str,
@@ -196,7 +225,7 @@ def answer_command(
     status: Status,
     reason: str,
     physical_id: str | None,
-    state: str,
+    state: str | None,
     region: str | None,
     from_dlq: bool,
     queue_url: str | None,
@@ -206,7 +235,9 @@ def answer_command(
     verify_signatures: bool,
     trust_signing_cert_url: tuple[str, ...],
     force: bool,
+    tenant: str,
     yes: bool,
+    **daemon: Any,
 ) -> None:
     """The last resort: send the answer to a request the daemon cannot finish, and record it in
     the store so no daemon answers it again. Refused when the request is already answered.
@@ -221,6 +252,7 @@ def answer_command(
 
     if status == "FAILED" and not reason.strip():
         raise click.BadParameter("a FAILED answer needs a --reason saying why", param_hint="--reason")
+    state = state_of(state, {**daemon, "queue_url": queue_url})
     dead = _from_dead_letters(queue_url, dlq_url, region, stack_id, request_id) if from_dlq else None
 
     async def go() -> int:
@@ -236,10 +268,9 @@ def answer_command(
                 dead_text = await _admitted(
                     dead, allow_response_url, topic_arn, verify_signatures, trust_signing_cert_url
                 )
-            record = await store.get(idempotency_key(stack_id, request_id))
-            request = ops.request_from_text(
-                dead_text or ops.stored_text(record), stack_id, request_id, stored=dead_text is None
-            )
+            record = await store.get(idempotency_key(stack_id, request_id, tenant))
+            text = dead_text or ops.stored_text(record)  # the request; its principal is the tenant named
+            request = replace(ops.request_from_text(text, stack_id, request_id, stored=not dead_text), principal=tenant)
             warning = ops.check(record, url_digest(request.response_url), time.time(), force, status)
             ops.allowed(request, allow_response_url)
             polled = ops.poll_state(record) if record is not None and record.state == POLLING else None

@@ -12,10 +12,17 @@ from typing import Any
 import click
 
 from ..aws_start import require, resolve_region
+from ..cli_options import (
+    DLQ_URL_HELP,
+    HEALTH_FILE_HELP,
+    QUEUE_URL_HELP,
+    STATE_HELP,
+    state_default,
+)
 from ..config import daemon_id, default_state_url
-from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
-from ..transports import TRANSPORTS, Transport
+from ..transports import Transport
 from .commands import config_option, region_option
+from .daemon_name import NAME_OPTIONS
 
 ENV = "CFN_PROVIDER_"
 
@@ -23,39 +30,18 @@ ENV = "CFN_PROVIDER_"
 def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that name a daemon, as `run` takes them (flag, CFN_PROVIDER_* variable or the
     --config file): its queue, and where it keeps its state."""
-    for option in reversed(
-        [
-            config_option,
-            click.option(
-                "--transport",
-                type=click.Choice(TRANSPORTS),
-                default="sqs",
-                show_default=True,
-                envvar=ENV + "TRANSPORT",
-                help="As for run.",
-            ),
-            click.option("--queue-url", envvar=ENV + "QUEUE_URL", help="The daemon's queue (as for run)."),
-            click.option(
-                "--mns-endpoint", envvar=ENV + "MNS_ENDPOINT", metavar="URL", help="As for run (--transport mns)."
-            ),
-            click.option("--mns-queue", envvar=ENV + "MNS_QUEUE", metavar="NAME", help="As for run (--transport mns)."),
-            *WEB_LISTEN_OPTIONS,
-            click.option(
-                "--state",
-                envvar=ENV + "STATE",
-                default=default_state_url,
-                show_default="as for run",
-                help="The daemon's --state: health files are kept beside a SQLite state file, else in "
-                "the state directory.",
-            ),
-            click.option(
-                "--health-file",
-                envvar=ENV + "HEALTH_FILE",
-                type=click.Path(dir_okay=False),
-                help="The daemon's --health-file, if it was given one.",
-            ),
-        ]
-    ):
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        config_option,
+        *NAME_OPTIONS,
+        click.option("--state", envvar=ENV + "STATE", show_default=state_default(), help=STATE_HELP),
+        click.option(
+            "--health-file",
+            envvar=ENV + "HEALTH_FILE",
+            type=click.Path(dir_okay=False),
+            help=HEALTH_FILE_HELP,
+        ),
+    ]
+    for option in reversed(options):
         command = option(command)
     return command
 
@@ -69,6 +55,12 @@ def daemon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="Seconds after which a health file that has not been refreshed counts as stuck.",
 )
+@click.option(
+    "--local-faults-only",
+    is_flag=True,
+    help="Fail only on this machine's faults (no health file, a stale one); a failing receive is "
+    "reported but exits 0: what an instance's self-report to its Auto Scaling group uses.",
+)
 def check_command(
     transport: Transport,
     queue_url: str | None,
@@ -76,9 +68,10 @@ def check_command(
     mns_queue: str | None,
     web_address: str,
     web_port: int,
-    state: str,
+    state: str | None,
     health_file: str | None,
     max_age: float,
+    local_faults_only: bool,
 ) -> None:
     """Health check of a daemon on this machine (container HEALTHCHECK, systemd, monitoring): exit 0
     when its health file is fresh and its last receive from the queue worked, 1 otherwise, saying
@@ -91,27 +84,30 @@ def check_command(
     or through the same CFN_PROVIDER_* variables (a container's HEALTHCHECK inherits them). Each
     daemon keeps its own health file, named after its queue, beside its SQLite state file (else in
     the state directory). Named by nothing, check reads the only health file there, and refuses
-    to guess between several."""
+    to guess between several. --local-faults-only: a fresh file is healthy even when the last
+    receive failed (an SQS or network outage is no reason to replace the machine)."""
     from . import health
 
     daemon = daemon_id(transport, queue_url, mns_endpoint, mns_queue, f"{web_address}:{web_port}")
-    path, why = health.locate(state, health_file, daemon)
+    path, why = health.locate(state or default_state_url(daemon), health_file, daemon)
     if path is None:
         click.echo(why, err=True)
         sys.exit(1)
-    ok, why = health.check(path, max_age, expect=daemon)
+    ok, why = health.check(path, max_age, expect=daemon, local_only=local_faults_only)
     click.echo(why, err=not ok)
     sys.exit(0 if ok else 1)
 
 
 @click.command("redrive")
 @config_option
-@click.option("--queue-url", required=True, envvar=ENV + "QUEUE_URL", help="The queue the daemon serves.")
-@click.option("--dlq-url", help="Its dead-letter queue (default: found from the queue's RedrivePolicy).")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP)
+@click.option("--dlq-url", help=DLQ_URL_HELP)
 @region_option
-@click.option("--max", "limit", type=click.IntRange(0), default=0, help="Move at most this many (0: all).")
+@click.option(
+    "--max", "limit", type=click.IntRange(0), default=0, show_default=True, help="Move at most this many (0: all)."
+)
 @click.option("--dry-run", is_flag=True, help="List what would be moved; move nothing.")
-def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
+def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | None, limit: int, dry_run: bool) -> None:
     """Move messages from the dead-letter queue back to the queue, after a fix.
 
     Requests already answered are recognised by the idempotency store and not run again.
@@ -119,6 +115,8 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
     --config FILE reads the daemon's own file (its queue-url and region)."""
     import boto3
 
+    if not queue_url:
+        raise click.UsageError("name the daemon's queue: --queue-url URL, or --config FILE (its queue-url)")
     from .redrive import dead_letter_queue_url
     from .redrive import redrive as move
 
@@ -183,6 +181,9 @@ def redrive_command(queue_url: str, dlq_url: str | None, region: str | None, lim
     "answered FAILED), and CloudFormation waits no longer than it.",
 )
 @click.option("--keep", is_flag=True, help="Send no Delete: keep the stack, or what the Create made.")
+@click.option("--queue-url", envvar=ENV + "QUEUE_URL", help=QUEUE_URL_HELP + " invoke: to read its health file.")
+@click.option("--state", envvar=ENV + "STATE", show_default=state_default(), help=STATE_HELP)
+@click.option("--health-file", envvar=ENV + "HEALTH_FILE", type=click.Path(dir_okay=False), help=HEALTH_FILE_HELP)
 @click.option("--poll-interval", type=click.FloatRange(0.05, 60), default=2.0, hidden=True)
 def invoke_command(
     topic_arn: tuple[str, ...],
@@ -193,6 +194,9 @@ def invoke_command(
     stack_name: str | None,
     timeout: int,
     keep: bool,
+    queue_url: str | None,
+    state: str | None,
+    health_file: str | None,
     poll_interval: float,
 ) -> None:
     """Smoke-test a running daemon: send it a Create (then the Delete that cleans up after it) the
@@ -213,7 +217,10 @@ def invoke_command(
     answer, but the daemon must allow that bucket's URL prefix (an emulator, a staging daemon).
 
     Exit 0 when every request got the answer expected (SUCCESS; a ping's 'no handler'), 1 when
-    the daemon answered otherwise, 2 when an answer did not come (or invoke could not run)."""
+    the daemon answered otherwise, 2 when an answer did not come (or invoke could not run). When
+    no answer comes, invoke reads what the daemon on this machine recorded in its health file (named
+    by --config, or --queue-url and --state, as for check) about the messages it refused, and names
+    the likely cause (a signature it could not verify, a ResponseURL or topic it does not accept)."""
     import uuid
 
     import boto3
@@ -235,8 +242,9 @@ def invoke_command(
         if response_bucket:
             bucket, _, prefix = response_bucket.partition("/")
             prefix = prefix.strip("/") + "/" if prefix.strip("/") else f"{STACK_PREFIX}/"
+            refusals = _refusals(state, health_file, queue_url)
             topic = TopicInvoke(
-                session, topic_arn[0], bucket, prefix, timeout, click.echo, poll=min(poll_interval, 0.25)
+                session, topic_arn[0], bucket, prefix, timeout, click.echo, min(poll_interval, 0.25), refusals
             )
             click.echo(f"invoke: {rtype} through the topic {topic_arn[0]}; answers to {topic.allowed_prefix()}")
             answers = topic.run(rtype, props, keep)
@@ -247,8 +255,21 @@ def invoke_command(
                 rtype, props, keep
             )
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        click.echo(f"cfn-provider invoke: AWS: {exc}", err=True)
-        sys.exit(2)
+        raise InvokeError(f"invoke: AWS: {exc}") from None  # the one error path: `cfn-provider: <why>`, exit 2
     code, closing = verdict(answers, rtype)
     click.echo(closing, err=code != 0)
     sys.exit(code)
+
+
+def _refusals(
+    state: str | None, health_file: str | None, queue_url: str | None
+) -> Callable[[float], tuple[str, list[Any]]]:
+    """What the daemon's health file (as `check` finds it) says it refused since a time: (its path, refusals)."""
+    from . import health
+
+    def since(when: float) -> tuple[str, list[Any]]:
+        daemon = daemon_id("sqs", queue_url)
+        path, _ = health.locate(state or default_state_url(daemon), health_file, daemon)
+        return (str(path), health.refusals_since(path, when)) if path else ("", [])
+
+    return since

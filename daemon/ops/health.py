@@ -2,7 +2,9 @@
 
 The running daemon rewrites a small JSON file from its event loop (so a wedged loop stops
 refreshing it) and, under systemd, sends READY/WATCHDOG/STOPPING notifications.
-`cfn-provider check` reads the file: exit 0 when it is fresh and the last receive worked. There
+`cfn-provider check` reads the file: exit 0 when it is fresh and the last receive worked (with
+`local_only`, when it is fresh: a failing receive is a fault outside this machine, which replacing
+the machine does not cure; an instance's own health report uses that, docs/operating.md). There
 is one file per daemon (cfn_provider.config.health_path, named after the daemon's queue), and each
 says which daemon wrote it, so `check` reports on the daemon it was asked about and says which.
 """
@@ -15,6 +17,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from ..config import health_files, health_path
 
@@ -29,6 +32,7 @@ class Health:
     in_flight: int
     handled: int
     daemon: str | None = None  # config.daemon_id of the daemon writing it (None in earlier builds' files)
+    refused: list[dict[str, Any]] | None = None  # the last few messages not run: {at, event, reason}
 
 
 def write(path: Path, health: Health) -> None:
@@ -66,9 +70,13 @@ def _daemon_of(path: Path) -> str:
         return "unreadable"
 
 
-def check(path: Path, max_age: float, now: float | None = None, expect: str | None = None) -> tuple[bool, str]:
+def check(
+    path: Path, max_age: float, now: float | None = None, expect: str | None = None, local_only: bool = False
+) -> tuple[bool, str]:
     """(healthy, why) for the health file at `path`; `expect`: the daemon (config.daemon_id) asked
-    about, which must be the one that wrote the file. `why` ends with the daemon read, and where."""
+    about, which must be the one that wrote the file. `why` ends with the daemon read, and where.
+    `local_only`: only this machine's faults count (no file, a stale file: the event loop is wedged
+    or the process gone); a failed receive is then reported, not held against the instance."""
     now = time.time() if now is None else now
     try:
         doc = json.loads(path.read_text())
@@ -91,13 +99,31 @@ def check(path: Path, max_age: float, now: float | None = None, expect: str | No
             + where,
         )
     if health.last_receive_ok is False:
+        if local_only:
+            return True, (
+                f"degraded, not a local fault (pid {health.pid}): the last receive failed: {health.last_error}" + where
+            )
         return False, f"the last receive failed (pid {health.pid}): {health.last_error}" + where
     if health.last_receive_ok is None:
         return True, f"starting (pid {health.pid}): no receive has completed yet" + where
     return True, (
         f"ok (pid {health.pid}): last receive {now - (health.last_receive_at or now):.0f} s ago, "
-        f"{health.in_flight} in flight, {health.handled} handled" + where
+        f"{health.in_flight} in flight, {health.handled} handled (as of {max(0.0, age):.0f} s ago: the "
+        "daemon rewrites its health file every few seconds)" + where
     )
+
+
+def refusals_since(path: Path, since: float) -> list[dict[str, Any]]:
+    """The refusals (rejected, security, deferred) the daemon writing `path` recorded at or after
+    `since`; none when the file is missing or unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    found = doc.get("refused") if isinstance(doc, dict) else None
+    return [
+        r for r in found or [] if isinstance(r, dict) and isinstance(r.get("at"), (int, float)) and r["at"] >= since
+    ]
 
 
 def sd_notify(state: str) -> bool:

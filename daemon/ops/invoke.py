@@ -123,6 +123,28 @@ def verdict(answers: list[Answer], resource_type: str) -> tuple[int, str]:
     return 0, "ok: the daemon answered " + " and ".join(a.request_type for a in answers) + " SUCCESS"
 
 
+def likely_cause(refusal: dict[str, Any], prefix: str) -> list[str]:
+    """What the daemon's recorded refusal of a message (health file: at, event, reason) means for
+    the operator: what it said, then the likely fix."""
+    reason, event = str(refusal.get("reason", "")), str(refusal.get("event", ""))
+    when = time.strftime("%H:%M:%S", time.localtime(float(refusal.get("at", 0))))
+    said = f"{when} {event}: {reason}"
+    low = reason.lower()
+    if "signature" in low or "certificate" in low:
+        fix = (
+            "-> it could not verify SNS's signature: on an emulator run it with --no-verify-signatures "
+            "(the emulator's SigningCertURL names AWS's host), or --trust-signing-cert-url for one that "
+            "serves its own certificate"
+        )
+    elif "responseurl" in low:
+        fix = f"-> it refuses this ResponseURL: run it with --allow-response-url {prefix}"
+    elif "topicarn" in low:
+        fix = "-> it accepts other topics: add this one to its --topic-arn (or invoke its own topic)"
+    else:
+        fix = "-> see its log for that message"
+    return [said, fix]
+
+
 class TopicInvoke:
     """Straight to the topic: publish each request with a presigned PUT URL in `bucket` under
     `prefix`, wait for the daemon's answer there, read it and delete it."""
@@ -136,9 +158,10 @@ class TopicInvoke:
         timeout: int,
         report: Callable[[str], None],
         poll: float = 0.25,
+        refusals: Callable[[float], tuple[str, list[dict[str, Any]]]] | None = None,
     ):
         self.topic_arn, self.bucket, self.prefix, self.timeout = topic_arn, bucket, prefix, timeout
-        self.report, self.poll = report, poll
+        self.report, self.poll, self.refusals = report, poll, refusals
         _, region, account = topic_parts(topic_arn)
         self.sns, self.s3 = session.client("sns", region_name=region), session.client("s3", region_name=region)
         self.stack_id = f"arn:aws:cloudformation:{region}:{account}:stack/{STACK_PREFIX}/{uuid.uuid4()}"
@@ -178,12 +201,13 @@ class TopicInvoke:
         }
         if physical_id is not None:
             request["PhysicalResourceId"] = physical_id
-        started = time.monotonic()
+        started, sent_at = time.monotonic(), time.time()
         self.sns.publish(TopicArn=self.topic_arn, Message=json.dumps(request))
-        body = self._wait_for(key, started + self.timeout + 10)
+        body = self._wait_for(key, started + self.timeout)  # the daemon answers within the ServiceTimeout
         took = round(time.monotonic() - started, 1)
         if body is None:
-            answer = Answer(request_type, None, seconds=took, request_id=request_id, detail=self._no_answer_hints())
+            hints = self._no_answer_hints(sent_at - 1.0)
+            answer = Answer(request_type, None, seconds=took, request_id=request_id, detail=hints)
         else:
             data = body.get("Data") if isinstance(body.get("Data"), dict) else None
             if data and body.get("NoEcho"):
@@ -220,9 +244,14 @@ class TopicInvoke:
                 return {"Status": "UNREADABLE", "Reason": raw[:200].decode("utf-8", "replace")}
             return doc if isinstance(doc, dict) else {"Status": "UNREADABLE"}
 
-    def _no_answer_hints(self) -> list[str]:
+    def _no_answer_hints(self, since: float) -> list[str]:
+        where, refused = self.refusals(since) if self.refusals else ("", [])
+        if refused:
+            return [f"        no answer within {self.timeout} s; the daemon's health file ({where}) says why:"] + [
+                f"        {line}" for r in refused for line in likely_cause(r, self.allowed_prefix())
+            ]
         return [
-            f"        no answer within {self.timeout + 10} s: is the daemon receiving (`cfn-provider check`)? Or it",
+            f"        no answer within {self.timeout} s: is the daemon receiving (`cfn-provider check`)? Or it",
             f"        refuses this ResponseURL: it must run with --allow-response-url {self.allowed_prefix()}",
             "        (its log then has a `security` line, and the request goes to the dead-letter queue, where",
             "        `cfn-provider redrive --dry-run` lists it).",

@@ -12,7 +12,10 @@ without end.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -39,6 +42,8 @@ class Metrics:
 
     def __init__(self, resource_label: Callable[[str], str] | None = None) -> None:
         self._resource_label = resource_label or (lambda _rtype: OTHER)
+        self.refusals: deque[dict[str, Any]] = deque(maxlen=5)
+        self.on_refused: Callable[[], object] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "cfn_provider_requests",
@@ -97,9 +102,17 @@ class Metrics:
         if outcome == "answered":
             self._since["answered" if status == "SUCCESS" else "failed"] += 1
 
-    def message_rejected(self, kind: str) -> None:
+    def message_rejected(self, kind: str, reason: str = "") -> None:
         self.rejected.labels(kind).inc()
         self._since["rejected"] += 1
+        self.message_refused(kind, reason)
+
+    def message_refused(self, kind: str, reason: str) -> None:
+        """Keep the last few refusals (rejected, security, deferred) for the health file, where
+        `invoke` reads why a request it sent was never answered; `on_refused` is told at once."""
+        self.refusals.append({"at": round(time.time(), 3), "event": kind, "reason": reason[:300]})
+        if self.on_refused is not None:
+            self.on_refused()
 
     def handler_ran(self, resource_type: str, request_type: str, seconds: float) -> None:
         self.handler_seconds.labels(self._resource_label(resource_type), request_type_label(request_type)).observe(

@@ -27,6 +27,7 @@ from typing import Any
 from ..dialects.base import Dialect
 from ..pipeline.request import stack_name_from_id, stored_parts
 from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, State, StoreConfigError, claimed_at
+from ..trust.tenants import DEFAULT as DEFAULT_PRINCIPAL
 from ..trust.urls import redact, redact_text
 
 # --state-is accepts the store's states (any case) and these words for them
@@ -97,10 +98,19 @@ def state_names(values: Iterable[str]) -> set[State]:
     return names
 
 
+def key_tenant(key: str) -> str:
+    """The tenant (principal) a store key names: its third item, or `default` (cfn_provider.trust.tenants)."""
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return DEFAULT_PRINCIPAL
+    return str(parts[2]) if isinstance(parts, list) and len(parts) > 2 else DEFAULT_PRINCIPAL
+
+
 def key_ids(key: str) -> tuple[str, str]:
     """(StackId, RequestId) from a store key (cfn_provider.pipeline.request.idempotency_key)."""
     try:
-        stack_id, request_id = json.loads(key)
+        stack_id, request_id = json.loads(key)[:2]  # a third item: the principal (not the default)
         return str(stack_id), str(request_id)
     except (ValueError, TypeError):
         return key, ""
@@ -155,6 +165,7 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
         "resource_type": text("ResourceType"),
         "request_type": text("RequestType"),
         "request_id": request_id,
+        "tenant": key_tenant(record.key),
         "owner": record.owner,
         "lease_left": (
             round(record.lease_until - now, 1) if record.state != SENT and record.lease_until else None

@@ -1,6 +1,7 @@
 """`cfn-provider web-token`: make the web listener's path token, and print the ServiceTokens to hand out.
 
     cfn-provider web-token --new --web-token-file /etc/cfn-provider/web-token --url https://provider.example.com:8443
+    cfn-provider web-token --new team-a --web-token-file ...  # a token for the tenant team-a (a line `team-a TOKEN`)
     cfn-provider web-token --rotate --web-token-file ...   # a new first token; the old one stays valid until removed
     cfn-provider web-token --url ... --mode sync           # just the web[sync] ServiceToken (for scripts)
 
@@ -17,8 +18,11 @@ from urllib.parse import urlsplit
 
 import click
 
+from ..cli_options import CONFIG_HELP
 from ..config import apply_config_file
-from ..trust.web_tokens import ENV_TOKEN, Mode, Tokens, new_token
+from ..dialects.ros_web_options import WEB_TOKEN_FILE_HELP
+from ..trust.tenants import DEFAULT, checked_name
+from ..trust.web_tokens import Mode, Tokens, named, new_token
 
 ENV = "CFN_PROVIDER_"
 
@@ -29,16 +33,19 @@ def _config(ctx: click.Context, _param: click.Parameter, path: str | None) -> st
     return path
 
 
-def write_token(path: Path, rotate: bool) -> None:
-    """A new token as the file's first line (mode 600); with `rotate` the current one stays as the second."""
-    old: list[str] = []
-    if path.exists() and path.read_text().strip():
-        if not rotate:
-            raise click.ClickException(f"{path} already holds a token: --rotate adds a new one beside it")
-        old = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")][:1]
-    elif rotate:
-        raise click.ClickException(f"{path} holds no token to rotate: make the first with --new")
-    text = "\n".join([new_token(), *old]) + "\n"
+def write_token(path: Path, rotate: bool, tenant: str = DEFAULT) -> None:
+    """A new token for `tenant` as its first line in the file (mode 600); with `rotate` the tenant's
+    current one stays as its second. Other tenants' lines are kept as they are."""
+    lines = [line.strip() for line in path.read_text().splitlines()] if path.exists() else []
+    entries = [line for line in lines if line and not line.startswith("#")]
+    mine = [line for line in entries if named(line, str(path))[0] == tenant]
+    others = [line for line in entries if line not in mine]
+    if mine and not rotate:
+        raise click.ClickException(f"{path} already holds a token for {tenant}: --rotate adds a new one beside it")
+    if rotate and not mine:
+        raise click.ClickException(f"{path} holds no token for {tenant} to rotate: make the first with --new")
+    fresh = new_token() if tenant == DEFAULT and not any(" " in line for line in entries) else f"{tenant} {new_token()}"
+    text = "\n".join([*others, fresh, *mine[:1]]) + "\n"
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -54,14 +61,14 @@ def write_token(path: Path, rotate: bool) -> None:
     is_eager=True,
     expose_value=False,
     envvar=ENV + "CONFIG",
-    help="The daemon's TOML config file (its web-token-file is used).",
+    help=CONFIG_HELP,
 )
 @click.option(
     "--web-token-file",
     type=click.Path(dir_okay=False),
     envvar=ENV + "WEB_TOKEN_FILE",
     metavar="FILE",
-    help=f"The daemon's token file (else {ENV_TOKEN}, as for run).",
+    help=WEB_TOKEN_FILE_HELP,
 )
 @click.option(
     "--url",
@@ -70,12 +77,28 @@ def write_token(path: Path, rotate: bool) -> None:
     help="The listener's base URL as ROS reaches it (https://HOST[:PORT], a load balancer's name if "
     "there is one): the ServiceTokens are printed for it.",
 )
-@click.option("--new", "new", is_flag=True, help="Write a new random token (256 bits) to --web-token-file (mode 600).")
+@click.option(
+    "--new",
+    "new",
+    is_flag=False,
+    flag_value=DEFAULT,
+    default=None,
+    metavar="[NAME]",
+    help="Write a new random token (256 bits) to --web-token-file (mode 600) for the tenant NAME (a line "
+    "`NAME TOKEN`: the principal of every request that comes with it); without NAME, the tenant default.",
+)
 @click.option(
     "--rotate",
     is_flag=True,
-    help="Write a new token as the file's first line and keep the current one as the second: both are "
-    "valid (after SIGHUP) until you delete the second line and send SIGHUP again.",
+    help="Write a new token for the tenant (--tenant) and keep its current one beside it: both are "
+    "valid (after SIGHUP) until you delete the older line and send SIGHUP again.",
+)
+@click.option(
+    "--tenant",
+    default=None,
+    metavar="NAME",
+    help="The tenant whose token --rotate replaces and whose ServiceTokens are printed (default: --new's "
+    "NAME, else the file's first line).",
 )
 @click.option(
     "--mode",
@@ -94,8 +117,9 @@ def write_token(path: Path, rotate: bool) -> None:
 def web_token_command(
     web_token_file: str | None,
     url: str | None,
-    new: bool,
+    new: str | None,
     rotate: bool,
+    tenant: str | None,
     mode: Mode | Literal["both"],
     idempotent: bool,
 ) -> None:
@@ -105,8 +129,9 @@ def web_token_command(
     SIGHUP after changing the file; it then accepts every token the file holds (at most two)."""
     if (new or rotate) and not web_token_file:
         raise click.UsageError("--new and --rotate write to --web-token-file FILE")
+    tenant = checked_name(tenant or new or DEFAULT, "--tenant") if (tenant or new or rotate) else None
     if new or rotate:
-        write_token(Path(web_token_file or ""), rotate)
+        write_token(Path(web_token_file or ""), rotate, tenant or DEFAULT)
         click.echo(
             f"wrote a new token to {web_token_file}"
             + (" (the previous one is its second line)" if rotate else "")
@@ -129,7 +154,7 @@ def web_token_command(
             "adds TLS, or on loopback",
             err=True,
         )
-    async_token, sync_token = tokens.service_tokens(url, idempotent)
+    async_token, sync_token = tokens.service_tokens(url, idempotent, tenant)
     if mode == "both":
         click.echo(f"asynchronous (the answer is POSTed to ROS's ResponseURL):\n  {async_token}")
         click.echo(f"synchronous (the HTTP response is the answer, within --web-sync-timeout):\n  {sync_token}")

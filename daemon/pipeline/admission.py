@@ -4,7 +4,7 @@ listener's body goes through `admit_request`, the part after the envelope).
 
     unwrap (the transport's forms) -> raw delivery only without verification -> bare MNS messages
         only when allowed -> TopicArn allowlist -> SNS signature -> parse (the transport's dialect)
-        -> ResponseURL allowlist
+        -> ResponseURL allowlist -> the principal (the tenant whose topic it came through: cfn_provider.trust.tenants)
 
 A message that fails is not admitted (cfn_provider.errors): `Rejected` (bad input), `Forged` (it
 may be forged: logged as a `security` event) or `Deferred` (a signing certificate could not be
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import structlog
 
@@ -24,6 +25,7 @@ from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted, Rejected
 from ..transports.queue import Message
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from ..trust.tenants import DEFAULT, Tenants
 from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
 from .request import NotARequest, Request, parse
@@ -57,10 +59,12 @@ class Admission:
         forms: str = SNS_FORMS,
         bare_messages: bool = True,
         stopping: Callable[[], bool] = lambda: False,
+        tenants: Tenants | None = None,
     ):
         self.url_policy, self.verifier, self.topic_arns = url_policy, verifier, topic_arns
         self.dialect, self.url_choice, self.stopping = dialect, url_choice, stopping
         self.forms, self.bare_messages = forms, bare_messages
+        self.tenants = tenants or Tenants()
 
     async def admit(self, message: Message) -> tuple[Envelope, Request]:
         """The message's envelope and request; NotAdmitted (Rejected, Forged, Deferred) saying why not."""
@@ -81,13 +85,14 @@ class Admission:
                 raise Forged(f"TopicArn {envelope.topic_arn!r} is not in the allowlist")
             if self.verifier is not None:
                 await self._verify(message, envelope)
-        return envelope, self.admit_request(envelope.message)
+        return envelope, self.admit_request(envelope.message, self.tenants.of_topic(envelope.topic_arn))
 
-    def admit_request(self, text: str) -> Request:
-        """The request in `text`, parsed under the transport's dialect and its ResponseURLs checked;
+    def admit_request(self, text: str, principal: str = DEFAULT) -> Request:
+        """The request in `text` from `principal` (who sent it, as its transport proved: never a
+        field of `text`), parsed under the transport's dialect and its ResponseURLs checked;
         Rejected (not a request) or Forged (a ResponseURL outside the allowlist) saying why not."""
         try:
-            request = parse(text, self.dialect)
+            request = replace(parse(text, self.dialect), principal=principal)
         except NotARequest as exc:
             raise Rejected(str(exc)) from None
         if request.ignored:  # another dialect's fields: they change nothing, but say they were there

@@ -7,6 +7,13 @@ this copy was not to wait for it or the daemon started draining meanwhile (`wait
 back, hidden for that lease); or an answer is stored that this copy may re-send (`replay`). A copy
 another attempt holds waits here, in the daemon, the message kept hidden by its heartbeat, rather
 than going back to the queue: every receive counts toward the dead-letter queue (docs/guarantees.md).
+
+A copy whose caller waits on it (web[sync]) waits only until that caller's limit, and never starts
+the handler after waiting: a takeover then would get only what is left of the caller's time (a dead
+member's lease, 60 s by default, outlasts the 55 s limit), and the FAILED it stored would be every
+later retry's answer. Such a copy ends `wait` instead (the web listener's 503 + Retry-After: the
+seconds until the lease lapses, or 1 once the request is free), and the retry takes the request over
+with its full budget.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ class Attempt:
 class Claimed:
     end: ClaimEnd
     record: Record | None  # acquired: the record taken over, if any; else the one that stood in the way
+    retry_in: float | None = None  # wait: seconds until a retry may take the request (else the record's lease)
 
 
 class Claims:
@@ -81,6 +89,7 @@ class Claims:
         """Claim the request; while another attempt holds it, wait (noting whom in `outcome`) and try again."""
         request, token, digest = attempt.request, attempt.token, attempt.digest
         lease, wire = self.limits().lease_seconds, stored_form(request)  # stored: poll steps, `cfn-provider requests`
+        waited: Record | None = None  # the record this copy waited for, once it has
         while True:
             claim, cut_off = await self.calls.write(
                 lambda: self.store.claim(request.key, self.owner, digest, lease, token=token, request=wire)
@@ -89,6 +98,9 @@ class Claims:
                 if claim.acquired:
                     await self.calls.write(lambda: self.store.release(request.key, token))
                 return Claimed("released", None)
+            if claim.acquired and waited is not None and attempt.outlet.caller_waits:  # its caller lost time
+                await self.calls.write(lambda: self.store.release(request.key, token))
+                return Claimed("wait", claim.record or waited, retry_in=1.0)  # free now: a retry gets it all
             if claim.acquired:
                 return Claimed("acquired", claim.record)
             record = claim.record
@@ -100,8 +112,12 @@ class Claims:
                 return Claimed(end, record)
             if outcome.waited_for is None:
                 outcome.waited_for = record.owner
-            if attempt.dead_letter is not None or not await self._waited_out(record):
+            if attempt.dead_letter is not None:
                 return Claimed("wait", record)
+            again, record = await self._waited_out(record, attempt.outlet.waits_until)
+            if not again:
+                return Claimed("wait", record)
+            waited = record
 
     def _in_the_way(self, attempt: Attempt, record: Record) -> ClaimEnd:
         """What a refused claim meets in `record`: a stored answer, polls, or an attempt to wait for."""
@@ -113,33 +129,37 @@ class Claims:
             return "wait"
         return "replay"  # a stored answer not yet delivered here: re-send it, never re-run the handler
 
-    async def _waited_out(self, record: Record) -> bool:
-        """Wait for the attempt holding `record` (True: look again); False when the daemon drains meanwhile
-        or its grace period's cancel comes."""
+    async def _waited_out(self, record: Record, until: float | None) -> tuple[bool, Record]:
+        """Wait for the attempt holding `record` (True: look again); False when the daemon drains meanwhile,
+        its grace period's cancel comes, or `until` (a waiting caller's limit) passes first. With the
+        record as last read (its lease: when a retry may find the request free)."""
         try:
-            return await self._wait_out(record)
+            return await self._wait_out(record, until)
         except asyncio.CancelledError:
             if not self.stopping():
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task: never None
-            return False
+            return False, record
 
-    async def _wait_out(self, record: Record) -> bool:
+    async def _wait_out(self, record: Record, until: float | None) -> tuple[bool, Record]:
         """Until the attempt holding `record` lets go of it or its lease runs out (True): look
         again at the record now and then (early if the holder finishes), never later than its
-        lease ends. False when the daemon starts draining meanwhile."""
+        lease ends. False when the daemon starts draining meanwhile, or at `until`."""
         pause = 0.25
         while True:
-            remaining = (record.lease_until or 0) - time.time()
+            now_s = time.time()
+            if until is not None and now_s >= until:
+                return False, record
+            remaining = min((record.lease_until or 0), until or float("inf")) - now_s
             try:
                 await asyncio.wait_for(self.draining.wait(), min(max(remaining, 0.05), pause))
-                return False
+                return False, record
             except TimeoutError:
                 pass
             pause = min(self.limits().wait_poll_max, pause * 2)
             now = await self.calls.call(functools.partial(self.store.get, record.key))
             if now is None or now.token != record.token or now.state != record.state or not now.leased(time.time()):
-                return True
+                return True, record
             record = now
 
 

@@ -60,7 +60,9 @@ class TimedOutCreates:
         fails (or times out) here is logged and answered SUCCESS too: the Create most likely made
         nothing, and the stack's rollback must not be stuck on it."""
         create_id = responses.timed_out_create(request)
-        record = await self.store.get(idempotency_key(request.stack_id, create_id)) if create_id else None
+        record = (
+            await self.store.get(idempotency_key(request.stack_id, create_id, request.principal)) if create_id else None
+        )
         if not gave_marker(record, request):
             log.warning(
                 "timed_out_create.unverified",

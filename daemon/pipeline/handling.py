@@ -33,7 +33,8 @@ HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is
 
 class Handling:
     """The handlers (`router`) run on `executor` (a sync handler's thread), with the boto `session`
-    their Context gives; `stopping` says whether the daemon's grace period is over."""
+    their Context gives; `stopping` says whether the daemon's grace period is over; `allows(principal,
+    ResourceType)` whether a principal was given that handler (cfn_provider.trust.tenants)."""
 
     def __init__(
         self,
@@ -43,9 +44,10 @@ class Handling:
         metrics: Metrics,
         timed_out: TimedOutCreates,
         stopping: Callable[[], bool],
+        allows: Callable[[str, str], bool] = lambda _principal, _type: True,
     ) -> None:
         self.router, self.executor, self.session, self.metrics = router, executor, session, metrics
-        self.timed_out, self.stopping = timed_out, stopping
+        self.timed_out, self.stopping, self.allows = timed_out, stopping, allows
 
     async def answer(
         self, request: Request, deadline: float, dead_letter: DeadLetter | None = None
@@ -69,7 +71,8 @@ class Handling:
     ) -> responses.Response | InProgress:
         """Run the request's handler (after `wait_for`, a timed-out Create's handler still running, for at
         most half of the time there is); a handler that raises or times out is a FAILED answer."""
-        route = self.router.route(request.resource_type)
+        allowed = self.allows(request.principal, request.resource_type)  # as unnamed for a tenant not given it
+        route = self.router.route(request.resource_type) if allowed else None
         if route is None:
             return responses.failure(request, f"no handler for {request.resource_type}")
         try:

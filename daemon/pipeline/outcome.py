@@ -29,6 +29,7 @@ OutcomeName = Literal[
     "polling-elsewhere",  # a long-running request whose polls answer it
     "in-progress-elsewhere",  # another attempt holds it: handed back, hidden until that lease ends
     "released",  # the daemon is stopping: handed back for another worker
+    "busy",  # web[sync]: its function's every process busy, nothing ran: claim let go of, the caller told to retry
     "lost-claim",  # another attempt took it over meanwhile: nothing sent from here
     "store-unreachable",  # the daemon is stopping while the store is down: handed back
     "interrupted",  # cancelled outright (a second signal)

@@ -8,7 +8,9 @@ when the outlet says it was delivered. Two outlets exist:
 - the HTTP response a caller waits on (the web listener's `web[sync]` mode:
   cfn_provider.transports.web_requests.WaitingCaller). A caller waits on its connection, so
   every copy of a request is answered (an answered request's stored body is handed to each
-  retry, never recomputed), the connection bounds the deadline, and nothing can be polled.
+  retry, never recomputed), the connection bounds the deadline, and nothing can be polled. Such
+  a copy waits for another attempt only until its caller's limit, and never takes the request
+  over after waiting (cfn_provider.pipeline.claim: a takeover gets its full budget or none).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .responder import Delivery, Responder
 
 class Outlet(Protocol):
     caller_waits: bool  # a caller waits for this copy's answer: answered copies get the stored body again
+    waits_until: float | None  # when that caller stops waiting (epoch seconds); None: nobody waits
 
     def deadline(self, request: Request, deadline: float) -> float:
         """The handler's deadline (epoch seconds), given the request's own: no later than the outlet allows."""
@@ -36,6 +39,7 @@ class ResponseUrl:
     """The request's ResponseURL(s), in the order `url_choice` gives (ROS: intranet first, maybe)."""
 
     caller_waits = False
+    waits_until: float | None = None
 
     def __init__(self, responder: Responder, url_choice: ResponseUrlChoice) -> None:
         self.responder, self.url_choice = responder, url_choice

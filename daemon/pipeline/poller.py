@@ -232,6 +232,8 @@ class Poller:
 
     # ------------------------------------------------------------------ one message
     async def _handle(self, message: Message) -> None:
+        if message.receive_count > 1:  # counted by the template's ReceivedAgain metric filter
+            log.info("message.received_again", message_id=message.id, receive_count=message.receive_count)
         holding = True
         try:
             heartbeat = Heartbeat(self.queue, message, self.visibility_timeout)

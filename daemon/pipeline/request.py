@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DIALECTS
 from ..errors import InputError
+from ..trust.tenants import DEFAULT as DEFAULT_PRINCIPAL
 
 REQUEST_TYPES = ("Create", "Update", "Delete")
 # Without these nothing can be answered: they are copied into every response.
@@ -34,6 +35,8 @@ MAX_DEPTH = 64  # nesting far beyond any real template; deeper would exhaust the
 
 def json_size(text: str) -> int:
     """Bytes `text` takes inside a JSON body (escapes included): what the 4096-byte limit counts."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text)  # nothing to escape (the usual id): one byte a character
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
 
 
@@ -137,6 +140,7 @@ class Request(RequestFields):
     wire: FrozenDict  # exactly what a Lambda custom resource receives
     problems: tuple[str, ...] = ()
     dialect: Dialect = CLOUDFORMATION
+    principal: str = DEFAULT_PRINCIPAL  # who sent it, proven by its transport (cfn_provider.trust.tenants)
 
     def _mapping(self) -> Mapping[str, Any]:
         return self.wire
@@ -186,8 +190,8 @@ class Request(RequestFields):
 
     @property
     def key(self) -> str:
-        """Idempotency key: StackId + RequestId."""
-        return idempotency_key(self.stack_id, self.request_id)
+        """Idempotency key: StackId + RequestId (+ the principal, unless it is the default one)."""
+        return idempotency_key(self.stack_id, self.request_id, self.principal)
 
     @property
     def service_timeout(self) -> int:
@@ -202,9 +206,13 @@ class Request(RequestFields):
         return min(max(value, 1), d.max_timeout)
 
 
-def idempotency_key(stack_id: str, request_id: str) -> str:
-    """The store's key of a request: StackId + RequestId, unambiguous whatever the ids contain."""
-    return json.dumps([stack_id, request_id])
+def idempotency_key(stack_id: str, request_id: str, principal: str = DEFAULT_PRINCIPAL) -> str:
+    """The store's key of a request: StackId + RequestId, unambiguous whatever the ids contain. A
+    principal other than the default one is part of it: no other principal's request can name its
+    records (the default principal's keys are those every earlier release wrote)."""
+    if principal == DEFAULT_PRINCIPAL:
+        return json.dumps([stack_id, request_id])
+    return json.dumps([stack_id, request_id, principal])
 
 
 def parse(text: str, dialect: Dialect = CLOUDFORMATION) -> Request:
@@ -219,8 +227,11 @@ def parse(text: str, dialect: Dialect = CLOUDFORMATION) -> Request:
 def stored_form(request: Request) -> str:
     """What a store keeps of a request (a record's `request`): its wire fields and its dialect.
     A wire request always has a ResponseURL; this document never does, so the two cannot be
-    confused, whatever a request carries."""
-    return json.dumps({"Dialect": request.dialect.name, "Request": request.wire}, separators=(",", ":"))
+    confused, whatever a request carries. A principal other than the default one is kept too."""
+    doc: dict[str, Any] = {"Dialect": request.dialect.name, "Request": request.wire}
+    if request.principal != DEFAULT_PRINCIPAL:
+        doc["Principal"] = request.principal
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def stored_parts(text: str) -> tuple[Any, Dialect | None]:
@@ -228,7 +239,7 @@ def stored_parts(text: str) -> tuple[Any, Dialect | None]:
     written before dialects were stored (the bare request). Raises NotARequest for a stored
     document that names an unknown dialect, ValueError for text that is not JSON."""
     doc = json.loads(text)
-    if isinstance(doc, dict) and "ResponseURL" not in doc and set(doc) == {"Dialect", "Request"}:
+    if isinstance(doc, dict) and "ResponseURL" not in doc and set(doc) - {"Principal"} == {"Dialect", "Request"}:
         dialect = DIALECTS.get(doc["Dialect"]) if isinstance(doc["Dialect"], str) else None
         if dialect is None:
             raise NotARequest(f"stored under an unknown dialect {str(doc['Dialect'])[:40]!r}")
@@ -245,7 +256,15 @@ def from_stored(text: str, fallback: Dialect) -> Request:
         raise
     except (ValueError, RecursionError) as exc:
         raise NotARequest(f"stored request is not JSON ({type(exc).__name__})", fallback) from None
-    return _request(doc, dialect or fallback)
+    request = _request(doc, dialect or fallback)
+    return replace(request, principal=stored_principal(text)) if dialect is not None else request
+
+
+def stored_principal(text: str) -> str:
+    """The principal a stored request was sent by (the default one unless the record names another)."""
+    doc = json.loads(text)
+    principal = doc.get("Principal") if isinstance(doc, dict) and "ResponseURL" not in doc else None
+    return principal if isinstance(principal, str) and principal else DEFAULT_PRINCIPAL
 
 
 def _request(doc: Any, dialect: Dialect) -> Request:

@@ -144,7 +144,9 @@ def success(request: Request, result: Any) -> Response:
     try:
         physical_id, data, no_echo = _interpret(request, result)
     except _BadResult as exc:
-        return failure(request, f"handler returned an unusable result: {exc}")
+        # The handler may have made something: a usable id it gave is kept, so the rollback Delete
+        # reaches its handler (the failed-Create marker would answer that Delete without it).
+        return failure(request, f"handler returned an unusable result: {exc}", exc.physical_id)
     if (
         request.request_type == "Update"
         and not request.dialect.replaces_on_update
@@ -164,7 +166,12 @@ def success(request: Request, result: Any) -> Response:
 
 
 class _BadResult(HandlerFailure, ValueError):
-    """A handler returned what cannot be an answer (the message says what)."""
+    """A handler returned what cannot be an answer (the message says what); `physical_id`: the
+    usable id it returned, if any (what it made is known by it)."""
+
+    def __init__(self, message: str, physical_id: str | None = None):
+        super().__init__(message)
+        self.physical_id = physical_id
 
 
 def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | None, bool]:
@@ -174,32 +181,41 @@ def _interpret(request: Request, result: Any) -> tuple[str, dict[str, Any] | Non
         result = {"PhysicalResourceId": result}
     elif not isinstance(result, Mapping):
         raise _BadResult(f"a {type(result).__name__}; expected None, a str id or a mapping")
+    physical_id = _physical_id(request, result.get("PhysicalResourceId"))
+    given = physical_id if "PhysicalResourceId" in result else None  # the handler's own id
     unknown = sorted(set(map(str, result)) - _RESULT_KEYS)
     if unknown:
-        raise _BadResult(f"unknown keys {unknown}; allowed: {sorted(_RESULT_KEYS)}")
-
-    returned = result.get("PhysicalResourceId")
-    if returned is None:
-        physical_id = request.physical_id or default_physical_id(request)
-    elif not isinstance(returned, str) or not returned or not is_utf8(returned):
-        raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
-    elif json_size(returned) > request.dialect.max_physical_id:
-        limit = request.dialect.max_physical_id
-        raise _BadResult(f"PhysicalResourceId is {json_size(returned)} bytes; the limit is {limit}")
-    else:
-        physical_id = returned
-
+        raise _BadResult(f"unknown keys {unknown}; allowed: {sorted(_RESULT_KEYS)}", given)
     data = result.get("Data")
     if data is not None:
-        if not isinstance(data, Mapping):
-            raise _BadResult(f"Data is a {type(data).__name__}, not a mapping")
-        try:  # strict JSON: no NaN/Infinity, no lone surrogates
-            text = json.dumps(dict(data), ensure_ascii=False, allow_nan=False)
-            text.encode("utf-8")
-            data = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise _BadResult(f"Data is not JSON-serialisable ({str(exc)[:200]})") from None
+        data = _json_data(data, given)
     return physical_id, data, bool(result.get("NoEcho", False)) and request.dialect.no_echo
+
+
+def _physical_id(request: Request, returned: Any) -> str:
+    if returned is None:
+        return request.physical_id or default_physical_id(request)
+    if not isinstance(returned, str) or not returned or not is_utf8(returned):
+        raise _BadResult("PhysicalResourceId must be a non-empty string of valid UTF-8")
+    if json_size(returned) > request.dialect.max_physical_id:
+        limit = request.dialect.max_physical_id
+        raise _BadResult(f"PhysicalResourceId is {json_size(returned)} bytes; the limit is {limit}")
+    return returned
+
+
+def _json_data(data: Any, physical_id: str | None) -> dict[str, Any]:
+    """Data as strict JSON (no NaN/Infinity, no lone surrogates), or _BadResult naming the first
+    key whose value is not (its name, never its value)."""
+    if not isinstance(data, Mapping):
+        raise _BadResult(f"Data is a {type(data).__name__}, not a mapping", physical_id)
+    for key, value in data.items():
+        try:
+            json.dumps({str(key): value}, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            why = type(value).__name__ if isinstance(exc, TypeError) else str(exc)[:200]
+            raise _BadResult(f"Data key {str(key)[:100]!r} is not JSON-serialisable ({why})", physical_id) from None
+    loaded: dict[str, Any] = json.loads(json.dumps(dict(data), ensure_ascii=False, allow_nan=False))
+    return loaded
 
 
 def _encode(

@@ -14,6 +14,7 @@ fails fast). Modules are imported under one rule (handler_path: installed packag
 the `--handler-path` folders; never the working directory by accident). A target
 `lambda:MODULE.FUNCTION` is a Lambda custom-resource function run unchanged, in processes of its
 own (cfn_provider.functions), with its `functions` settings; its folder is found the same way.
+`fc:MODULE.FUNCTION` is an Alibaba Function Compute function, served the same way (fc_target).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def import_spec(spec: str, folders: tuple[str, ...] = ()) -> Any:
 
 
 LAMBDA_PREFIX = "lambda:"
+FC_PREFIX = "fc:"  # an Alibaba Function Compute function (ROS transports only: cfn_provider.functions.fc_target)
 
 
 def load_spec(spec: str, resource_type: str = "", function: Any = None, folders: tuple[str, ...] = ()) -> Any:
@@ -80,6 +82,10 @@ def load_spec(spec: str, resource_type: str = "", function: Any = None, folders:
         from ..functions.target import load
 
         return load(spec, resource_type, function, folders)
+    if spec.startswith(FC_PREFIX):
+        from ..functions import fc_target
+
+        return fc_target.load(spec, resource_type, function, folders)
     return import_spec(spec, folders)
 
 
@@ -97,6 +103,10 @@ def parse_handler_option(value: str) -> tuple[str, str | None]:
         from ..functions.target import parse_target
 
         parse_target(spec.strip())  # ValueError naming the expected form
+    if spec.strip().startswith(FC_PREFIX):
+        from ..functions.fc_target import parse_fc_target
+
+        parse_fc_target(spec.strip())
     return rtype.strip(), (spec.strip() if sep else None)
 
 

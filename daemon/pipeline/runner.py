@@ -51,6 +51,12 @@ class Context:
         self.log = structlog.get_logger("handler")
         self.session = session  # a shared aiobotocore session
 
+    @property
+    def principal(self) -> str:
+        """Who sent the request, as its transport proved (cfn_provider.trust.tenants): per-stack state a
+        handler keeps or derives belongs to it (`default`: every transport's default principal)."""
+        return self.request.principal
+
     def remaining(self) -> float:
         """Seconds left before the daemon gives up on this handler."""
         return max(0.0, self.deadline - time.monotonic())

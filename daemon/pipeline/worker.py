@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -29,13 +29,14 @@ from ..dead_letters.answer import DeadLetter
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
-from ..long_running.progress import InProgress
+from ..long_running.progress import Busy, InProgress
 from ..long_running.steps import Polls
 from ..ops.metrics import Metrics
 from ..stores.base import Record, Store, new_token, transient
 from ..transports.queue import Message
 from ..trust import retention
 from ..trust.signature import SignatureVerifier
+from ..trust.tenants import Tenants
 from ..trust.urls import ResponseUrlPolicy
 from . import response as responses
 from .admission import Admission
@@ -52,6 +53,7 @@ from .request import Request
 from .responder import Responder
 from .router import Router
 from .store_calls import STORE_RETRY_MAX, StoreCalls
+from .tenancy import Tenancy
 
 log = structlog.get_logger("worker")
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
@@ -65,6 +67,8 @@ class Policy:
     forms: str = SNS_FORMS  # the message forms the transport carries (cfn_provider.pipeline.envelope)
     bare_messages: bool = True  # MNS: serve messages that are not topic notifications
     wait_poll_max: float = WAIT_POLL_MAX  # seconds, at most, between looks at a request another attempt holds
+    tenants: Tenants = field(default_factory=Tenants)  # principals: their topics and handlers (trust.tenants)
+    owners: bool = False  # check each stack's owner (pipeline.tenancy): the web, or tenants' topics configured
 
 
 class Worker:
@@ -97,6 +101,7 @@ class Worker:
             forms=policy.forms,
             bare_messages=policy.bare_messages,
             stopping=lambda: self.stopping,
+            tenants=policy.tenants,
         )
         self.admit_request = self.admission.admit_request  # the web listener's body: the request, admitted
         self.executor, self.owner, self.session = executor, owner, session
@@ -106,7 +111,10 @@ class Worker:
         stopping = self._is_stopping  # read by each collaborator when it needs it
         self.calls = StoreCalls(store, stopping)
         self.claims = Claims(store, self.calls, owner, lambda: self.policy, self._draining, stopping)
-        self.handling = Handling(router, executor, session, self.metrics, TimedOutCreates(store), stopping)
+        self.tenancy = Tenancy(self.calls, policy.owners or bool(policy.tenants.topics))  # whose stack it is
+        self.handling = Handling(
+            router, executor, session, self.metrics, TimedOutCreates(store), stopping, policy.tenants.allows
+        )
         self.delivery = Deliverer(store, self.calls, self.outlet, stopping)
         # long-running actions: their progress stored, their steps run by the scheduler
         self.polls = Polls(store, self.calls, self.handling, self.delivery, self.metrics, dialect)
@@ -129,6 +137,7 @@ class Worker:
         started = time.monotonic()
         try:
             envelope, request = await self.admission.admit(message)
+            await self.tenancy.admit(request)  # its principal's stack, or Forged
         except NotAdmitted as exc:
             return self._rejected(message, exc)
         return await self.handle(envelope, request, heartbeat, started, dead_letter=dead_letter)
@@ -170,8 +179,9 @@ class Worker:
     # ------------------------------------------------------------------ admission (cfn_provider.pipeline.admission)
     def _rejected(self, message: Message, exc: NotAdmitted) -> Disposition:
         if isinstance(exc, Deferred):  # already logged ("deferred") when it first failed
+            self.metrics.message_refused(exc.event, str(exc))
             return Disposition.DEFER
-        self.metrics.message_rejected(exc.event)  # "rejected", or "security" for a Forged one
+        self.metrics.message_rejected(exc.event, str(exc))  # "rejected", or "security" for a Forged one
         first = message.id not in self._logged_bad
         if first:
             self._logged_bad[message.id] = None
@@ -205,7 +215,7 @@ class Worker:
             return Disposition.DELETE
         if claimed.end == "wait":  # hand it back, hidden until the lease it waits for ends
             outcome.name, outcome.owner = "in-progress-elsewhere", record.owner
-            heartbeat.defer(max(1.0, (record.lease_until or 0) - time.time()))
+            heartbeat.defer(claimed.retry_in or max(1.0, (record.lease_until or 0) - time.time()))
             return Disposition.DEFER
         return await self._replay(attempt, record, outcome)
 
@@ -252,12 +262,23 @@ class Worker:
         if answer is None:
             outcome.name = "released"
             return Disposition.RELEASE
+        if isinstance(answer, Busy) and attempt.outlet.caller_waits:  # nothing ran: the caller retries
+            return await self._busy(attempt, outcome)
         if isinstance(answer, InProgress) and attempt.outlet.caller_waits:  # nothing polls for a waiting caller
             answer = self.polls.unwaitable(request, answer)
         if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.long_running.steps)
             return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.answered(answer)
         return await self.delivery.store_and_send(request, token, answer, outcome, deadline, attempt.outlet)
+
+    async def _busy(self, attempt: Attempt, outcome: Outcome) -> Disposition:
+        """The handler could not start (its function's every process busy) for a caller waiting on its
+        connection: nothing ran, so nothing is stored: the claim is let go of (its retry runs it) and
+        the request handed back (the web listener: 503 + Retry-After)."""
+        await self.calls.write(lambda: self.store.release(attempt.request.key, attempt.token))
+        outcome.name = "busy"
+        log.info("request.busy", detail="every process of the function is busy: the caller is told to retry")
+        return Disposition.RELEASE
 
     async def _answer(self, attempt: Attempt, deadline: float) -> responses.Response | InProgress | None:
         """The request's answer (cfn_provider.pipeline.handling). When the grace period's cancel cuts the

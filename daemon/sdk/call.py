@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from ..pipeline.request import RequestFields
+from ..trust.tenants import DEFAULT as DEFAULT_PRINCIPAL
 
 __all__ = ["Call"]
 
@@ -29,6 +30,13 @@ class Call(RequestFields):
     def physical_id(self) -> str | None:
         """The existing resource's id (Update, Delete); None on Create."""
         return self._str("PhysicalResourceId") or None
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request, as its transport proved (cfn_provider.trust.tenants); `default` when
+        called without the daemon's context."""
+        principal = getattr(self.context, "principal", None)
+        return principal if isinstance(principal, str) and principal else DEFAULT_PRINCIPAL
 
     @property
     def region(self) -> str | None:

@@ -42,6 +42,12 @@ stale write loses to whoever takes the poll next. `park` takes an answer that ca
 it. `take_poll(early=True)` takes a poll before it is due (the operator ending it). Only a stored
 answer (RESPONSE_READY) becomes SENT. The whole table, every state against every operation, is
 tests/stores/transition_contract.py, run on every store.
+
+Stacks have owners (cfn_provider.trust.tenants: principals): `own_stack(stack_id, principal)` is one
+conditional write that makes `principal` the owner of a StackId no principal owns yet, and returns
+the owner (the one just written, or the one that was there). An owner record never expires and
+never changes; it lives beside the records (SQLite: its own table; DynamoDB: an item whose key,
+`owner_key`, cannot be a request's) and is never listed as one.
 """
 
 from __future__ import annotations
@@ -129,6 +135,7 @@ class Store(Protocol):
     ) -> Record | None: ...
     async def park(self, key: str, token: str) -> bool: ...
     async def get(self, key: str) -> Record | None: ...
+    async def own_stack(self, stack_id: str, principal: str) -> str: ...
     async def scrub(self, key: str) -> None: ...
     async def scrub_due(self) -> int: ...
     async def close(self) -> None: ...
@@ -153,6 +160,12 @@ def claimed_at(record: Record, ttl: float) -> float:
 def url_digest(url: str) -> str:
     """How a record names a ResponseURL (`url_digest`, `sent_digests`): its SHA-256, never the URL."""
     return hashlib.sha256(url.encode()).hexdigest()
+
+
+def owner_key(stack_id: str) -> str:
+    """The key of a stack's owner record where it shares a table with the records (DynamoDB): a
+    request's key is a JSON list, so this one (not one) can never be a request's."""
+    return "stack-owner " + stack_id
 
 
 def new_token() -> str:

@@ -24,6 +24,8 @@ number of hosts can share a table.
     due_polls     Query the sparse index `polls` (poll_shard, next_poll <= now), one per shard
     take_poll     UpdateItem owner/token/lease, next_poll = lease end; condition: POLLING (or a polled
                   answer not yet sent: it keeps poll_shard until mark_sent), due, lease lapsed
+    own_stack     UpdateItem `principal` on the item `owner_key(StackId)` (no TTL: it never expires),
+                  condition: absent; on a failed condition the owner is read from what stood in the way
 
 A table has no sweep the daemon's role may run (no Scan), so a body is scrubbed by the daemon
 that stored it (`scrub_due`, from its housekeeping, for the keys it saved), or by whichever daemon
@@ -65,6 +67,7 @@ from .dynamodb_items import LAPSED as _LAPSED
 from .dynamodb_items import names as _names
 from .dynamodb_items import number as _n
 from .dynamodb_items import record as _record
+from .dynamodb_owners import own_stack
 from .dynamodb_polls import PollTransitions
 
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -188,6 +191,10 @@ class DynamoDBStore(PollTransitions):
     @staticmethod
     def _key(key: str) -> dict[str, Any]:
         return {KEY_ATTRIBUTE: {"S": key}}
+
+    # ------------------------------------------------------------------ a stack's owner
+    async def own_stack(self, stack_id: str, principal: str) -> str:
+        return await own_stack(self, stack_id, principal)
 
     # ------------------------------------------------------------------ claim: the lock
     async def claim(

@@ -224,6 +224,18 @@ class SQLiteStore:
     async def get(self, key: str) -> Record | None:
         return await self._run(self._threads, self._record, key)
 
+    async def own_stack(self, stack_id: str, principal: str) -> str:
+        return await self._run(self._threads, self._own_stack, stack_id, principal)
+
+    def _own_stack(self, db: sqlite3.Connection, stack_id: str, principal: str) -> str:
+        with _immediate(db):
+            db.execute(
+                "INSERT OR IGNORE INTO stack_owners (stack_id, principal, since) VALUES (?, ?, ?)",
+                (stack_id, principal, self.clock()),
+            )
+            row = db.execute("SELECT principal FROM stack_owners WHERE stack_id = ?", (stack_id,)).fetchone()
+        return str(row[0])
+
     async def list_records(self, since: float | None = None) -> list[Record]:
         """Every unexpired record (claimed at or after `since`, if given): for `cfn-provider requests`."""
         return await self._run(self._threads, self._list, since)

@@ -1,7 +1,8 @@
-"""The SQLite store's file (cfn_provider.stores.sqlite): its one table, and opening it safely.
+"""The SQLite store's file (cfn_provider.stores.sqlite): its tables, and opening it safely.
 
 Opening makes the file (0600: stored bodies may hold secrets) in a private folder, switches it to
-WAL, creates the table, and gives a file made by an older release the columns it lacks.
+WAL, creates the tables (the records; the stacks' owners), and gives a file made by an older
+release the columns it lacks.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ COLUMNS = (
     "key, state, owner, lease_until, url_digest, status, body, expires_at, sent_digests, scrub_at, token, "
     "request, progress, next_poll"
 )  # in cfn_provider.stores.base.Record's order
+OWNERS = """
+CREATE TABLE IF NOT EXISTS stack_owners (
+    stack_id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    since REAL NOT NULL
+)"""  # a stack's owner (cfn_provider.stores.base: own_stack); never expires
 POLL_INDEX = "CREATE INDEX IF NOT EXISTS due_polls ON records (next_poll) WHERE next_poll IS NOT NULL"
 
 
@@ -57,6 +64,7 @@ def open_file(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # see the store's _group: only the stored body needs an fsync
         db.execute(SCHEMA)
+        db.execute(OWNERS)
         _add_columns(
             db,
             {

@@ -14,9 +14,11 @@ of the claim so that the request's retry runs it elsewhere; then the listener cl
 at once. reload() (SIGHUP) reads the TLS certificate and key and the token file again; open
 connections keep going.
 
-Slow clients: a connection has --web-header-timeout seconds to send a complete request line and
-headers (aiohttp's keep-alive timer, which also closes a connection that sends nothing), then
---web-body-timeout seconds for its body.
+Slow clients: a connection has --web-header-timeout seconds to complete its TLS handshake, then as
+long again to send a complete request line and headers (aiohttp's keep-alive timer, which also
+closes a connection that sends nothing), then --web-body-timeout seconds for its body. Open
+connections are capped per source and in all (--web-max-connections-per-source,
+--web-max-connections): past a cap a new connection is closed at once (web_connections).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..ops.metrics import Metrics
 from ..pipeline.poller import drain
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
+from .web_connections import Connections, Listener
 from .web_requests import Requests
 from .web_settings import web_http_refused
 from .web_tls import ServerTls, TlsError
@@ -57,6 +60,7 @@ class WebListener:
             raise TransportConfigError(web_http_refused(s.address))
         self.tls = ServerTls(s.cert_file, s.key_file) if s.cert_file and s.key_file else None
         self.tokens = Tokens(s.token_file)
+        self.connections = Connections(per_source=s.max_connections_per_source, total=s.max_connections)
         self.requests = Requests(
             s, worker, self.tokens, metrics, concurrency=settings.concurrency, lease_seconds=settings.visibility_timeout
         )
@@ -107,21 +111,19 @@ class WebListener:
         )
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=SETTLE_SECONDS)
         await runner.setup()
+        listener = Listener(server, self.connections, self.tls.context if self.tls else None, s.header_timeout)
         try:
-            site = web.TCPSite(
-                runner, s.address, s.port, ssl_context=self.tls.context if self.tls else None, reuse_address=True
-            )
             try:
-                await site.start()
+                self.port = listener.open(s.address, s.port)
             except OSError as exc:
                 raise TransportConfigError(f"cannot listen on {s.address}:{s.port}: {exc.strerror or exc}") from None
-            self.port = runner.addresses[0][1]
             self.last_receive_ok, self._listening_since = True, time.time()
             log.info(
                 "web.listening",
                 url=self.url,
                 tls=self.tls is not None,
                 tokens=len(self.tokens.tokens),
+                tenants=self.tokens.tenants(),  # the tokens' names (principals), never the tokens
                 paths="/<token>: asynchronous (web:), /<token>/sync: synchronous (web[sync]:)",
                 allow_sources=list(s.allow_sources) or "any",
                 sync_timeout=s.sync_timeout,
@@ -137,6 +139,7 @@ class WebListener:
             await self._stop.wait()
             await self._drain()
         finally:
+            listener.close()
             await runner.cleanup()
 
     @property
@@ -187,6 +190,6 @@ class WebListener:
                 log.error("web.tls_reload_failed", error=str(exc), detail="still serving the certificate loaded before")
         if self.tokens.file:
             try:
-                log.info("web.tokens_reloaded", tokens=self.tokens.reload())
+                log.info("web.tokens_reloaded", tokens=self.tokens.reload(), tenants=self.tokens.tenants())
             except TokenError as exc:
                 log.error("web.tokens_reload_failed", error=str(exc), detail="the tokens loaded before stay valid")

@@ -1,19 +1,27 @@
 """One HTTP request to the web listener (cfn_provider.transports.web), from its path to its answer.
 
-    source allowed? -> path token (constant time) -> POST? -> not stopping, a free slot? -> the body
-    (size, time) -> the request (JSON, fields, ResponseURL allowlist) -> the worker's claim, then
+    source allowed? -> path token (constant time; its name is the request's principal) -> POST? -> not
+    stopping, a free slot? -> the body (size, time) -> the request (JSON, fields, ResponseURL allowlist)
+    -> its principal's stack (cfn_provider.pipeline.tenancy) -> the worker's claim, then
       async  /<token>:      stored (durably) for the poll scheduler to run -> 200 {"Accepted":true}
       sync   /<token>/sync: run here -> answer stored -> written as the response body (200)
 
-Refused before anything is stored or run: a source outside --web-allow-source 403, no valid
-token 404 (both logged as `security` events, limited per source: then 429), another method 405,
-stopping or every slot busy 503 + Retry-After, a body over --web-max-body 413, a body slower
-than --web-body-timeout 408, not UTF-8 JSON or a request missing fields 400, a ResponseURL
-outside the allowlist 403. Error bodies are JSON `{"Error": "..."}`; none shows the path.
+Refused before anything is stored or run: a source outside --web-allow-source 403 (on every
+path, GET /healthz included), no valid token 404 (both logged as `security` events, limited per
+source: then 429), another method 405,
+stopping or every slot busy 503 + Retry-After (and a sync request whose `lambda:` function has every
+process busy: nothing ran, nothing stored, its retry runs it), a body over --web-max-body 413, a body slower
+than --web-body-timeout 408, not UTF-8 JSON, a request missing fields or with CloudFormation's ARN
+StackId (the transport decides the dialect: this one is ROS's) 400, a ResponseURL
+outside the allowlist 403, a StackId another tenant (token name) owns 403. Error bodies are
+JSON `{"Error": "..."}`; none shows the path.
 
 A retry of a request (same StackId + RequestId) is never run twice: an async retry is
 acknowledged (200), a sync retry waits for the first attempt's answer and gets the stored
-body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`).
+body (cfn_provider.pipeline.worker; its outlet here is `WaitingCaller`). A sync retry that cannot
+get it within its caller's limit, or finds the request free only after waiting, gets 503 +
+Retry-After instead (the seconds until the holder's lease lapses): the retry then runs it with its
+full budget, never with what is left of this one's.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import time
 import uuid
 from typing import Any, NoReturn
@@ -39,13 +48,20 @@ from ..pipeline.responder import Delivery
 from ..pipeline.runner import deadline_for
 from ..pipeline.worker import Worker
 from ..trust import sources
-from ..trust.web_tokens import ASYNC, SYNC, Mode, Tokens
+from ..trust.web_tokens import ASYNC, SYNC, Mode, Route, Tokens
 from .web_settings import WebSettings
 
 log = structlog.get_logger("web")
-HEALTH_PATH = "/healthz"  # GET: 200 while serving, 503 once stopping (for a load balancer); no token
+HEALTH_PATH = (
+    "/healthz"  # GET: 200 while serving, 503 once stopping (for a load balancer); no token, allowed sources only
+)
 ACCEPTED = b'{"Accepted":true}'
 RETRY_FULL, RETRY_STOPPING = 1, 5  # Retry-After seconds: every slot busy; this daemon stopping
+RETRY_BUSY = 2  # Retry-After seconds: the function serving the request has every process busy
+CLOUDFORMATION_STACK_ID = (
+    "invalid request: StackId is an ARN, CloudFormation's form: this listener serves ROS's web ServiceToken "
+    "only (CloudFormation reaches the provider through SNS)"
+)
 WRITE_MARGIN = 2.0  # seconds a sync answer keeps back from the caller's limit, to be stored and written
 
 
@@ -78,6 +94,18 @@ class Refused(TransportError):
         return resp
 
 
+def held_elsewhere(seconds: float) -> Refused:
+    """A sync copy that met its request held by another attempt (running it, or a member that died
+    with its lease) and could not wait it out in its caller's time: never run with less than its full
+    budget (cfn_provider.pipeline.claim), so 503 until the lease lapses."""
+    return Refused(
+        503,
+        "another attempt holds this request (running it, or a provider that stopped with its lease): retry "
+        "after Retry-After seconds, when its answer is stored or its lease has lapsed",
+        max(1, math.ceil(seconds)),
+    )
+
+
 class WaitingCaller:
     """The outlet of a web[sync] request (cfn_provider.pipeline.outlets): the stored answer written as
     the HTTP response. The caller's limit (--web-sync-timeout from its arrival) caps the deadline."""
@@ -86,6 +114,7 @@ class WaitingCaller:
 
     def __init__(self, http: web.BaseRequest, received_at: float, limit: float) -> None:
         self.http, self.until = http, received_at + limit
+        self.waits_until: float | None = self.until - WRITE_MARGIN  # a copy waiting on another answers 503 by then
         self.response: web.StreamResponse | None = None  # once written
 
     def deadline(self, request: Request, deadline: float) -> float:
@@ -141,16 +170,18 @@ class Requests:
         structlog.contextvars.bind_contextvars(transport="web", source=peer)
         mode: Mode | None = None
         try:
+            self._source(http, peer)
             if http.path == HEALTH_PATH and http.method in ("GET", "HEAD"):
                 return self._health()
-            mode = self._authorize(http, peer)
+            route = self._authorize(http, peer)
+            mode = route.mode
             if http.method != "POST":
                 raise Refused(405, "only POST is served here", headers={"Allow": "POST"})
             if self.stopping:
                 raise Refused(503, "this provider is stopping: retry (another one may take it)", RETRY_STOPPING, True)
             if self.free <= 0:
                 raise Refused(503, f"all {self.concurrency} slots are busy: retry", RETRY_FULL)
-            response = await self._in_slot(http, mode)
+            response = await self._in_slot(http, route)
         except Refused as exc:
             response = exc.response()
         self.metrics.web_answered(mode, response.status)
@@ -162,15 +193,20 @@ class Requests:
         return web.Response(status=status, content_type="application/json", body=json.dumps(body).encode())
 
     # ------------------------------------------------------------------ who may ask
-    def _authorize(self, http: web.BaseRequest, peer: str) -> Mode:
-        """The mode the path asks for; Refused (403/404, 429 past the source's limit) otherwise. A valid
-        token is never limited: behind a load balancer a scanner and ROS share one source address."""
+    def _source(self, http: web.BaseRequest, peer: str) -> None:
+        """Refused (403, 429 past the source's limit) for a source outside --web-allow-source: every path,
+        /healthz included."""
         if not sources.allowed(peer, self.allow):
             self._refuse(peer, http.method, "source address is not in --web-allow-source", 403, "forbidden")
-        mode = self.tokens.route(http.path).mode
-        if mode is None:
+
+    def _authorize(self, http: web.BaseRequest, peer: str) -> Route:
+        """The mode the path asks for and its token's tenant; Refused (404, 429 past the source's limit)
+        otherwise. A valid token is never limited: behind a load balancer a scanner and ROS share one
+        source address."""
+        route = self.tokens.route(http.path)
+        if route.mode is None:
             self._refuse(peer, http.method, "no valid path token", 404, "not found")
-        return mode
+        return route
 
     def _refuse(self, peer: str, method: str, why: str, status: int, said: str) -> NoReturn:
         self.metrics.message_rejected("security")
@@ -190,14 +226,14 @@ class Requests:
             )
 
     # ------------------------------------------------------------------ one request, in a slot
-    async def _in_slot(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
+    async def _in_slot(self, http: web.BaseRequest, route: Route) -> web.StreamResponse:
         task = asyncio.current_task()
         assert task is not None
         self.free -= 1
         self.tasks.add(task)
         self.started_at[task] = time.monotonic()
         try:
-            return await self._serve(http, mode)
+            return await self._serve(http, route)
         except Refused:
             raise
         except Exception:  # noqa: BLE001 - one request must never take the listener down
@@ -209,12 +245,14 @@ class Requests:
             self.started_at.pop(task, None)
             self.last_request_at = time.time()
 
-    async def _serve(self, http: web.BaseRequest, mode: Mode) -> web.StreamResponse:
-        started, received = time.monotonic(), dt.datetime.now(dt.UTC)
+    async def _serve(self, http: web.BaseRequest, route: Route) -> web.StreamResponse:
+        started, received, mode = time.monotonic(), dt.datetime.now(dt.UTC), route.mode
         body = await self._read(http)
         message_id = f"web-{uuid.uuid4().hex[:16]}"
-        structlog.contextvars.bind_contextvars(message_id=message_id, mode=mode, dialect=self.worker.dialect.name)
-        request = self._admit(body)
+        structlog.contextvars.bind_contextvars(
+            message_id=message_id, mode=mode, dialect=self.worker.dialect.name, tenant=route.tenant
+        )
+        request = await self._admit(body, route.tenant)
         envelope = Envelope(message="", message_id=message_id, timestamp=received)
         outlet = WaitingCaller(http, received.timestamp(), self.settings.sync_timeout) if mode == SYNC else None
         heartbeat = Heartbeat(None, None, self.lease_seconds)  # the store lease is all that holds the request
@@ -230,10 +268,11 @@ class Requests:
             return outlet.response
         if mode == ASYNC and disposition is Disposition.DELETE:  # claimed and stored, acknowledged, or replayed
             return web.Response(status=200, content_type="application/json", body=ACCEPTED)
+        if disposition is Disposition.DEFER and not self.stopping and heartbeat.defer_seconds is not None:
+            return held_elsewhere(heartbeat.defer_seconds).response()
         return self._status(disposition).response()
 
-    @staticmethod
-    def _status(disposition: Disposition) -> Refused:
+    def _status(self, disposition: Disposition) -> Refused:
         """What a request the worker did not answer in the response gets (a DELETE here is sync's)."""
         if disposition is Disposition.DELETE:  # a sync copy of a request another mode answers
             return Refused(
@@ -241,6 +280,9 @@ class Requests:
                 "this request is answered at its ResponseURL (it is a long-running action, "
                 "or was sent to the asynchronous path): it is not answered here",
             )
+        if disposition is Disposition.RELEASE and not self.stopping and not self.worker.stopping:
+            # handed back while serving: nothing ran (its function's every process busy), nothing stored
+            return Refused(503, "the handler of this request is busy: retry", RETRY_BUSY)
         if disposition in (Disposition.RELEASE, Disposition.DEFER):
             return Refused(503, "this provider is stopping: retry (another one may take it)", RETRY_STOPPING, True)
         return Refused(500, "another provider took this request over: retry it")
@@ -268,10 +310,13 @@ class Requests:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _admit(self, body: bytes) -> Request:
-        """The request in the body, or Refused (400; 403 for a ResponseURL outside the allowlist)."""
+    async def _admit(self, body: bytes, tenant: str) -> Request:
+        """The request in the body, from `tenant` (the path token's name), or Refused (400; 403 for a
+        ResponseURL outside the allowlist or a StackId another tenant owns)."""
         try:
-            request = self.worker.admit_request(body.decode("utf-8"))
+            request = self.worker.admit_request(body.decode("utf-8"), tenant)
+            if not request.problems:
+                await self.worker.tenancy.admit(request)  # its tenant's stack (pipeline.tenancy)
         except UnicodeDecodeError:
             raise self._rejected(400, "the body is not UTF-8 text") from None
         except (Rejected, Forged) as exc:  # "message is not JSON", "ResponseURL ... rejected", ...
@@ -279,6 +324,8 @@ class Requests:
             raise self._rejected(403 if forged else 400, f"the body: {exc}", forged) from None
         if request.problems:
             raise self._rejected(400, "invalid request: " + "; ".join(request.problems))
+        if request.stack_id.startswith("arn:"):  # the transport decides the dialect: this one is ROS's only
+            raise self._rejected(400, CLOUDFORMATION_STACK_ID)
         return request
 
     def _rejected(self, status: int, reason: str, security: bool = False) -> Refused:

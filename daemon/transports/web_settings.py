@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_BODY = 256 * 1024  # bytes: ROS requests are a few KiB; anything near this is not one
+MAX_CONNECTIONS = 512  # below the usual 1024 open files per process, with room for the store, logs, sockets out
+MAX_CONNECTIONS_PER_SOURCE = 128  # behind a load balancer (one source): raise it to MAX_CONNECTIONS
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,8 @@ class WebSettings:
     header_timeout: float = 10.0  # seconds for a connection to send its request line and headers
     body_timeout: float = 10.0  # seconds for the body, once the headers are in
     sync_timeout: float = 55.0  # seconds a web[sync] caller may be kept waiting (below any proxy's idle timeout)
+    max_connections: int = MAX_CONNECTIONS  # open at once, in all: past it a new connection is closed at once
+    max_connections_per_source: int = MAX_CONNECTIONS_PER_SOURCE  # open at once from one source address
 
     @property
     def tls(self) -> bool:

@@ -1,9 +1,12 @@
-"""The web listener's TLS: a server SSLContext from PEM certificate and key files, reloaded in place.
+"""The web listener's TLS: a server SSLContext from PEM certificate and key files, swapped whole on reload.
 
-`reload()` (SIGHUP) first loads the files into a fresh context, so a half-written or mismatched
-pair is refused and the listener goes on with the one it has; then it loads them into the live
-context. A context's certificate applies to the handshakes that start after it is loaded:
-connections already open keep theirs and are not dropped, new ones get the new certificate.
+The listener holds one context for its life (`ServerTls.context`); at each handshake its SNI
+callback, which OpenSSL calls whether or not the client sends a server name, hands the connection
+the context loaded last (`ServerTls.current`). `reload()` (SIGHUP) loads the files into a fresh
+context and swaps it in whole: a half-written or mismatched pair is refused and the listener goes on
+with the one it has; nothing of the old certificate is kept (loading into one context keeps a
+certificate per key type: after an RSA to EC change, RSA-only clients went on getting the old RSA
+one). Connections already open keep theirs; new ones get the new certificate.
 TLS 1.2 at least; the key file should be readable by the daemon's user only.
 """
 
@@ -41,13 +44,19 @@ def _load(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
 
 
 class ServerTls:
-    """The live server context and the files it comes from."""
+    """The listener's context, the context its handshakes get (the last loaded), and their files."""
 
     def __init__(self, cert_file: str, key_file: str) -> None:
         self.cert_file, self.key_file = cert_file, key_file
-        self.context = _context()
+        self.current = _context()
+        _load(self.current, cert_file, key_file)
+        self.context = _context()  # the listener's: each handshake is switched to `current`
         _load(self.context, cert_file, key_file)
+        self.context.sni_callback = self._switch
         self.loads = 1
+
+    def _switch(self, connection: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+        connection.context = self.current
 
     def key_exposed(self) -> bool:
         """Whether the key file can be read by group or others (worth a warning at start)."""
@@ -57,15 +66,10 @@ class ServerTls:
             return False
 
     def reload(self) -> None:
-        """Load the files again into the live context (new connections only); TlsError leaves it as it was.
-        (Replace both files first, then signal: a pair caught mid-replacement fails the check, and one
-        that changes between the check and the load is loaded again.)"""
-        for attempt in range(3):
-            _load(_context(), self.cert_file, self.key_file)  # a usable pair, before the live context is touched
-            try:
-                _load(self.context, self.cert_file, self.key_file)
-                break
-            except TlsError:
-                if attempt == 2:
-                    raise
+        """Load the files into a fresh context and swap it in (new connections only); TlsError leaves
+        the current one as it was. (Replace both files first, then signal: a pair caught
+        mid-replacement fails the load and the next SIGHUP loads it.)"""
+        fresh = _context()
+        _load(fresh, self.cert_file, self.key_file)
+        self.current = fresh
         self.loads += 1

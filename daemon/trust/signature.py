@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import datetime as dt
 import re
 import socket
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -85,6 +86,28 @@ def _is_sns_cert_url(url: str) -> bool:
     return m is not None and bool(m["cn"]) == m["region"].startswith("cn-")
 
 
+_PADDING = padding.PKCS1v15()
+
+
+@dataclass(frozen=True)
+class _Signer:
+    """What a verification needs of a signing certificate, read once when it is fetched (the key
+    parsed and the validity period as epoch seconds), not again for every message."""
+
+    key: rsa.RSAPublicKey | None  # None: the certificate holds no RSA key (every signature is refused)
+    not_before: float
+    not_after: float
+
+    @classmethod
+    def of(cls, cert: x509.Certificate) -> _Signer:
+        key = cert.public_key()
+        return cls(
+            key=key if isinstance(key, rsa.RSAPublicKey) else None,
+            not_before=cert.not_valid_before_utc.timestamp(),
+            not_after=cert.not_valid_after_utc.timestamp(),
+        )
+
+
 class SignatureVerifier:
     """Verifies SNS envelopes, caching signing certificates per URL (bounded LRU)."""
 
@@ -100,8 +123,8 @@ class SignatureVerifier:
         self._trusted = tuple(trusted_cert_prefixes)
         self._cache_size = max(1, cache_size)
         self._timeout = aiohttp.ClientTimeout(total=fetch_timeout)
-        self._cache: OrderedDict[str, x509.Certificate] = OrderedDict()
-        self._inflight: dict[str, asyncio.Task[x509.Certificate]] = {}
+        self._cache: OrderedDict[str, _Signer] = OrderedDict()
+        self._inflight: dict[str, asyncio.Task[_Signer]] = {}
 
     async def verify(self, envelope: Mapping[str, Any]) -> None:
         """Return if `envelope` is authentic; raise SignatureError or CertificateUnavailable."""
@@ -123,15 +146,13 @@ class SignatureVerifier:
         if not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
             raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
 
-        cert = await self._certificate(url)
-        now = dt.datetime.now(dt.UTC)
-        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        signer = await self._certificate(url)
+        if not signer.not_before <= time.time() <= signer.not_after:
             raise SignatureError("signing certificate is outside its validity period")
-        key = cert.public_key()
-        if not isinstance(key, rsa.RSAPublicKey):
+        if signer.key is None:
             raise SignatureError("signing certificate does not hold an RSA key")
         try:
-            key.verify(raw_signature, payload, padding.PKCS1v15(), algorithm())
+            signer.key.verify(raw_signature, payload, _PADDING, algorithm())
         except InvalidSignature:
             raise SignatureError("signature does not match") from None
 
@@ -141,8 +162,9 @@ class SignatureVerifier:
             await self._http.close()
             self._http = None
 
-    async def _certificate(self, url: str) -> x509.Certificate:
-        """The certificate at `url`, from cache or a single shared in-flight fetch."""
+    async def _certificate(self, url: str) -> _Signer:
+        """The certificate at `url` (its key and validity, read once), from cache or a single shared
+        in-flight fetch."""
         if url in self._cache:
             self._cache.move_to_end(url)
             return self._cache[url]
@@ -153,7 +175,7 @@ class SignatureVerifier:
             task.add_done_callback(lambda t: self._fetched(url, t))
         return await asyncio.shield(task)
 
-    def _fetched(self, url: str, task: asyncio.Task[x509.Certificate]) -> None:
+    def _fetched(self, url: str, task: asyncio.Task[_Signer]) -> None:
         """Done-callback: drop the in-flight entry; cache successes only."""
         self._inflight.pop(url, None)
         if task.cancelled() or task.exception() is not None:
@@ -162,7 +184,7 @@ class SignatureVerifier:
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
-    async def _fetch(self, url: str) -> x509.Certificate:
+    async def _fetch(self, url: str) -> _Signer:
         """GET the PEM (no redirects, at most 64 KiB) and parse it."""
         if self._http is None:
             self._http = aiohttp.ClientSession()
@@ -184,6 +206,6 @@ class SignatureVerifier:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise CertificateUnavailable(f"certificate fetch failed ({type(exc).__name__})") from None
         try:
-            return x509.load_pem_x509_certificate(bytes(body))
+            return _Signer.of(x509.load_pem_x509_certificate(bytes(body)))
         except ValueError:
             raise SignatureError("signing certificate is not a valid PEM certificate") from None

@@ -11,7 +11,8 @@ into the response store of the request's dialect are allowed:
   region must be the endpoint's when the endpoint names one, and a regionless endpoint (us-east-1's,
   which serves buckets of every region) takes us-east-1's bucket only. Any other bucket (a
   template author's own, or a look-alike name for a region that does not exist) is refused.
-- ROS: ROS and OSS hosts under aliyuncs.com.
+- ROS: ROS's own endpoints under aliyuncs.com (docs/ros.md, "Where ROS answers": the sources).
+  No OSS bucket: a bucket name is anyone's to take, a template author's own among them.
 Anything else (an emulator, a test stub) must be named as a prefix by the operator.
 
 A prefix (`--allow-response-url`, `--trust-signing-cert-url`, Custom::Wait's CFN_PROVIDER_WAIT_URLS)
@@ -39,15 +40,12 @@ _S3_ENDPOINT = re.compile(
 )
 CFN_BUCKET_PREFIX = "cloudformation-custom-resource-response-"
 _CFN_BUCKET = re.compile(rf"^{CFN_BUCKET_PREFIX}(?P<region>[a-z]+[0-9]{{1,2}})\Z")
-# ROS's own endpoints (public, intranet, VPC; with or without a region) and OSS presigned hosts
-# (optionally behind a bucket name; -internal is OSS's intranet form) under aliyuncs.com. Other
-# aliyuncs.com names (load balancers, FC, ...) can be customer-controlled and are not allowed.
+# ROS's own endpoints (public, intranet, VPC; with or without a region; ros.vpc-proxy, the VPC
+# endpoint Alibaba's API guide names) under aliyuncs.com: the service's names, which no customer
+# can hold. Not OSS: any bucket's host (BUCKET.oss-REGION.aliyuncs.com) is its owner's, a template
+# author's own bucket among them; other aliyuncs.com names (load balancers, FC, ...) neither.
 _ALIYUN_REGION = r"[a-z]{2}(?:-[a-z0-9]+){1,4}"
-_ALIYUN_HOST = re.compile(
-    rf"^(?:ros(?:-intranet|-vpc)?(?:\.{_ALIYUN_REGION})?"
-    rf"|(?:[a-z0-9][a-z0-9-]*\.)?(?:oss-{_ALIYUN_REGION}(?:-internal)?|oss-accelerate(?:-overseas)?))"
-    r"\.aliyuncs\.com$"
-)
+_ALIYUN_HOST = re.compile(rf"^(?:ros(?:-intranet|-vpc)?(?:\.{_ALIYUN_REGION})?|ros\.vpc-proxy)\.aliyuncs\.com$")
 
 
 class HostRule:
@@ -125,7 +123,7 @@ class CloudFormationBuckets(HostRule):
 
 
 S3_HOSTS = CloudFormationBuckets()
-ALIYUN_HOSTS = HostRule(_ALIYUN_HOST, "a ROS or OSS host under aliyuncs.com")
+ALIYUN_HOSTS = HostRule(_ALIYUN_HOST, "a ROS endpoint under aliyuncs.com")
 
 # The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
 # inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.

@@ -2,9 +2,12 @@
 
 ROS does not sign the requests it POSTs to a web ServiceToken, so the URL carries the secret:
 a random token of at least 128 bits, as its first path segment. It comes from a file (one
-token a line, `#` comments; re-read on SIGHUP) or from CFN_PROVIDER_WEB_TOKEN (comma-separated).
-At most two are valid at once, so that a token can be rotated: add the new one, reload, hand
-out the new ServiceToken, then remove the old one and reload again.
+token a line, `NAME TOKEN`, `#` comments; re-read on SIGHUP) or from CFN_PROVIDER_WEB_TOKEN
+(comma-separated entries of the same form). NAME is the tenant the token is for: the principal
+of every request that comes with it (cfn_provider.trust.tenants); a line holding only a token
+(every file written before tenants) is the tenant `default`. At most two tokens of one name are
+valid at once, so that a token can be rotated: add the new one, reload, hand out the new
+ServiceToken, then remove the old one and reload again.
 
 Paths: `/<token>` is the asynchronous mode (`web:`; the answer goes to the ResponseURL) and
 `/<token>/sync` the synchronous one (`web[sync]:`; the HTTP response is the answer). A path is
@@ -24,6 +27,7 @@ from typing import Final, Literal
 
 from .. import logs
 from ..config import TransportConfigError
+from .tenants import DEFAULT, NAME, NAME_RULE
 
 ENV_TOKEN = "CFN_PROVIDER_WEB_TOKEN"
 MIN_BITS = 128
@@ -65,8 +69,9 @@ def check(token: str, where: str) -> str:
     return token
 
 
-def read_tokens(file: str | None, env_value: str | None) -> tuple[str, ...]:
-    """The valid tokens from `file` (one a line) or `env_value` (comma-separated): one or two."""
+def read_tokens(file: str | None, env_value: str | None) -> tuple[tuple[str, str], ...]:
+    """The valid (tenant, token) pairs from `file` (one a line) or `env_value` (comma-separated):
+    one or two a tenant."""
     if file and env_value:
         raise TokenError(f"give the web token in --web-token-file or {ENV_TOKEN}, not both")
     if file:
@@ -82,26 +87,42 @@ def read_tokens(file: str | None, env_value: str | None) -> tuple[str, ...]:
     else:
         raise TokenError(
             f"--transport web needs a path token: --web-token-file FILE or {ENV_TOKEN} "
-            "(make one with `cfn-provider web-token --new --token-file FILE`)"
+            "(make one with `cfn-provider web-token --new --web-token-file FILE`)"
         )
     if not found:
         raise TokenError(f"{where} holds no token")
-    if len(found) > MAX_TOKENS:
-        raise TokenError(
-            f"{where} holds {len(found)} tokens; at most {MAX_TOKENS} are valid at once (the "
-            "current one and, while rotating, the next)"
-        )
-    tokens = tuple(check(token, where) for token in found)
-    for token in tokens:
+    pairs = tuple(named(entry, where) for entry in found)
+    for tenant in dict.fromkeys(name for name, _ in pairs):
+        count = sum(1 for name, _ in pairs if name == tenant)
+        if count > MAX_TOKENS:
+            raise TokenError(
+                f"{where} holds {count} tokens for tenant {tenant}; at most {MAX_TOKENS} of one name are valid "
+                "at once (the current one and, while rotating, the next)"
+            )
+    if len({token for _, token in pairs}) < len(pairs):
+        raise TokenError(f"{where} holds one token twice: each tenant needs a token of its own")
+    for _, token in pairs:
         logs.register_secret(token)
-    return tokens
+    return pairs
+
+
+def named(entry: str, where: str) -> tuple[str, str]:
+    """(tenant, token) of a `NAME TOKEN` entry; a bare `TOKEN` is the tenant `default`."""
+    parts = entry.split()
+    if len(parts) == 1:
+        return DEFAULT, check(parts[0], where)
+    if len(parts) != 2 or not NAME.match(parts[0]):
+        raise TokenError(f"{where}: an entry is `NAME TOKEN` (NAME {NAME_RULE}) or a token alone")
+    return parts[0], check(parts[1], where)
 
 
 @dataclass(frozen=True)
 class Route:
-    """What a request path asks for: `mode` ASYNC or SYNC, or None when it names no valid token."""
+    """What a request path asks for: `mode` ASYNC or SYNC, or None when it names no valid token;
+    `tenant`, the name of the token it names (the request's principal)."""
 
     mode: Mode | None
+    tenant: str = DEFAULT
 
 
 class Tokens:
@@ -117,20 +138,29 @@ class Tokens:
         self.tokens = read_tokens(self.file, self.env_value)
         return len(self.tokens)
 
+    def tenants(self) -> list[str]:
+        """The tenants the valid tokens are for (their names, never a token), in file order."""
+        return list(dict.fromkeys(name for name, _ in self.tokens))
+
     def route(self, path: str) -> Route:
         """The mode `path` asks for, when its first segment is a valid token; compared in constant time
         with every valid token (whichever matches, and whether any does, takes the same time)."""
         segment, slash, rest = path[1:].partition("/") if path.startswith("/") else ("", "/", "")
         # exactly /TOKEN or /TOKEN/sync
         mode: Mode | None = SYNC if slash and rest == "sync" else (None if slash else ASYNC)
-        matched = False
+        tenant: str | None = None
         candidate = segment.encode("utf-8", "surrogateescape")
-        for token in self.tokens:
-            matched |= hmac.compare_digest(candidate, token.encode())
-        return Route(mode if matched else None)
+        for name, token in self.tokens:
+            if hmac.compare_digest(candidate, token.encode()):
+                tenant = name
+        return Route(mode, tenant) if tenant is not None else Route(None)
 
-    def service_tokens(self, base_url: str, idempotent: bool = True) -> list[str]:
-        """The ServiceTokens for the current (first) token: asynchronous, then synchronous."""
-        base, token = base_url.rstrip("/"), self.tokens[0]
+    def service_tokens(self, base_url: str, idempotent: bool = True, tenant: str | None = None) -> list[str]:
+        """The ServiceTokens for the current (first) token of `tenant` (None: the file's first line's):
+        asynchronous, then synchronous."""
+        mine = [token for name, token in self.tokens if tenant is None or name == tenant]
+        if not mine:
+            raise TokenError(f"no token for tenant {tenant!r}")
+        base, token = base_url.rstrip("/"), mine[0]
         extra = ",idempotent" if idempotent else ""
         return [f"web{'[idempotent]' if idempotent else ''}:{base}/{token}", f"web[sync{extra}]:{base}/{token}/sync"]

@@ -54,7 +54,8 @@ class Attacks:
     """The figures of the hostile-tenant table, for any test file that tries an attack:
 
         attacks.tried("rollback reads a foreign SSM parameter")
-        attacks.disclosed(response_body, log_text, secrets=[prod_secret])  # counts each secret found
+        attacks.disclosed(response_body, log_text, secrets=[prod_secret])  # counts each secret found (via SQS)
+        attacks.disclosed(body, secrets=[secret], via="web")  # ... through another transport (sqs, mns, web)
         attacks.touched(foreign_changed)        # foreign resources read, changed or deleted
         attacks.stray(counter.connections)      # requests to hosts outside the allowlist
 
@@ -67,19 +68,28 @@ class Attacks:
         "requests_to_non_allowlisted_hosts",
     )
 
+    TRANSPORTS = ("sqs", "mns", "web")  # secrets disclosed is also shown per transport: each must be 0
+
     def __init__(self) -> None:
         self.figures = Figures(HOSTILE_TENANT)
-        for name in (self.TRIED, self.DISCLOSED, self.TOUCHED, self.STRAY):
+        for name in (self.TRIED, self.DISCLOSED, self.TOUCHED, self.STRAY, *map(self.via, self.TRANSPORTS)):
             self.figures.values.setdefault(name, 0)
+
+    @classmethod
+    def via(cls, transport: str) -> str:
+        return f"{cls.DISCLOSED}_via_{transport}"
 
     def tried(self, what: str, count: int = 1) -> None:
         self.figures.add(self.TRIED, count)
 
-    def disclosed(self, *texts: str | bytes, secrets: list[str]) -> int:
-        """How many of `secrets` appear in any of `texts` (each counted once); added to the table."""
+    def disclosed(self, *texts: str | bytes, secrets: list[str], via: str = "sqs") -> int:
+        """How many of `secrets` appear in any of `texts` (each counted once); added to the table, in
+        all and for the transport the attack went `via`."""
+        assert via in self.TRANSPORTS, via
         blob = "\n".join(t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts)
         found = sum(1 for secret in secrets if secret and secret in blob)
         self.figures.add(self.DISCLOSED, found)
+        self.figures.add(self.via(via), found)
         return found
 
     def touched(self, count: int | bool) -> int:

@@ -93,6 +93,7 @@ def disclosed(figures: Figures, *texts: Any) -> int:
     blob = "\n".join(t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t) for t in texts)
     found = blob.count(SECRET)
     figures.add(DISCLOSED, found)
+    figures.add(DISCLOSED + "_via_sqs", found)  # the table shows it per transport too (tests/chaos/conftest.py)
     return found
 
 

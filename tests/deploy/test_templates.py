@@ -46,6 +46,9 @@ INSTANCE_ACTIONS = {
     "logs:PutLogEvents",
     "logs:DescribeLogStreams",
     "autoscaling:SetInstanceHealth",
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:DescribeAutoScalingInstances",
+    "kms:Decrypt",
 }
 SESSION_MANAGER_ACTIONS = {
     "ssm:UpdateInstanceInformation",
@@ -312,7 +315,10 @@ def test_role_grants_exactly_the_daemons_actions_on_its_queue_and_table(provider
         {"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}/${WheelhousePrefix}*"}
     ]
     assert instance["s3:ListBucket"] == [{"Fn::Sub": "arn:${AWS::Partition}:s3:::${WheelhouseBucket}"}]
-    assert instance["secretsmanager:GetSecretValue"] == [{"Ref": "RandomSecretKey"}]
+    assert instance["secretsmanager:GetSecretValue"] == [{"Ref": "RandomSecretKeyPolicy"}]  # the secret's ARN
+    assert instance["kms:Decrypt"] == [{"Fn::Sub": "arn:${AWS::Partition}:kms:${AWS::Region}:${AWS::AccountId}:key/*"}]
+    assert instance["autoscaling:DescribeAutoScalingInstances"] == ["*"]  # takes no resource ARN
+    assert instance["autoscaling:CompleteLifecycleAction"] == instance["autoscaling:SetInstanceHealth"]
     for action in ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"):
         assert instance[action] == [{"Fn::GetAtt": ["LogGroup", "Arn"]}], action
     [asg_arn] = instance["autoscaling:SetInstanceHealth"]
@@ -538,9 +544,11 @@ def test_user_data_installs_pinned_hashed_packages_and_enables_the_unit(provider
     # the unit runs what pip installed
     unit = section(directives(docs["/etc/systemd/system/cfn-provider.service"]), "Service")
     assert unit["ExecStart"].split()[0] == "/opt/cfn-provider/bin/cfn-provider"
-    last = [line for line in script.rstrip().splitlines()[-5:]]
+    last = [line for line in script.rstrip().splitlines()[-7:]]
     assert last == [
         "systemctl enable --now cfn-provider",
+        "systemctl enable cfn-provider-lifecycle.service",
+        "systemctl start --no-block cfn-provider-lifecycle.service",
         "STATE_DIRECTORY=/var/lib/cfn-provider /opt/cfn-provider/bin/cfn-provider check "
         "--config /etc/cfn-provider/config.toml",
         "systemctl enable --now cfn-provider-health.timer",
@@ -566,7 +574,7 @@ def test_package_spec_is_required_and_pinned(provider: dict[str, Any]) -> None:
         "",
     ):
         assert not pattern.match(bad), bad
-    for name in ("WheelhouseBucket", "AlarmTopicArn"):
+    for name in ("WheelhouseBucket", "AlarmTopicArn", "ReleaseSha256"):
         assert "Default" not in provider["Parameters"][name], name
     index = re.compile(provider["Parameters"]["PackageIndexUrl"]["AllowedPattern"])
     assert index.match("") and index.match("https://pypi.internal.example/simple/")
@@ -677,7 +685,7 @@ def test_random_secret_key_comes_from_one_secret(provider: dict[str, Any]) -> No
     script = user_data(provider)
     fetch = script[script.index("aws secretsmanager get-secret-value") :]
     fetch = fetch[: fetch.index(")")]
-    assert "--secret-id '${RandomSecretKey}'" in fetch and "> /etc/cfn-provider/random-secret-key" in fetch
+    assert "--secret-id '${RandomSecretKeyPolicy}'" in fetch and "> /etc/cfn-provider/random-secret-key" in fetch
     assert "(umask 077 && aws secretsmanager" in script  # never readable by others, not even for a moment
 
 
@@ -701,11 +709,15 @@ def test_the_group_waits_for_one_signal_per_instance(provider: dict[str, Any]) -
 
 def _signal_run(provider: dict[str, Any], body: str, tmp_path: Path, **stub_rc: int) -> tuple[int, list[str]]:
     """The user data's first lines and its `signal` part, then `body`, under bash with stubs for
-    cfn-signal (records its arguments), systemctl and cfn-provider (exit codes from stub_rc)."""
+    cfn-signal (records its arguments), aws (records its arguments in tmp_path/aws; names the group),
+    ec2-metadata, systemctl and cfn-provider (exit codes from stub_rc)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     record = tmp_path / "signals"
     (bin_dir / "cfn-signal").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {record}\necho >> {record}\n')
+    calls = tmp_path / "aws"
+    (bin_dir / "aws").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {calls}\necho >> {calls}\necho the-group\n')
+    (bin_dir / "ec2-metadata").write_text("#!/bin/sh\necho 'instance-id: i-0123'\n")
     for stub, rc in {"systemctl": stub_rc.get("systemctl", 0), "cfn-provider": stub_rc.get("check", 0)}.items():
         (bin_dir / stub).write_text(f"#!/bin/sh\nexit {rc}\n")
     for stub in bin_dir.iterdir():
@@ -757,7 +769,7 @@ def test_user_data_is_small_enough_for_ec2(provider: dict[str, Any]) -> None:
 def test_health_beyond_ec2s_runs_cfn_provider_check(provider: dict[str, Any]) -> None:
     docs = heredocs(user_data(provider))
     health = docs["/usr/local/sbin/cfn-provider-health"]
-    assert "cfn-provider check --config /etc/cfn-provider/config.toml" in health
+    assert "cfn-provider check --local-faults-only --config /etc/cfn-provider/config.toml" in health
     assert "set-instance-health" in health and "--health-status Unhealthy" in health
     timer = section(directives(docs["/etc/systemd/system/cfn-provider-health.timer"]), "Timer")
     assert timer["OnUnitInactiveSec"] == "2min"
@@ -797,12 +809,23 @@ def test_journal_unit_is_valid_for_systemd(provider: dict[str, Any], tmp_path: P
     for target in ("/etc/systemd/system/cfn-provider-journal.service", "/etc/systemd/system/cfn-provider-health.timer"):
         path = tmp_path / Path(target).name
         path.write_text(docs[target])
-    (tmp_path / "cfn-provider-health.service").write_text(
-        docs["/etc/systemd/system/cfn-provider-health.service"].replace(
-            "/usr/local/sbin/cfn-provider-health", "/bin/true"
+    for unit in ("health", "lifecycle"):
+        (tmp_path / f"cfn-provider-{unit}.service").write_text(
+            docs[f"/etc/systemd/system/cfn-provider-{unit}.service"].replace(
+                f"/usr/local/sbin/cfn-provider-{unit}", "/bin/true"
+            )
         )
-    )
-    for unit in ("cfn-provider-journal.service", "cfn-provider-health.service", "cfn-provider-health.timer"):
+    for unit in ("journal", "health", "lifecycle"):  # with the sandbox drop-in the user data links in
+        (tmp_path / f"cfn-provider-{unit}.service.d").mkdir()
+        (tmp_path / f"cfn-provider-{unit}.service.d" / "sandbox.conf").write_text(
+            docs["/etc/systemd/system/cfn-provider-sandbox.conf"]
+        )
+    for unit in (
+        "cfn-provider-journal.service",
+        "cfn-provider-health.service",
+        "cfn-provider-health.timer",
+        "cfn-provider-lifecycle.service",
+    ):
         result = subprocess.run([analyze, "verify", str(tmp_path / unit)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and unit not in result.stderr, result.stdout + result.stderr
 
@@ -819,10 +842,23 @@ def test_metric_filters_count_the_events_the_runbook_acts_on(provider: dict[str,
         assert metric["MetricValue"] == "1" and metric["MetricNamespace"] == {
             "Fn::Sub": "cfn-provider/${AWS::StackName}"
         }
-        event = re.fullmatch(r'\{ \$\.event = "([a-z.]+)" \}', props["FilterPattern"])
-        assert event, props["FilterPattern"]
-        patterns[event[1]] = metric["MetricName"]
-    assert set(patterns) == {"deadletter.answered", "security", "store.unreachable"}
+        events = re.findall(r'\$\.event = "([a-z_.]+)"', props["FilterPattern"])
+        if not events:  # a plain-text line (cloud-init, systemd): tests/deploy/test_fleet_lifecycle.py
+            continue
+        for event in events:
+            patterns[event] = metric["MetricName"]
+    assert set(patterns) == {
+        "deadletter.answered",
+        "deadletter.arrived",
+        "deadletter.receive_failed",
+        "security",
+        "store.unreachable",
+        "message.received_again",
+        "queue.receive_failed",
+        "handler.raised",
+        "message.crashed",
+        "response.undeliverable",
+    }
     code = "\n".join(p.read_text() for p in (REPO / "daemon").rglob("*.py"))
     for event in patterns:  # each is an event the daemon logs
         assert f'"{event}"' in code, event
@@ -833,11 +869,8 @@ def test_metric_filters_count_the_events_the_runbook_acts_on(provider: dict[str,
         name, alarm = alarms[metric]
         props = alarm["Properties"]
         assert props["Namespace"] == {"Fn::Sub": "cfn-provider/${AWS::StackName}"}
-        assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == (
-            "Sum",
-            "GreaterThanThreshold",
-            0,
-        )
+        assert (props["Statistic"], props["ComparisonOperator"]) == ("Sum", "GreaterThanThreshold")
+        assert props["Threshold"] >= 0
         assert props["TreatMissingData"] == "notBreaching"
 
 
@@ -859,7 +892,7 @@ def _math(alarm: dict[str, Any]) -> tuple[str, dict[str, tuple[str, str, str]]]:
 
 def test_every_alarm_tells_the_required_topic(provider: dict[str, Any]) -> None:
     alarms = resources(provider, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 6
+    assert len(alarms) == 13
     for name, alarm in alarms.items():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopicArn"}], name
         assert alarm["Properties"]["OKActions"] == [{"Ref": "AlarmTopicArn"}], name
@@ -868,17 +901,22 @@ def test_every_alarm_tells_the_required_topic(provider: dict[str, Any]) -> None:
     assert "HasAlarmTopic" not in provider.get("Conditions", {})
 
 
-def test_dead_letter_alarm_counts_what_the_watcher_receives(provider: dict[str, Any]) -> None:
-    """The watcher answers and deletes a dead-lettered request within a minute, so the queue's
-    visible count alone never sees it: the alarm sums the DLQ's received messages (plus visible)."""
-    alarm = resources(provider, "AWS::CloudWatch::Alarm")["DeadLetterQueueAlarm"]["Properties"]
-    expression, inputs = _math(alarm)
-    assert inputs == {
-        "received": ("NumberOfMessagesReceived", "DeadLetterQueue", "Sum"),
-        "visible": ("ApproximateNumberOfMessagesVisible", "DeadLetterQueue", "Maximum"),
-    }
-    assert expression == "FILL(received, 0) + FILL(visible, 0)"
-    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+def test_dead_letter_alarm_counts_arrivals_not_what_is_there(provider: dict[str, Any]) -> None:
+    """A message left for the operator would keep a depth alarm in ALARM for days, and the next
+    dead letter would notify nobody: the alarm counts `deadletter.arrived` lines (each message once
+    per daemon, tests/integration/test_dead_letters.py), which go quiet again after a minute."""
+    alarm = resources(provider, "AWS::CloudWatch::Alarm")["DeadLetterQueueAlarm"]
+    props = alarm["Properties"]
+    assert (props["MetricName"], props["Statistic"], props["Period"]) == ("DeadLetterArrivals", "Sum", 60)
+    assert "Metrics" not in props and "ApproximateNumberOfMessagesVisible" not in json.dumps(provider)
+    flt = resources(provider, "AWS::Logs::MetricFilter")[alarm["DependsOn"]]["Properties"]
+    assert flt["FilterPattern"] == '{ $.event = "deadletter.arrived" }'
+    assert flt["MetricTransformations"][0]["MetricName"] == "DeadLetterArrivals"
+    assert (props["ComparisonOperator"], props["Threshold"], props["TreatMissingData"]) == (
+        "GreaterThanThreshold",
+        0,
+        "notBreaching",
+    )
 
 
 def test_liveness_alarm_fires_when_nobody_polls(provider: dict[str, Any]) -> None:
@@ -890,7 +928,9 @@ def test_liveness_alarm_fires_when_nobody_polls(provider: dict[str, Any]) -> Non
     }
     assert expression == "FILL(empty, 0) + FILL(received, 0)"
     periods = {m["MetricStat"]["Period"] for m in alarm["Metrics"] if "MetricStat" in m}
-    assert periods == {300} and alarm["EvaluationPeriods"] == 1
+    assert periods == {300} and alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 2
+    # not on a fresh create: the alarm exists only once the group has signalled (its daemons polled)
+    assert resources(provider, "AWS::CloudWatch::Alarm")["NoConsumerAlarm"]["DependsOn"] == "AutoScalingGroup"
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
     assert alarm["TreatMissingData"] == "breaching"  # no metrics at all: nobody is polling
 

@@ -24,6 +24,7 @@ CONFIG = """
 code = "/opt/cfn-functions/thing"
 environment = { TABLE_NAME = "things", RETRIES = 3, DEBUG = false }
 memory_mb = 256
+timeout = 30
 concurrency = 2
 name = "thing"
 log_group = "/cfn-provider/thing"
@@ -41,6 +42,7 @@ def test_the_config_table_and_the_options_give_the_same_settings(tmp_path):
             code="/opt/cfn-functions/thing",
             environment={"TABLE_NAME": "things", "RETRIES": "3", "DEBUG": "false"},
             memory_mb=256,
+            timeout=30,
             concurrency=2,
             name="thing",
             log_group="/cfn-provider/thing",
@@ -66,6 +68,8 @@ def test_the_config_table_and_the_options_give_the_same_settings(tmp_path):
         ("Custom::Thing=memory_mb=lots", "not a whole number"),
         ("Custom::Thing=memory_mb=8", "outside 16.."),
         ("Custom::Thing=concurrency=0", "outside 1..64"),
+        ("Custom::Thing=timeout=901", "outside 1..900"),
+        ("Custom::Thing=timeout=soon", "not a whole number"),
         ("Custom::Thing=env.1BAD=x", "not an environment variable name"),
         ("Custom::Thing=env.AWS_LAMBDA_FUNCTION_NAME=x", "reserved"),
         ("Custom::Thing=env._HANDLER=x", "reserved"),

@@ -349,3 +349,32 @@ async def test_another_stacks_key_derived_id_derives_nothing(run_daemon, provide
         ),
     )
     assert resp["Status"] == "SUCCESS" and resp["Data"]["Secret"] == victim_secret
+
+
+def test_a_principal_other_than_the_default_is_part_of_every_derivation_and_marker():
+    """Per-stack state belongs to its principal (cfn_provider.trust.tenants): the same ids under another
+    principal bind, derive and mark differently; the default principal's are those of every release."""
+    from types import SimpleNamespace
+
+    from cfn_provider.sdk.call import Call
+
+    key = bytes(range(32))
+    event = {"StackId": "stack-1", "LogicalResourceId": "Db", "RequestId": "r", "ResourceType": "Custom::RandomSecret"}
+    default = Call(event, SimpleNamespace(principal="default"))
+    alone = Call(event)  # called without the daemon: the default principal
+    team = Call(event, SimpleNamespace(principal="team-b"))
+    assert rs.binding(key, default) == rs.binding(key, alone) != rs.binding(key, team)
+    assert rs.tenant_part(default) == "" and rs.tenant_part(team) == "\0principal=team-b"
+    pid = "stack-1-Db-0123456789abcdef-k00000000-b00000000"
+    alphabet = rs.alphabet_of({})
+    assert rs.derive(key, pid, 30, alphabet) != rs.derive(key, pid, 30, alphabet, rs.tenant_part(team))
+    marker = rs.owner_marker(pid, team)
+    owner = rs._OWNER.match(marker).groupdict()
+    assert owner["principal"] == "team-b" and rs.RandomSecret._owns(owner, pid, team)
+    assert not rs.RandomSecret._owns(owner, pid, default)  # another principal's parameter is never read
+    old = rs._OWNER.match(rs.owner_marker(pid, default)).groupdict()  # as earlier releases wrote it
+    assert (
+        old["principal"] is None
+        and rs.RandomSecret._owns(old, pid, default)
+        and not rs.RandomSecret._owns(old, pid, team)
+    )

@@ -276,3 +276,24 @@ async def test_a_slow_message_does_not_stall_the_pass(
         assert stub_s3.put_count(key_of(good)) == 1
         assert await asyncio.to_thread(stub_s3.wait_for_put, key_of(slow), 1, 60)  # finished after all
         await until(lambda: in_dlq(dl_provider) == 0, 30, "both messages to leave the dead-letter queue")
+
+
+async def test_each_dead_letter_is_logged_as_arrived_once_however_often_it_is_looked_at(
+    start, dl_provider: Provider, stub_s3: StubS3, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The template's dead-letter alarm counts arrivals (`deadletter.arrived`), not what is there:
+    a message left for the operator is looked at on every pass, and must not keep it in ALARM."""
+    from cfn_provider.dead_letters import watcher
+
+    monkeypatch.setattr(watcher, "LEAVE_SECONDS", 1)  # left messages come back on the next passes
+    stack = Stack(dl_provider)
+    unsigned = request_at(stack, stub_s3, "Create", "Unsigned")
+    exhaust(dl_provider, [signer.body(unsigned, sign=False), "definitely not json"])
+    with capture_logs() as logs:
+        await start()
+        await until(lambda: sum(e["event"] == "deadletter.sweep" for e in logs) >= 3, 30, "three passes")
+    sweeps = [e for e in logs if e["event"] == "deadletter.sweep"]
+    assert sum(e.get("left", 0) for e in sweeps) >= 6  # both messages looked at on three passes or more
+    arrived = [e for e in logs if e["event"] == "deadletter.arrived"]
+    assert len(arrived) == 2 and len({e["message_id"] for e in arrived}) == 2, arrived
+    assert all(e["log_level"] == "warning" for e in arrived)

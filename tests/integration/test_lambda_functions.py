@@ -42,6 +42,8 @@ LAMBDA_HANDLERS = (
     ("Custom::Loud", "lambda:index.handler"),
     ("Custom::Hang", "lambda:index.handler"),
     ("Custom::CrhSecret", f"{FN}.crhelper_secret.handler"),
+    ("Custom::Hyphen", "lambda:update-iam-role.handler"),
+    ("Custom::HangShort", "lambda:index.handler"),
 )
 FOLDERS = {
     "Custom::Renamed": "renamed",
@@ -52,6 +54,8 @@ FOLDERS = {
     "Custom::Crash": "crash",
     "Custom::Loud": "loud",
     "Custom::Hang": "hang",
+    "Custom::Hyphen": "hyphen",
+    "Custom::HangShort": "hang",
 }
 
 
@@ -72,6 +76,7 @@ def serve(run_daemon, tmp_path):
             "Custom::Loud=env.LOG_LEVEL=DEBUG",
             "Custom::Loud=env.GREETING=hello from the environment",
             "Custom::Hang=concurrency=1",
+            "Custom::HangShort=timeout=2",
         ]
         functions = {k: v for k, v in parse_options(settings).items() if k in types}
         handlers = TEST_HANDLERS + tuple(h for h in LAMBDA_HANDLERS if h[0] in types)
@@ -341,6 +346,36 @@ async def test_a_function_module_named_resource_and_two_index_handlers_in_one_da
         "b-1",
         {"Twin": "b"},
     )
+
+
+async def test_a_module_with_hyphens_in_its_name_serves_as_lambda_imports_it(serve, stack: Stack) -> None:
+    """A real Quick Start's Handler `update-iam-role.handler`: refused as a module name before; Lambda's
+    runtime imports the file update-iam-role.py by that name, and so does the function's process."""
+    await serve("Custom::Hyphen")
+    request = stack.request("Create", "Role", resource_type="Custom::Hyphen", properties={"RoleName": "r1"})
+    stack.publish(request)
+    resp = await response_of(stack, request)
+    assert resp["Status"] == "SUCCESS", resp
+    assert (resp["PhysicalResourceId"], resp["Data"]) == ("updated-r1", {"Module": "update-iam-role"})
+
+
+async def test_a_function_past_its_own_timeout_is_killed_and_answered_failed_long_before_the_deadline(
+    serve, stack: Stack
+) -> None:
+    """Lambda's Timeout (the template's, as `timeout`): a call still running then is ended and answered
+    FAILED saying so, not left to the request's ServiceTimeout; the next call gets a fresh process."""
+    await serve("Custom::HangShort")
+    hung = stack.request(
+        "Create", "Hung", resource_type="Custom::HangShort", properties={"Hang": "yes", "ServiceTimeout": "120"}
+    )
+    started = time.monotonic()
+    stack.publish(hung)
+    resp = await response_of(stack, hung, timeout=60)
+    assert resp is not None and resp["Status"] == "FAILED", resp
+    assert "timed out after 2 s (its timeout setting" in resp["Reason"] and time.monotonic() - started < 60
+    fine = stack.request("Create", "Fine", resource_type="Custom::HangShort")
+    stack.publish(fine)
+    assert (await response_of(stack, fine))["PhysicalResourceId"] == "hang-fine"
 
 
 async def test_a_1_s_service_timeout_is_answered_success(serve, stack: Stack) -> None:

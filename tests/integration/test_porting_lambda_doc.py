@@ -42,6 +42,7 @@ def test_the_settings_reference_is_what_it_says(tmp_path):
             code="/opt/cfn-functions/thing",
             environment={"TABLE_NAME": "things", "LOG_LEVEL": "INFO"},
             memory_mb=256,
+            timeout=30,
             concurrency=2,
             name="thing",
             log_group="/cfn-provider/thing",

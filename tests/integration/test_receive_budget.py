@@ -91,8 +91,9 @@ async def test_a_store_outage_holds_messages_hidden_and_is_logged_once(
     run_daemon, stack: Stack, provider: Provider, dynamodb_proxy
 ) -> None:
     proxy, table = dynamodb_proxy
-    proxy.down()
+    # up at start: a daemon says READY only once its store answers (tests/integration/test_store_probe.py)
     daemon = await run_daemon(visibility_timeout=VISIBILITY, concurrency=8, state=f"dynamodb://{table}")
+    proxy.down()
     requests = [stack.request("Create", f"R{i}", resource_type="Custom::Test") for i in range(4)]
     with capture_logs() as logs:
         for request in requests:

@@ -18,7 +18,7 @@ from tests.support.daemons import SubprocessDaemon
 pytestmark = pytest.mark.slow
 
 
-def run_check(state_dir: Path, max_age: float = 30) -> subprocess.CompletedProcess:
+def run_check(state_dir: Path, max_age: float = 30, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
@@ -29,6 +29,7 @@ def run_check(state_dir: Path, max_age: float = 30) -> subprocess.CompletedProce
             f"sqlite://{state_dir}/state.db",
             "--max-age",
             str(max_age),
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -103,6 +104,9 @@ def test_check_fails_when_the_queue_cannot_be_reached(emulator: Emulator, provid
         result = wait_for(lambda: (r := run_check(tmp_path)).returncode == 1 and r, 40, "check to report the failure")
         assert "the last receive failed" in result.stderr
         assert daemon.proc.poll() is None, "the daemon must keep retrying, not exit"
+        # what an instance reports to its Auto Scaling group: the outage is not this machine's fault
+        local = run_check(tmp_path, 30, "--local-faults-only")
+        assert local.returncode == 0 and "not a local fault" in local.stdout, local.stdout + local.stderr
     finally:
         daemon.stop()
 

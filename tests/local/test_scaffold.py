@@ -43,7 +43,9 @@ def test_the_generated_project_passes_its_own_test_runs_under_simulate_and_regis
         "src/acme_things/__init__.py",
         "src/acme_things/thing.py",
         "tests/test_thing.py",
+        ".gitignore",
     }
+    assert ".cfn-simulate/" in (project / ".gitignore").read_text().splitlines()
     assert "Custom::AcmeThings" in (project / "src/acme_things/thing.py").read_text()
 
     # its own test, as its author runs it
@@ -113,7 +115,7 @@ def test_init_refuses_a_bad_name_a_bad_type_and_a_folder_in_use(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "keep.txt").write_text("mine")
     refused = init(tmp_path, "taken")
-    assert refused.exit_code == 1 and "already exists" in refused.output
+    assert refused.exit_code == 2 and "cfn-provider: " in refused.output and "already exists" in refused.output
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine" and len(list((tmp_path / "taken").iterdir())) == 1
     typed = init(tmp_path, "my_thing", "--type", "Custom::Widget")
     assert typed.exit_code == 0
@@ -171,3 +173,28 @@ def test_the_provider_a_project_depends_on_is_where_cfn_provider_came_from():
         by_name = from_direct_url(unknown, "0.2.0")
         assert by_name.requirement() == "cfn-sns-provider==0.2.0" and "--find-links" in by_name.said
     assert checkout.released("simulate") == "cfn-sns-provider[simulate]>=0.2.0"
+
+
+@pytest.mark.slow
+def test_init_lambda_scaffolds_a_cfnresponse_function_whose_own_test_passes(tmp_path):
+    made = init(tmp_path, "hello-fn", "--template", "lambda")
+    assert made.exit_code == 0, made.output
+    project = tmp_path / "hello-fn"
+    assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} == {
+        "README.md",
+        "template.yaml",
+        "function/index.py",
+        "tests/test_function.py",
+        ".gitignore",
+    }
+    index = (project / "function/index.py").read_text()
+    assert "import cfnresponse" in index and "def handler(event, context):" in index
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout + tested.stderr

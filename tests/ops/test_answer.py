@@ -10,6 +10,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -494,3 +495,25 @@ def test_a_request_asked_again_after_a_failed_answer_can_be_answered_from_the_de
     assert json.loads(s3_body(dl_stack, request))["PhysicalResourceId"] == "made-by-hand"
     record = in_store(lambda s: s.get(key(request)))
     assert record.state == "SENT" and record.answered(digest(request)) and record.answered(digest(earlier))
+
+
+def test_a_named_tenants_request_is_answered_with_tenant_and_shown_with_it(state_url, in_store, stub_s3):
+    """A web tenant's record is keyed under its name: `requests` shows the tenant, and `answer --tenant`
+    reaches the record (without it: the default tenant's, where there is none)."""
+    request = ros_request("Create", stub_s3.url("ops/tenant"), stack_id="1b7c1c38-5d6b-4a34-9f38-2b6f5d0c0d12")
+    parsed = replace(parse(json.dumps(request), ROS), principal="team-a")
+    in_store(
+        lambda s: s.claim(parsed.key, "dead", digest(request), 60, token="t", request=stored_form(parsed)), ago=120
+    )
+    listed = CliRunner().invoke(main, ["requests", "--state", state_url, "--json"])
+    assert listed.exit_code == 0 and [r["tenant"] for r in json.loads(listed.output)] == ["team-a"], listed.output
+    argv = ["answer", request["StackId"], request["RequestId"], "--state", state_url, "--status", "FAILED"]
+    argv += ["--reason", "operator: gave up", "--yes", "--allow-response-url", stub_s3.base_url]
+    missing = CliRunner().invoke(main, argv)
+    assert missing.exit_code == 1 and not stub_s3.requests
+    result = CliRunner().invoke(main, [*argv, "--tenant", "team-a"])
+    assert result.exit_code == 0, result.output
+    [post] = stub_s3.requests_for("ops/tenant", "POST")
+    assert json.loads(post.body)["Status"] == "FAILED"
+    record = in_store(lambda s: s.get(parsed.key))
+    assert record is not None and record.state == "SENT"

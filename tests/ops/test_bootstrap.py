@@ -368,7 +368,7 @@ def test_config_without_a_table_keeps_the_default_state(emulator, name, tmp_path
     monkeypatch.setattr(cfn_provider.logs, "configure", lambda *a, **k: None)
     run = CliRunner().invoke(cli.main, ["run", "--config", str(config)], prog_name="cfn-provider")
     assert run.exit_code == 0, run.output
-    assert seen[0].state == f"sqlite://{tmp_path / 'state' / 'state.db'}"
+    assert seen[0].state.startswith(f"sqlite://{tmp_path / 'state' / 'state-'}")  # the daemon's own file
 
 
 def test_bootstrap_help_lists_its_options():
@@ -498,3 +498,30 @@ def test_the_printed_iam_policy_covers_exactly_the_calls_the_daemon_makes(emulat
 
     without_table = _printed_policy(bootstrap("--name", f"{name}-solo").output)
     assert not [a for s in without_table["Statement"] for a in s["Action"] if a.startswith("dynamodb:")]
+
+
+def test_on_an_emulator_the_printed_run_line_is_complete(emulator, name, tmp_path, monkeypatch):
+    # bootstrap ran with AWS_ENDPOINT_URL (the emulator fixture's): the daemon needs it too, and the
+    # emulator's flags (signatures its certificate URL cannot prove, its S3 URLs allowed)
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    config = tmp_path / "local.toml"
+    result = bootstrap("--name", name, "--write-config", str(config))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    run_line = lines[lines.index(next(x for x in lines if x.startswith("Run the daemon"))) + 1].strip()
+    assert f"on the emulator at {emulator.endpoint}" in result.output
+    assert run_line == (
+        f"AWS_ENDPOINT_URL={emulator.endpoint} cfn-provider run --config {config} --no-verify-signatures "
+        f"--allow-response-url {emulator.endpoint}/ \\"
+    )
+
+
+def test_on_aws_the_run_line_has_no_emulator_flags(monkeypatch):
+    from cfn_provider.ops.bootstrap import emulator_endpoints
+
+    assert emulator_endpoints({}) is None
+    assert emulator_endpoints({"AWS_ENDPOINT_URL": "https://sqs.eu-west-1.amazonaws.com"}) is None
+    assert emulator_endpoints({"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}) == (
+        "http://127.0.0.1:5000",
+        "http://127.0.0.1:5000",
+    )

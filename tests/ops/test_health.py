@@ -185,3 +185,32 @@ def test_watchdog_interval_is_half_of_watchdog_sec_for_this_pid(monkeypatch: pyt
     assert health.watchdog_interval() is None
     monkeypatch.delenv("WATCHDOG_USEC")
     assert health.watchdog_interval() is None
+
+
+def test_check_says_how_old_its_figures_are(tmp_path: Path) -> None:
+    # the daemon rewrites its file every few seconds: "0 handled" right after two answers is the
+    # figure of a few seconds ago, and check says so
+    from click.testing import CliRunner
+
+    from cfn_provider.cli import main
+
+    path = tmp_path / "health.json"
+    health.write(path, _health(updated_at=time.time() - 8, handled=0))
+    done = CliRunner().invoke(main, ["check", "--health-file", str(path), "--state", f"sqlite://{tmp_path}/s.db"])
+    assert done.exit_code == 0, done.output
+    assert "0 handled (as of 8 s ago" in done.output
+
+
+def test_local_faults_only_holds_a_failed_receive_against_nobody(tmp_path: Path) -> None:
+    """An SQS or network outage fails every instance's receive at once: an instance's own health
+    report (the group replaces what it marks unhealthy) must not count it, or the whole fleet is
+    replaced mid-incident. Its own faults still count: a stale or missing file."""
+    path = tmp_path / "health.json"
+    health.write(path, _health(last_receive_ok=False, last_error="EndpointConnectionError: boom"))
+    ok, why = health.check(path, max_age=60, local_only=True)
+    assert ok and "not a local fault" in why and "EndpointConnectionError: boom" in why
+    health.write(path, _health(updated_at=time.time() - 300, last_receive_ok=False))
+    ok, why = health.check(path, max_age=60, local_only=True)
+    assert not ok and "stuck or gone" in why
+    ok, why = health.check(tmp_path / "nope.json", max_age=60, local_only=True)
+    assert not ok and "no health file" in why

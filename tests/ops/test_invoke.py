@@ -320,3 +320,69 @@ def test_the_emulator_recipe_in_operating_md_runs_as_written(emulator: Emulator,
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"')]
     assert [e["request_type"] for e in events if e.get("event") == "request"] == ["Create", "Delete"]
     assert any(e.get("event") == "stopped" for e in events)
+
+
+def test_no_answer_names_the_cause_the_daemon_recorded_and_invoke_waits_only_its_timeout(
+    emulator: Emulator, provider: Provider, tmp_path: Path
+) -> None:
+    """A daemon that accepts another topic refuses invoke's message as a security event; invoke
+    reads why from the daemon's health file (found from its --config, as check finds it) and
+    gives up after --timeout, not ten seconds later."""
+    other = emulator.client("sns").create_topic(Name=f"other-{tmp_path.name[-8:]}")["TopicArn"]
+    config = tmp_path / "daemon.toml"
+    config.write_text(
+        f'queue-url = "{provider.queue_url}"\nstate = "sqlite://{tmp_path}/state.db"\ntopic-arn = ["{other}"]\n'
+    )
+    daemon = SubprocessDaemon(
+        [
+            sys.executable,
+            "-m",
+            "cfn_provider",
+            "run",
+            "--config",
+            str(config),
+            "--no-verify-signatures",
+            "--allow-response-url",
+            f"{emulator.endpoint}/",
+            "--handler",
+            "Custom::Echo",
+            "--wait-seconds",
+            "1",
+            "--log-format",
+            "json",
+        ],
+        {**os.environ, **emulator.env()},
+        tmp_path / "d.log",
+    )
+    try:
+        daemon.start()
+        result = invoke(
+            "--config",
+            str(config),
+            "--topic-arn",
+            provider.topic_arn,
+            "--response-bucket",
+            provider.bucket,
+            "--timeout",
+            "5",
+        )
+        assert result.returncode == 2, result.stdout + result.stderr
+        head = next(line for line in result.stdout.splitlines() if "NO ANSWER" in line)
+        assert float(head.split("after ")[1].split(" s")[0]) < 10  # --timeout 5 (it waited 15 s before)
+        assert "no answer within 5 s; the daemon's health file" in result.stdout
+        assert "security: TopicArn" in result.stdout and "-> it accepts other topics" in result.stdout
+    finally:
+        daemon.stop()
+
+
+def test_a_signature_the_daemon_could_not_verify_points_at_the_emulator_flags() -> None:
+    from cfn_provider.ops.invoke import likely_cause
+
+    said, fix = likely_cause(
+        {"at": 0, "event": "security", "reason": "SNS signature rejected: signature does not match"}, "http://x/"
+    )
+    assert "SNS signature rejected" in said and "--no-verify-signatures" in fix
+    deferred = likely_cause({"at": 0, "event": "deferred", "reason": "signing certificate unavailable"}, "p")
+    assert "--no-verify-signatures" in deferred[1]
+    url = likely_cause({"at": 0, "event": "security", "reason": "ResponseURL 'http://x' rejected"}, "http://x/b/")
+    assert url[1].endswith("--allow-response-url http://x/b/")

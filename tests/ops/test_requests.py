@@ -302,3 +302,45 @@ def test_help_lists_every_state_and_an_unknown_one_is_refused(state_url, in_stor
     result = CliRunner().invoke(main, ["requests", "--state", state_url, "--state-is", "polled"])
     assert result.exit_code == 2 and "'polled' is not a state" in result.output and "POLLING" in result.output
     assert "no requests" not in result.output  # refused, not an empty listing
+
+
+def test_two_daemons_on_one_host_keep_their_own_default_state(tmp_path, monkeypatch):
+    """No --state: each daemon's default store is its own file, named after its queue, and `requests
+    --config` reads that daemon's; an install that already has state.db keeps it (the migration)."""
+    import cfn_provider.cli as cli
+    import cfn_provider.logs
+    from tests.ops.conftest import open_at
+
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    for name in ("CFN_PROVIDER_STATE", "CFN_PROVIDER_QUEUE_URL", "CFN_PROVIDER_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[Any] = []
+    monkeypatch.setattr(cli, "_serve", lambda settings: seen.append(settings) or 0)
+    monkeypatch.setattr(cfn_provider.logs, "configure", lambda *a, **k: None)
+    configs = {}
+    for name in ("shop", "blog"):
+        configs[name] = tmp_path / f"{name}.toml"
+        configs[name].write_text(f'queue-url = "https://sqs.eu-west-1.amazonaws.com/123456789012/{name}-provider"\n')
+        assert CliRunner().invoke(main, ["run", "--config", str(configs[name])]).exit_code == 0
+    shop, blog = (s.state for s in seen)
+    assert shop != blog and shop.startswith(f"sqlite://{tmp_path / 'state'}/state-shop-provider-")
+
+    async def one(url: str, stack_id: str) -> None:
+        store = open_at(url)
+        try:
+            await store.claim(
+                idempotency_key(stack_id, "r-1"), "d", "u", 600, token="t", request=wire(stack_id, "r-1", "Web")
+            )
+        finally:
+            await store.close()
+
+    asyncio.run(one(shop, STACK_A))
+    asyncio.run(one(blog, STACK_B))
+    for name, stack in (("shop", STACK_A), ("blog", STACK_B)):
+        result = CliRunner().invoke(main, ["requests", "--config", str(configs[name]), "--json"])
+        assert result.exit_code == 0, result.output
+        assert [r["stack_id"] for r in json.loads(result.output)] == [stack]
+
+    (tmp_path / "state" / "state.db").touch()  # an earlier build's single file: every daemon keeps it
+    assert CliRunner().invoke(main, ["run", "--config", str(configs["shop"])]).exit_code == 0
+    assert seen[-1].state == f"sqlite://{tmp_path / 'state' / 'state.db'}"

@@ -119,8 +119,12 @@ def test_the_wheel_and_the_sdist_carry_the_licence_and_the_sdist_no_tests_it_can
 
 
 def test_the_wheelhouse_pins_and_hashes_every_wheel(release):
-    dist, _, _ = release
+    dist, _, run = release
     wheelhouse = dist / "wheelhouse"
+    # the release the stack pins (deploy/provider.yaml's ReleaseSha256), and the target it was built for
+    release_sha256 = hashlib.sha256((wheelhouse / "requirements.txt").read_bytes()).hexdigest()
+    assert f"ReleaseSha256={release_sha256}" in run.stdout, run.stdout[-2000:]
+    assert (wheelhouse / "TARGET").read_text().startswith("CPython 3.11 on manylinux_2_34_x86_64 ")
     lines = {
         line.split("==")[0]: line
         for line in (wheelhouse / "requirements.txt").read_text().splitlines()
@@ -154,8 +158,9 @@ def _user_data_install(
 ) -> subprocess.CompletedProcess:
     """The template's user data, its first lines, `signal` and `install` parts, rendered as
     CloudFormation would and run under bash: /opt/cfn-provider is a folder of the test's, `aws s3
-    cp` a stub copying from a local "bucket" (the wheelhouse as `aws s3 sync` would upload it),
-    cfn-signal a stub recording its arguments in tmp_path/signals."""
+    cp` a stub copying from a local "bucket" (the wheelhouse as `aws s3 sync` would upload it; `aws
+    autoscaling` answers the group's name), cfn-signal a stub recording its arguments in
+    tmp_path/signals. ReleaseSha256 is the sha256 of the bucket's requirements.txt."""
     from tests.deploy.test_templates import PROVIDER, load, rendered, sections
 
     dist, _, _ = release
@@ -164,14 +169,16 @@ def _user_data_install(
     stubs.mkdir()
     (stubs / "aws").write_text(f"""#!/bin/bash
 set -eu
+[ "$1" != autoscaling ] || {{ echo the-group; exit 0; }}
 [ "$1 $2" = "s3 cp" ] || {{ echo "unexpected: aws $*" >&2; exit 2; }}
 args=("$@"); src=${{args[-2]}}; dest=${{args[-1]}}; key=${{src#s3://the-bucket/releases/}}
 if [[ " $* " == *" --recursive "* ]]; then mkdir -p "$dest"; cp -r {bucket}/. "$dest"
 else cp "{bucket}/$key" "$dest"; fi
 """)
     (stubs / "cfn-signal").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {tmp_path / "signals"}\n')
+    (stubs / "ec2-metadata").write_text("#!/bin/sh\necho 'instance-id: i-0123'\n")
     (stubs / "python3.11").symlink_to(Path(sys.base_prefix) / "bin" / "python3.11")
-    for stub in ("aws", "cfn-signal"):
+    for stub in ("aws", "cfn-signal", "ec2-metadata"):
         (stubs / stub).chmod(0o755)
     parts = sections(
         rendered(
@@ -180,6 +187,7 @@ else cp "{bucket}/$key" "$dest"; fi
             WheelhouseBucket="the-bucket",
             WheelhousePrefix="releases/",
             PackageIndexUrl="",
+            ReleaseSha256=hashlib.sha256((bucket / "requirements.txt").read_bytes()).hexdigest(),
         )
     )
     script = (parts[""] + parts["signal"] + parts["install"]).replace("/opt/cfn-provider", str(opt / "cfn-provider"))

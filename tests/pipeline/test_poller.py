@@ -343,3 +343,17 @@ def test_defer_seconds_default_to_the_visibility_timeout_and_stay_within_sqs_lim
     assert poller.defer_seconds(message, 0.2) == 1
     assert poller.defer_seconds(message, 41.3) == 42
     assert poller.defer_seconds(message, 10**9) == 12 * 3600
+
+
+async def test_a_message_received_again_is_logged_with_its_receive_count(provider: Provider, queue: SqsQueue):
+    """SQS leaves a message being received again and again out of the age of the oldest message:
+    the template's ReceivedAgain metric filter counts these lines instead (deploy/provider.yaml)."""
+    from structlog.testing import capture_logs
+
+    send(provider, 1)
+    worker = DeferringWorker(hide=1)
+    poller = make_poller(queue, worker, concurrency=1)
+    with capture_logs() as logs:
+        await run_until_seen(poller, worker, 2)
+    again = [e for e in logs if e["event"] == "message.received_again"]
+    assert [e["receive_count"] for e in again] == [2], again  # the first delivery is not logged

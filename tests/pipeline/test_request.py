@@ -6,8 +6,10 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cfn_provider.pipeline.request import ID_LIMITS, FrozenDict, NotARequest, Request, parse
+from cfn_provider.pipeline.request import ID_LIMITS, FrozenDict, NotARequest, Request, json_size, parse
 
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/my-stack/5b918d10-cd98-11ea-90d5-0a9cd3354c10"
 
@@ -310,3 +312,10 @@ def test_service_timeout(props, expected):
 def test_service_timeout_defaults_when_properties_are_missing_or_not_an_object():
     assert parse_doc(ResourceProperties=None).service_timeout == 3600
     assert parse_doc(ResourceProperties="ServiceTimeout=5").service_timeout == 3600
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_json_size_is_what_the_text_takes_inside_a_json_body(text: str):
+    """The fast path for plain ids (no escapes) and json.dumps's count agree on every text."""
+    assert json_size(text) == len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2

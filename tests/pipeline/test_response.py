@@ -3,6 +3,7 @@ kept"), then properties over arbitrary input."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -665,3 +666,26 @@ def test_a_create_whose_marker_would_not_fit_gets_the_failed_create_marker():
     assert create.dialect is ROS and not create.problems
     pid = body_of(cut_short(create, "x"))["PhysicalResourceId"]
     assert is_failed_create_marker(pid)
+
+
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"Name": "x", "When": datetime.datetime(2026, 1, 1)}, "When"),
+        ({"Ok": 1, "Tags": {1, 2}}, "Tags"),
+        ({"Ratio": float("nan")}, "Ratio"),
+    ],
+)
+def test_data_that_is_not_json_is_failed_naming_the_key_and_keeping_the_handlers_id(data, key):
+    # the handler made something: its id goes back, so CloudFormation's rollback Delete reaches it
+    doc = body_of(success(CREATE, {"PhysicalResourceId": "made-1", "Data": data}))
+    assert doc["Status"] == "FAILED" and doc["PhysicalResourceId"] == "made-1"
+    assert f"Data key {key!r} is not JSON-serialisable" in doc["Reason"] and "Data" not in doc
+    assert "2026" not in doc["Reason"]  # the key, never its value
+
+
+def test_an_unusable_result_without_an_id_of_its_own_gets_the_failed_create_marker():
+    doc = body_of(success(CREATE, {"Data": {"When": datetime.datetime(2026, 1, 1)}}))
+    assert doc["Status"] == "FAILED" and is_failed_create_marker(doc["PhysicalResourceId"])
+    unknown = body_of(success(CREATE, {"PhysicalResourceId": "made-2", "Extra": 1}))
+    assert unknown["Status"] == "FAILED" and unknown["PhysicalResourceId"] == "made-2"

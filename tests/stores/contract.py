@@ -632,3 +632,33 @@ async def test_list_records_since_leaves_out_older_claims(store, listing, clock)
     assert {r.key for r in await listing.list_records(since=clock.now - 50)} == {"newer"}
     assert {r.key for r in await listing.list_records(since=clock.now - 150)} == {"older", "newer"}
     assert await listing.list_records(since=clock.now + 1) == []
+
+
+# --- a stack's owner (principals: cfn_provider.trust.tenants) ------------------------------
+
+
+async def test_the_first_principal_to_name_a_stack_owns_it_for_good(store, clock, make_store):
+    stack = "arn:aws:cloudformation:us-east-1:123456789012:stack/s/guid"
+    assert await store.own_stack(stack, "team-a") == "team-a"
+    assert await store.own_stack(stack, "team-a") == "team-a"  # a retry of an applied write: still ours
+    assert await store.own_stack(stack, "team-b") == "team-a"  # refused: the owner is said
+    other = make_store()
+    try:
+        clock.advance(TTL * 10)  # owners outlive every record
+        assert await other.own_stack(stack, "default") == "team-a"  # the same table or file
+        assert await other.own_stack(stack + "-2", "team-b") == "team-b"
+    finally:
+        await other.close()
+    assert await store.get(KEY) is None  # an owner is not a request's record
+
+
+async def test_owners_race_one_wins(store):
+    stack = "stack-raced"
+    owners = await asyncio.gather(*(store.own_stack(stack, f"p{i}") for i in range(8)))
+    assert len(set(owners)) == 1 and owners[0] in {f"p{i}" for i in range(8)}
+
+
+async def test_an_owner_is_never_listed_as_a_record(store, listing, clock):
+    await store.own_stack("stack-listed", "team-a")
+    await answered(store)
+    assert [r.key for r in await listing.list_records()] == [KEY]

@@ -3,6 +3,7 @@
 ca = CertAuthority()                                # a fresh self-signed CA (EC P-256)
 cert, key = ca.issue(tmp_path / "server")           # server.crt (leaf + CA chain) and server.key (mode 600)
 ctx = ca.client_context()                           # an ssl.SSLContext trusting only this CA
+ca.issue(tmp_path / "rsa", rsa_key=True)            # an RSA server certificate (ca.rsa_only_client_context())
 ca.path                                             # the CA certificate's PEM file (curl --cacert)
 serial_of(pem_or_der)                               # which certificate a server presented
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
@@ -48,9 +49,16 @@ class CertAuthority:
         self.path = folder / "ca.pem"
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, stem: Path, names: tuple[str, ...] = ("127.0.0.1", "localhost")) -> tuple[Path, Path]:
-        """A server certificate for `names` (IP addresses or DNS names): (stem.crt, stem.key)."""
-        key = ec.generate_private_key(ec.SECP256R1())
+    def issue(
+        self, stem: Path, names: tuple[str, ...] = ("127.0.0.1", "localhost"), *, rsa_key: bool = False
+    ) -> tuple[Path, Path]:
+        """A server certificate for `names` (IP addresses or DNS names): (stem.crt, stem.key); an EC
+        P-256 key, or an RSA 2048 one with `rsa_key`."""
+        key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if rsa_key
+            else ec.generate_private_key(ec.SECP256R1())
+        )
         now = dt.datetime.now(dt.UTC)
         sans: list[x509.GeneralName] = []
         for name in names:
@@ -86,6 +94,13 @@ class CertAuthority:
 
     def client_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.path))
+
+    def rsa_only_client_context(self) -> ssl.SSLContext:
+        """A client that can only verify an RSA server certificate (TLS 1.2, RSA-authenticated suites only)."""
+        context = self.client_context()
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        context.set_ciphers("ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384")
+        return context
 
 
 def serial_of(cert: bytes) -> int:

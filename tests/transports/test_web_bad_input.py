@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from cfn_provider.pipeline.request import idempotency_key
@@ -85,6 +86,17 @@ async def test_a_source_outside_the_allowlist_is_refused(web_daemon, https, stub
     assert json_log.events(event="security")[0]["reason"] == "source address is not in --web-allow-source"
 
 
+async def test_healthz_is_behind_the_source_allowlist_too(web_daemon, https, json_log):
+    """--web-allow-source applies to GET /healthz (docs/ros.md): before, any source could read it."""
+    d = await web_daemon(web={"allow_sources": ("10.0.0.0/8",)})
+    status, _, body = await post(https, f"{d.base}/healthz", b"", method="GET")
+    assert status == 403 and "Status" not in json.loads(body)
+    assert json_log.events(event="security")[0]["reason"] == "source address is not in --web-allow-source"
+    allowed = await web_daemon(web={"allow_sources": ("127.0.0.0/8",)})
+    status, _, body = await post(https, f"{allowed.base}/healthz", b"", method="GET")
+    assert status == 200 and json.loads(body)["Status"] == "ok"
+
+
 async def test_an_allowed_source_is_served(web_daemon, https, stub_s3):
     d = await web_daemon(web={"allow_sources": ("127.0.0.0/8",)})
     status, _, _ = await post(https, d.url("sync"), ros_request("Create", stub_s3.url("ros/src-ok")))
@@ -130,17 +142,29 @@ async def test_a_request_missing_fields_gets_400_naming_them(web_daemon, https, 
     await nothing_happened(tmp_path, stub_s3, req)
 
 
-async def test_a_cloudformation_looking_request_is_served_under_ros_rules(web_daemon, https, stub_s3):
-    """The transport decides the dialect (docs/security.md): an ARN StackId and no ROS fields change
-    nothing; the request is ROS's, its answer ROS's (no NoEcho, a PhysicalResourceId within 255 bytes)."""
+async def test_a_cloudformation_stack_id_gets_400(web_daemon, https, stub_s3, tmp_path, json_log):
+    """The transport decides the dialect (docs/ros.md): the web listener serves ROS's web ServiceToken only,
+    and ROS's StackId is a plain id; an ARN StackId (CloudFormation's, which reaches the provider through
+    SNS) is refused with 400 in both modes, nothing run or stored. (Before, it was served under ROS's rules
+    while docs/ros.md said 400.)"""
     d = await web_daemon()
     req = ros_request("Create", stub_s3.url("ros/cfn"), stack_id=ARN)
     for key in ("IntranetResponseURL", "StackName", "ResourceOwnerId", "CallerId", "RegionId"):
         del req[key]
+    for mode in ("sync", "async"):
+        status, _, text = await post(https, d.url(mode), req)
+        assert status == 400 and "StackId is an ARN" in json.loads(text)["Error"], text
+    await nothing_happened(tmp_path, stub_s3, req)
+    assert [e["reason"] for e in json_log.events(event="rejected")][0].endswith("through SNS)")
+
+
+async def test_an_arn_elsewhere_in_a_ros_request_changes_nothing(web_daemon, https, stub_s3):
+    """Only the StackId's form is CloudFormation's tell: other fields of the other dialect are ignored."""
+    d = await web_daemon()
+    req = ros_request("Create", stub_s3.url("ros/arnish"), props={"Role": ARN})
     status, _, text = await post(https, d.url("sync"), req)
     answer = json.loads(text)
     assert status == 200 and answer["Status"] == "SUCCESS" and "NoEcho" not in answer
-    assert len(answer["PhysicalResourceId"].encode()) <= 255
 
 
 async def test_a_response_url_outside_the_allowlist_is_refused(web_daemon, https, stub_s3, tmp_path, json_log):
@@ -215,3 +239,55 @@ async def test_expect_100_continue_is_answered_before_the_body(web_daemon, ca: C
     writer.write(body)
     assert (await asyncio.wait_for(reader.readline(), 15)).startswith(b"HTTP/1.1 200")
     writer.close()
+
+
+async def test_a_connection_that_never_completes_tls_is_closed_at_the_header_timeout(web_daemon, https):
+    """The header timeout covers the TLS handshake too: before, a connection that never sent its
+    ClientHello was held for asyncio's own 60 s handshake timeout."""
+    d = await web_daemon(web={"header_timeout": 1.5})
+    reader, writer = await asyncio.open_connection("127.0.0.1", d.listener.port or 0)  # plain TCP: no TLS
+    writer.write(b"\x16\x03\x01")  # the first bytes of a ClientHello, and never the rest
+    started = time.monotonic()
+    assert await asyncio.wait_for(reader.read(), 15) == b""
+    assert time.monotonic() - started >= 1.0 and d.listener.handled == 0
+    writer.close()
+    status, _, _ = await post(https, f"{d.base}/healthz", b"", method="GET")
+    assert status == 200  # the listener serves on
+
+
+async def _silent(port: int, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TCP connection from `source` (any 127.x address reaches 127.0.0.1 on Linux) that sends nothing."""
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+
+async def _closed_at_once(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(), 5) == b""  # the header timeout (60 s here) is far off
+    except TimeoutError:
+        return False
+
+
+async def test_open_connections_are_capped_per_source_and_in_all(web_daemon, https, stub_s3, json_log):
+    d = await web_daemon(web={"header_timeout": 60, "max_connections": 3, "max_connections_per_source": 2})
+    port = d.listener.port or 0
+    held = [await _silent(port, "127.0.0.1"), await _silent(port, "127.0.0.1")]
+    over_source = await _silent(port, "127.0.0.1")  # a third from one address
+    assert await _closed_at_once(over_source[0])
+    held.append(await _silent(port, "127.0.0.2"))  # another address: room in all for one more
+    over_all = await _silent(port, "127.0.0.3")
+    assert await _closed_at_once(over_all[0])
+    for reader, _ in held:  # the ones within the caps are still open
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(reader.read(), 0.3)
+    [event] = json_log.events(event="web.connections_capped")  # once a minute at most
+    assert event["closed"] == 1 and "--web-max-connections" in event["detail"]
+    for _, writer in held:
+        writer.close()
+    req = ros_request("Create", stub_s3.url("ros/capped"))
+    for _ in range(50):  # counted out as they close
+        try:
+            status, _, body = await post(https, d.url("sync"), req)
+            break
+        except aiohttp.ClientError:
+            await asyncio.sleep(0.1)
+    assert status == 200 and json.loads(body)["Status"] == "SUCCESS"

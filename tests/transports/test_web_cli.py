@@ -82,6 +82,24 @@ def test_web_options_reach_settings_without_a_queue_url(captured, token_file: Pa
     )
 
 
+def test_the_tenants_table_of_the_config_file_reaches_settings(captured, token_file: Path, tmp_path: Path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        'transport = "web"\nweb-allow-http = true\nhandler = ["Custom::Echo", "Custom::RandomSecret"]\n'
+        f'web-token-file = "{token_file}"\n'
+        '[tenants.team-a]\nhandlers = ["Custom::RandomSecret"]\n[tenants.team-b]\nhandlers = []\n'
+    )
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert captured[0].tenant_handlers == ("team-a=Custom::RandomSecret", "team-b=-")  # team-b: given none
+    config.write_text(config.read_text() + 'topics = ["acs:mns:cn-hangzhou:1:topics/t"]\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])  # topics are the queues'
+    assert result.exit_code == 2 and "--tenant-topic applies to --transport sqs or mns only" in result.output
+    config.write_text('transport = "web"\n[tenants."team a"]\nhandlers = []\n')
+    result = CliRunner().invoke(cli.main, ["run", "--config", str(config)])
+    assert result.exit_code == 2 and "tenant name" in result.output
+
+
 def test_web_from_the_environment_with_a_token_there(captured, monkeypatch):
     monkeypatch.setenv("CFN_PROVIDER_TRANSPORT", "web")
     monkeypatch.setenv("CFN_PROVIDER_WEB_ALLOW_HTTP", "1")
@@ -175,6 +193,27 @@ def test_web_token_new_rotate_and_print(tmp_path: Path, monkeypatch):
     assert result.exit_code == 2 and "https://HOST" in result.output
 
 
+def test_web_token_new_name_writes_a_tenants_token_beside_the_others(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("CFN_PROVIDER_WEB_TOKEN", raising=False)
+    path, run = tmp_path / "tok", CliRunner().invoke
+    assert run(cli.main, ["web-token", "--new", "--web-token-file", str(path)]).exit_code == 0  # an old bare file
+    (old,) = path.read_text().split()
+    result = run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in path.read_text().splitlines()]
+    assert lines[0] == [old] and lines[1][0] == "team-a" and strength(lines[1][1]) >= 256
+    assert run(cli.main, ["web-token", "--new", "team-a", "--web-token-file", str(path)]).exit_code != 0
+    assert run(cli.main, ["web-token", "--rotate", "--tenant", "team-a", "--web-token-file", str(path)]).exit_code == 0
+    rotated = [line.split() for line in path.read_text().splitlines()]
+    assert rotated[0] == [old] and rotated[2] == lines[1] and rotated[1][0] == "team-a" and rotated[1] != lines[1]
+    result = run(
+        cli.main,
+        ["web-token", "--tenant", "team-a", "--web-token-file", str(path), "--url", "https://p", "--mode", "sync"],
+    )
+    assert result.output == f"web[sync,idempotent]:https://p/{rotated[1][1]}/sync\n"
+    assert run(cli.main, ["web-token", "--new", "bad/name", "--web-token-file", str(path)]).exit_code == 2
+
+
 def test_web_token_mode_offers_both_and_exactly_the_modes_a_path_asks_for():
     """web-token's --mode is `both` or a web_tokens.Mode (the Literal a request path's mode is typed as):
     the command line names the same values, so mypy's view of `mode` is what an operator can pass."""
@@ -243,3 +282,22 @@ def test_the_try_it_locally_recipe_runs_as_written(tmp_path: Path):
     assert answer["Status"] == "SUCCESS" and answer["Data"] == {"Message": "hello"} and answer["RequestId"] == "req-1"
     token = (tmp_path / "web-token").read_text().strip()
     assert token not in (tmp_path / "daemon.log").read_text()
+
+
+def test_the_command_suggested_for_a_missing_token_works(captured, tmp_path: Path):
+    """Starting without a token names the command that makes one: it runs as printed (before, it named
+    `web-token --new --token-file FILE`, an option that does not exist), and `run` then starts."""
+    result = CliRunner().invoke(cli.main, ["run", "--transport", "web", "--web-allow-http"])
+    assert result.exit_code == 2 and not captured, result.output
+    suggested = re.search(r"`cfn-provider (web-token [^`]*)`", " ".join(result.output.split()))
+    assert suggested, result.output
+    path = tmp_path / "web-token"
+    args = [str(path) if word == "FILE" else word for word in suggested.group(1).split()]
+    made = CliRunner().invoke(cli.main, args)
+    assert made.exit_code == 0 and len(path.read_text().strip()) >= 22, made.output
+    started = CliRunner().invoke(
+        cli.main, ["run", "--transport", "web", "--web-allow-http", "--web-token-file", str(path)]
+    )
+    assert started.exit_code == 0 and captured, started.output
+    help_text = " ".join(CliRunner().invoke(cli.main, ["run", "--help"]).output.split())
+    assert "`cfn-provider web-token --new --web-token-file FILE`" in help_text  # --web-token-file's help says the same

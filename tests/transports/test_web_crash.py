@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,7 +73,13 @@ async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(
     with pytest.raises(aiohttp.ClientError):
         await call
     spawn_web("second")
-    status, _, body = await post(https, url, req)  # ROS's retry of an idempotent Create: waits out the dead lease
+    # ROS's retry of an idempotent Create: it waits out the dead lease (5 s here), unless the restart took
+    # longer; a request found free only after waiting is not run with what is left of this caller's time
+    # (503, Retry-After: 1), the next retry runs it
+    status, headers, body = await post(https, url, req)
+    if status == 503:
+        assert headers["Retry-After"] == "1", body
+        status, _, body = await post(https, url, req)
     assert status == 200 and json.loads(body)["Status"] == "SUCCESS"
     status, _, again = await post(https, url, req)
     assert (status, again) == (200, body)  # one answer, however often it is asked for
@@ -120,8 +127,87 @@ async def test_sighup_reloads_the_certificate(spawn_web, ca: CertAuthority, tmp_
     assert stop_gracefully(daemon) == 0
 
 
-async def _presented(port: int, ca: CertAuthority) -> int:
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ca.client_context(), server_hostname="127.0.0.1")
+async def _presented(port: int, ca: CertAuthority, context: ssl.SSLContext | None = None) -> int:
+    """The serial number of the certificate the listener presents to a client with `context`."""
+    context = context or ca.client_context()
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     return serial_of(der)
+
+
+@pytest.mark.slow
+async def test_a_sync_retry_after_a_member_died_is_never_failed_for_want_of_time(
+    https, stub_s3, tmp_path, token_file, ca: CertAuthority
+):
+    """Two daemons on one state file, the DEFAULT lease (60 s, longer than the 55 s sync limit). A
+    member is SIGKILLed while a web[sync] handler runs; the caller's retry goes to the other member,
+    which waits for the dead member's lease within its caller's time. Before: it took the request over
+    when the lease lapsed (58 s after the retry came), with no time left, and stored FAILED "timed out
+    after 0 s" for every later retry. Now: 503 + Retry-After (the seconds until the lease lapses),
+    then the retry after that runs the handler with its full budget, once."""
+    cert, key = ca.issue(tmp_path / "server")
+    env = {"CFN_TEST_CALLS_FILE": str(tmp_path / "calls"), "CFN_TEST_STARTED_FILE": str(tmp_path / "started")}
+    members = {
+        name: web_subprocess(
+            tmp_path,
+            stub_s3,
+            tmp_path / f"{name}.log",
+            port=free_port(),
+            token_file=token_file,
+            cert=cert,
+            key=key,
+            env={**env, "STATE_DIRECTORY": str(tmp_path / name)},
+        )  # fmt: skip
+        for name in ("a", "b")
+    }
+    try:
+        urls = {}
+        for name, member in members.items():
+            member.start()
+            urls[name] = listening(member) + f"/{token_file.read_text().split()[0]}/sync"
+        req = ros_request("Create", stub_s3.url("died/sync"), rtype="Custom::Started", props={"SleepSeconds": "2"})
+        call = asyncio.ensure_future(post(https, urls["a"], req))
+        await asyncio.to_thread(wait_until, lambda: _started(tmp_path, req["RequestId"]), 30, "the handler to start")
+        members["a"].kill()  # mid-handler: its claim's lease (60 s) still running
+        with pytest.raises(aiohttp.ClientError):
+            await call
+        status, headers, body = await post(https, urls["b"], req, timeout=120)  # the retry, at the other member
+        assert status == 503, body  # before: 200 with FAILED "timed out after 0 s", stored for good
+        retry_after = int(headers["Retry-After"])
+        assert 1 <= retry_after <= 60 and b"lease" in body
+        await asyncio.sleep(retry_after)  # as ROS does: the server says when
+        status, _, body = await post(https, urls["b"], req, timeout=120)
+        assert status == 200 and json.loads(body)["Status"] == "SUCCESS", body
+        assert (await post(https, urls["b"], req))[2] == body  # the stored answer, to every later retry
+        assert recorded_calls(tmp_path / "calls") == [f"{req['RequestId']} Create"]  # one completed run
+        assert _started(tmp_path, req["RequestId"]) == 2  # the killed one, and the one with its full budget
+    finally:
+        for member in members.values():
+            member.stop()
+
+
+async def test_sighup_from_an_rsa_to_an_ec_certificate_serves_only_the_new_one(
+    tmp_path: Path, stub_s3, ca: CertAuthority, token_file
+):
+    """A reload swaps the whole TLS context: before, the EC pair was loaded into the live context beside
+    the RSA one, so a client that can only take RSA went on getting the old RSA certificate."""
+    cert, key = ca.issue(tmp_path / "server", rsa_key=True)
+    port = free_port()
+    daemon = web_subprocess(
+        tmp_path, stub_s3, tmp_path / "hup.log", port=port, token_file=token_file, cert=cert, key=key
+    )
+    daemon.start()
+    try:
+        listening(daemon)
+        rsa_serial = serial_in(cert)
+        assert await _presented(port, ca, ca.rsa_only_client_context()) == rsa_serial
+        ca.issue(tmp_path / "server")  # EC, over the same files
+        daemon.signal(signal.SIGHUP)
+        await asyncio.to_thread(wait_for_event, daemon, 10, event="web.tls_reloaded")
+        assert await _presented(port, ca) == serial_in(cert) != rsa_serial  # an EC-capable client: the new one
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # an RSA-only client: none it can take (not the old)
+            await _presented(port, ca, ca.rsa_only_client_context())
+        assert await _presented(port, ca) == serial_in(cert)  # still serving
+    finally:
+        daemon.stop()

@@ -180,16 +180,32 @@ def test_garbage_is_rejected_not_crashed_on(url):
 
 
 def test_ros_hosts_keep_their_own_rule():
-    """The ROS dialect answers on ROS/OSS hosts; CloudFormation's buckets are not among them."""
+    """The ROS dialect answers on ROS's own endpoints only; CloudFormation's buckets are not among them,
+    and no OSS bucket is (any bucket is its owner's: a template author's own among them)."""
     from cfn_provider.trust.urls import ALIYUN_HOSTS
 
     ok = ResponseUrlPolicy()
-    ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback?x=1", ALIYUN_HOSTS)
-    ok.check("https://bucket.oss-cn-hangzhou-internal.aliyuncs.com/key", ALIYUN_HOSTS)
-    with pytest.raises(UrlRejected, match="ROS or OSS"):
-        ok.check(f"https://{B}.s3.amazonaws.com/key", ALIYUN_HOSTS)
-    with pytest.raises(UrlRejected, match="ROS or OSS"):
-        ok.check("https://evil.fc.aliyuncs.com/key", ALIYUN_HOSTS)
+    for host in (
+        "ros.aliyuncs.com",
+        "ros.cn-hangzhou.aliyuncs.com",
+        "ros-intranet.cn-hangzhou.aliyuncs.com",
+        "ros-vpc.ap-southeast-1.aliyuncs.com",
+        "ros.vpc-proxy.aliyuncs.com",
+    ):
+        ok.check(f"https://{host}/callback?x=1", ALIYUN_HOSTS)
+    for host in (
+        f"{B}.s3.amazonaws.com",
+        "evil.fc.aliyuncs.com",
+        "loot.oss-cn-hangzhou.aliyuncs.com",
+        "bucket.oss-cn-hangzhou-internal.aliyuncs.com",
+        "oss-cn-hangzhou.aliyuncs.com",
+        "ros.oss-cn-hangzhou.aliyuncs.com",
+        "ros-x.oss-accelerate.aliyuncs.com",
+        "ros.cn-hangzhou.aliyuncs.com.evil.example",
+        "evil-ros.cn-hangzhou.aliyuncs.com",
+    ):
+        with pytest.raises(UrlRejected, match="not a ROS endpoint"):
+            ok.check(f"https://{host}/key", ALIYUN_HOSTS)
     with pytest.raises(UrlRejected, match="not CloudFormation's"):
         ok.check("https://ros.cn-hangzhou.aliyuncs.com/callback")
 

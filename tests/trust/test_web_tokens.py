@@ -47,8 +47,8 @@ def test_tokens_from_a_file_or_the_environment(tmp_path: Path):
     a, b = new_token(), new_token()
     path = tmp_path / "tokens"
     path.write_text(f"# the current one first\n{a}\n\n  {b}  \n")
-    assert read_tokens(str(path), None) == (a, b)
-    assert read_tokens(None, f"{a}, {b}") == (a, b)
+    assert read_tokens(str(path), None) == (("default", a), ("default", b))
+    assert read_tokens(None, f"{a}, {b}") == (("default", a), ("default", b))
     path.write_text(f"{a}\n{b}\n{new_token()}\n")
     with pytest.raises(TokenError, match="at most 2"):
         read_tokens(str(path), None)
@@ -94,7 +94,7 @@ def test_reload_reads_the_file_again_and_keeps_the_old_tokens_on_error(tmp_path:
     path.write_text("weak")
     with pytest.raises(TokenError):
         tokens.reload()
-    assert tokens.tokens == (b, a)
+    assert tokens.tokens == (("default", b), ("default", a))
 
 
 def test_service_tokens_carry_the_first_token(tmp_path: Path):
@@ -117,3 +117,22 @@ def test_a_token_read_is_redacted_from_every_log_line():
     finally:
         structlog.reset_defaults()
     assert token not in stream.getvalue() and "<redacted>" in stream.getvalue()
+
+
+def test_named_tokens_are_tenants_and_an_old_bare_token_is_the_default_one(tmp_path: Path):
+    old, a1, a2, b = new_token(), new_token(), new_token(), new_token()
+    path = tmp_path / "tokens"
+    path.write_text(f"{old}\nteam-a {a1}\nteam-a {a2}\n# team b\nteam-b {b}\n")
+    tokens = Tokens(str(path))
+    assert tokens.route(f"/{old}/sync").tenant == "default"
+    assert tokens.route(f"/{a1}").tenant == tokens.route(f"/{a2}/sync").tenant == "team-a"  # rotation: two of a name
+    assert tokens.route(f"/{b}").tenant == "team-b" and tokens.route(f"/{b}x").mode is None
+    assert tokens.service_tokens("https://p.example.com", tenant="team-b")[0].endswith(f"/{b}")
+    assert tokens.tenants() == ["default", "team-a", "team-b"]
+    path.write_text(f"team-a {a1}\nteam-a {a2}\nteam-a {new_token()}\n")
+    with pytest.raises(TokenError, match="at most 2 of one name"):
+        Tokens(str(path))
+    for bad in (f"team-a {a1}\nteam-b {a1}\n", f"team/a {a1}\n", f"team-a {a1} extra\n"):
+        path.write_text(bad)
+        with pytest.raises(TokenError):
+            Tokens(str(path))

@@ -8,7 +8,10 @@ AWS is the stack's own moto server on 127.0.0.1 (a process kept from its create 
 stack_emulator.py; `--seed` puts things there first, seed.py) unless `--endpoint` names another
 AWS-compatible endpoint. Each custom resource's ServiceToken is replaced by the simulated topic.
 The template is checked with cfn-lint before anything runs. The stack remembers the options its
-operations share (remember.py: handlers, handler folders, endpoint, --poll-every).
+operations share (remember.py: handlers, function settings, handler folders, endpoint, --poll-every).
+A custom resource whose ServiceToken is `!GetAtt Fn.Arn` of the template's own AWS::Lambda::Function
+is served by that function, with its Handler, code, environment, Timeout and MemorySize
+(template_functions.py); `--handler` and `--function` override it.
 
 CloudFormation's semantics, as far as custom resources see them:
 - resources go in dependency order (one at a time: a valid CloudFormation order, not its
@@ -29,9 +32,10 @@ Data, outputs, events) lives in a JSON state file between invocations, written a
 The modules: state.py (the stack's state file), remember.py, console.py (what is printed),
 daemon_log.py (the daemon's log: tracebacks kept for the summary), embedded.py and backend.py (the
 daemon on its thread; the topic, queue and bucket; one request's round trip), stack_emulator.py,
-seed.py, fast_polls.py (--poll-every), steps.py (one resource's requests) and engine.py
+seed.py, fast_polls.py (--poll-every), template_functions.py, steps.py (one resource's requests) and engine.py
 (CloudFormation's ordering of create, update, delete and their rollbacks), session.py (one
-invocation, its summary and exit status) and commands.py (the click group). Tests that must not os._exit() patch
+invocation, its summary and exit status), served.py (the --handler types checked against the
+template's before anything runs) and commands.py (the click group). Tests that must not os._exit() patch
 session.HARD_EXIT_PAST_STUCK_HANDLERS.
 """
 

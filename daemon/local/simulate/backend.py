@@ -20,6 +20,7 @@ from .embedded import EmbeddedDaemon
 from .fast_polls import FastPolls
 from .remember import Remembered
 from .state import DEFAULT_SERVICE_TIMEOUT, SimulateError
+from .template_functions import TemplateDefaults
 
 if TYPE_CHECKING:
     from ...config import Settings
@@ -139,12 +140,21 @@ def _set_environment(values: Mapping[str, str | None]) -> None:
 class Backend:
     """The AWS side of one invocation (topic -> queue, bucket) and the daemon serving the queue."""
 
-    def __init__(self, remembered: Remembered, state_path: Path, emulator_record: Any = None):
-        """`remembered`: the handlers, folders, endpoint and poll speed to use; `state_path` and
-        `emulator_record`: the stack whose own emulator to use (or start) when there is no endpoint."""
+    def __init__(
+        self,
+        remembered: Remembered,
+        state_path: Path,
+        emulator_record: Any = None,
+        defaults: TemplateDefaults | None = None,
+    ):
+        """`remembered`: the handlers, function settings, folders, endpoint and poll speed to use;
+        `state_path` and `emulator_record`: the stack whose own emulator to use (or start) when there
+        is no endpoint; `defaults`: what the template's own Lambda functions give, under `remembered`."""
         self.remembered, self.state_path, self.emulator_record = remembered, state_path, emulator_record
+        self.defaults = defaults or TemplateDefaults()
+        self.handler_options, self.function_options = self.defaults.merged(remembered.handlers, remembered.functions)
         self.endpoint_url, self.requested_region = remembered.endpoint, remembered.region
-        self.warnings: list[str] = []  # said before the operation starts
+        self.warnings: list[str] = list(self.defaults.notes)  # said before the operation starts
         self.emulator: Any = None
         self.provider: Any = None
         self.daemon: EmbeddedDaemon | None = None
@@ -240,6 +250,7 @@ class Backend:
             region=self.region,
             topic_arns=(self.provider.topic_arn,),
             handlers=self._handlers(),
+            functions=self._functions(),
             handler_paths=tuple(self.remembered.handler_paths),
             state=f"sqlite://{tmp}/state.db",
             verify_signatures=False,
@@ -256,12 +267,23 @@ class Backend:
         """The remembered --handler values; with --poll-every, each loaded and served through FastPolls."""
         from ...pipeline.router import Router, parse_handler_option
 
-        parsed = tuple(parse_handler_option(h) for h in self.remembered.handlers)
+        parsed = tuple(parse_handler_option(h) for h in self.handler_options)
         every = self.remembered.poll_every
         if every is None:
             return parsed
-        router = Router(parsed, handler_paths=self.remembered.handler_paths)
+        router = Router(parsed, functions=self._functions(), handler_paths=self.remembered.handler_paths)
         return tuple((r.pattern, FastPolls(r.handler(), every, r.spec)) for r in router.routes())
+
+    def _functions(self) -> dict[str, Any]:
+        """The function settings (the template's, under --function's), each a lambda: handler's
+        (FunctionSettingError, exit 2, naming one that is not)."""
+        from ...functions.options import check_served
+        from ...functions.settings import parse_options
+        from ...pipeline.router import parse_handler_option
+
+        functions = parse_options(self.function_options)
+        check_served([parse_handler_option(h) for h in self.handler_options], functions)
+        return functions
 
     def _stop_daemon(self) -> None:
         assert self.daemon is not None

@@ -11,15 +11,20 @@ from typing import Any
 import click
 
 from ...cli_errors import Commands
+from ...cli_options import HANDLER_HELP, HANDLER_PATH_HELP, LOGS_HELP, PARAMETER_HELP
+from ...functions.options import function_option
 from ..template import StackInfo, Template, TemplateError, lint, parse_parameters
 from ..template import load as load_template
 from ..template.lint import missing_extra
 from .backend import Backend
 from .console import Console
 from .engine import Engine
+from .remember import Remembered
 from .seed import run_seed
+from .served import check as check_served
 from .session import announce, run
 from .state import DEFAULT_STATE_DIR, UPDATABLE, SimulateError, StackState, read_state
+from .template_functions import TemplateDefaults, forget, from_template
 
 _STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
 
@@ -70,11 +75,6 @@ def _parameters(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
 
 _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
-        "--stack-name",
-        help="Name of the simulated stack (create: default from the template's "
-        "file name; update/delete: default the only stack in ./.cfn-simulate/).",
-    ),
-    click.option(
         "--state-file",
         type=click.Path(dir_okay=False),
         help="Where the simulated stack is kept between calls (default ./.cfn-simulate/STACK.json).",
@@ -85,9 +85,16 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         callback=_handlers,
         metavar="TYPE=MODULE[:ATTR]",
-        help="Serve ResourceType TYPE with this handler, as for `run` (repeatable). A bare TYPE "
-        "serves the built-in or installed entry point of that name (e.g. --handler "
-        "Custom::Echo); nothing else is served. Remembered for the stack's next operations.",
+        help=HANDLER_HELP + " simulate: remembered for the stack's next operations; a type the template "
+        "uses that no --handler serves is refused before anything runs.",
+    ),
+    function_option(
+        "A setting of the lambda: function serving TYPE, as for `run` (repeatable): env.NAME=VALUE (an environment "
+        "variable of its own), code=FOLDER, timeout=S, memory_mb=N, concurrency=N, name=NAME, log_group=NAME, "
+        "log_stream=NAME. Remembered; given again, a setting replaces the remembered one. The template's own "
+        "AWS::Lambda::Function resources give defaults (docs/porting-lambda.md).",
+        name="functions",
+        as_typed=True,
     ),
     click.option(
         "--handler-path",
@@ -95,8 +102,7 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         type=click.Path(file_okay=False),
         metavar="DIR",
-        help="Import handler modules from this folder too, as for `run` (repeatable; "
-        "default: the current folder). Remembered.",
+        help=HANDLER_PATH_HELP + " simulate: default the current folder; remembered.",
     ),
     click.option(
         "--endpoint",
@@ -127,16 +133,24 @@ _COMMON_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         "--logs/--no-logs",
         "show_logs",
         default=False,
-        help="Also show the daemon's log lines (handler tracebacks included) on stderr.",
+        show_default=True,
+        help=LOGS_HELP,
     ),
 ]
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options create, update and delete share."""
+    """The options create, update and delete share (after --stack-name, whose default each says)."""
     for option in reversed(_COMMON_OPTIONS):
         fn = option(fn)
     return fn
+
+
+def _stack_name(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--stack-name", help=f"Name of the simulated stack (default: {default}).")
+
+
+_ONLY_STACK = "the only stack in ./.cfn-simulate/"
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -157,7 +171,10 @@ def simulate() -> None:  # Commands: a SimulateError is `cfn-provider: <why>`, e
     simulated; other resources are not created, and a Ref or Fn::GetAtt to one gives a
     placeholder. Each custom resource's ServiceToken is replaced by the simulated topic. The
     stack is kept in ./.cfn-simulate/STACK.json, with the options to use again (handlers,
-    handler folders, endpoint, poll speed, parameters). Exit status: 0 when the stack ends
+    function settings, handler folders, endpoint, poll speed, parameters). A custom resource whose
+    ServiceToken is !GetAtt Fn.Arn of the template's own AWS::Lambda::Function is served by that
+    function with its Handler, Code, Environment, Timeout and MemorySize (--handler and --function
+    override it). Exit status: 0 when the stack ends
     CREATE_COMPLETE / UPDATE_COMPLETE / DELETE_COMPLETE, 1 otherwise (failed, rolled back),
     2 when nothing could be done (bad template, options or stack state).
     """
@@ -180,9 +197,10 @@ _SEED = click.option(
     multiple=True,
     callback=_parameters,
     metavar="KEY=VALUE",
-    help="A template parameter (repeatable); others take their Default.",
+    help=PARAMETER_HELP,
 )
 @_SEED
+@_stack_name("from the template's file name")
 @_common
 def create_command(template_path: str, parameters: dict[str, str], seed: str | None, **options: Any) -> None:
     """Create the stack from TEMPLATE (YAML or JSON): Create requests in dependency order; on a
@@ -200,8 +218,14 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
         raise SimulateError(f"Stack [{existing.name}] already exists ({existing.status}, in {path}){hint}")
     _require_emulator(options)
     doc = load_template_or_fail(template_path, options["region"])
-    if not seed:  # a bad template fails before anything starts (a seed may still give parameters)
-        make_template(doc, parameters, StackInfo.new(stack_name), None)
+    defaults = from_template(doc, parameters, StackInfo.new(stack_name), template_path, path)
+    try:  # the template's own functions serve their types too
+        _check_served(doc, Remembered().with_options(options), defaults)
+        if not seed:  # a bad template fails before anything starts (a seed may still give parameters)
+            make_template(doc, parameters, StackInfo.new(stack_name), None)
+    except SimulateError:
+        forget(path)
+        raise
 
     def operation(engine: Engine, backend: Backend, console: Console) -> str:
         overrides = {**(run_seed(seed, console, backend.describe()) if seed else {}), **parameters}
@@ -222,7 +246,11 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
             parameter_overrides=parameters,
         )
 
-    run("create", path, options, new_state, operation)
+    try:
+        run("create", path, options, new_state, operation, defaults=defaults)
+    finally:
+        if not path.exists():  # nothing was created: nor are its inline functions kept
+            forget(path)
 
 
 @simulate.command("update")
@@ -231,8 +259,7 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
     "--template",
     "template_option",
     type=click.Path(dir_okay=False),
-    metavar="TEMPLATE",
-    help="The new template, as the TEMPLATE argument (default: the stack's current one, e.g. to change parameters).",
+    hidden=True,  # the TEMPLATE argument, as earlier builds spelt it: still accepted, no longer shown
 )
 @click.option(
     "--parameter",
@@ -240,15 +267,16 @@ def create_command(template_path: str, parameters: dict[str, str], seed: str | N
     multiple=True,
     callback=_parameters,
     metavar="KEY=VALUE",
-    help="A template parameter (repeatable). Values given before are kept unless given again "
-    "(as `aws cloudformation deploy` does); others take their Default.",
+    help=PARAMETER_HELP + " update: values given before are kept unless given again (as `aws "
+    "cloudformation deploy` does).",
 )
 @_SEED
+@_stack_name(_ONLY_STACK)
 @_common
 def update_command(
     template_path: str | None, template_option: str | None, parameters: dict[str, str], seed: str | None, **options: Any
 ) -> None:
-    """Update the stack (to TEMPLATE, else its current template with new parameters): Update
+    """Update the stack (to TEMPLATE, default: its current template, e.g. with new parameters): Update
     requests (with OldResourceProperties) for changed resources, Create for new ones; then the
     cleanup phase Deletes replaced ids and removed resources. On a failure, the rollback: Update
     back to the old properties, Delete of what was created."""
@@ -275,6 +303,8 @@ def update_command(
     overrides = {k: v for k, v in state.parameter_overrides.items() if k in declared}
     overrides.update(parameters)
     new = make_template(doc, overrides, state.info, None)  # a bad template fails before anything starts
+    defaults = from_template(doc, overrides, state.info, template_path or state.template_file, path)
+    _check_served(doc, state.remembered.with_options(options), defaults)
     changed_types = [
         k for k in new.custom if k in state.resources and state.resources[k].type != new.resources[k]["Type"]
     ]
@@ -298,10 +328,11 @@ def update_command(
             return "NO_CHANGES"
         return engine.update(old, new, now, str(Path(template_path).resolve()) if template_path else None)
 
-    run("update", path, options, lambda _backend: state, operation, previous=state)
+    run("update", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 @simulate.command("delete")
+@_stack_name(_ONLY_STACK)
 @_common
 def delete_command(**options: Any) -> None:
     """Delete the stack: Delete requests in reverse dependency order (DeletionPolicy Retain is
@@ -333,7 +364,8 @@ def delete_command(**options: Any) -> None:
         announce(console, backend, template, st, path)
         return engine.delete(template)
 
-    run("delete", path, options, lambda _backend: state, operation, previous=state)
+    defaults = from_template(state.template, state.parameter_overrides, state.info, state.template_file, path)
+    run("delete", path, options, lambda _backend: state, operation, previous=state, defaults=defaults)
 
 
 def _require_emulator(options: Mapping[str, Any], state: StackState | None = None) -> None:
@@ -344,6 +376,14 @@ def _require_emulator(options: Mapping[str, Any], state: StackState | None = Non
         return
     if importlib.util.find_spec("moto") is None:
         raise SimulateError(str(missing_extra("moto", "moto's server as its embedded AWS emulator")))
+
+
+def _check_served(doc: Mapping[str, Any], remembered: Remembered, defaults: TemplateDefaults) -> None:
+    """Every custom type of the template has a handler, given or the template's own function (else
+    SimulateError, before anything runs); a handler for a type it never uses is named."""
+    handlers, _ = defaults.merged(list(remembered.handlers), [])
+    for warning in check_served(doc, handlers):
+        Console().warn(warning)
 
 
 def _check_stack_name(name: str) -> None:

@@ -14,13 +14,14 @@ from typing import Any
 import click
 
 from ..template import Template
-from . import daemon_log
+from . import daemon_log, template_functions
 from .backend import Backend
 from .console import Console, Event, status_colour
 from .daemon_log import DaemonLog
 from .engine import Engine
 from .remember import Remembered
 from .state import COMPLETE, INTERRUPTED, STACK_TYPE, StackState, write_state
+from .template_functions import TemplateDefaults
 
 # For tests, which run the commands inside pytest: never os._exit() there (see _exit_code).
 HARD_EXIT_PAST_STUCK_HANDLERS = True
@@ -53,19 +54,23 @@ def run(
     make_state: Callable[[Backend], StackState],
     operation: Callable[[Engine, Backend, Console], str],
     previous: StackState | None = None,
+    defaults: TemplateDefaults | None = None,
 ) -> None:
-    """One operation: the options given now on top of what `previous` (the stack's state) remembers."""
+    """One operation: the options given now on top of what `previous` (the stack's state) remembers,
+    and both on top of `defaults` (the template's own Lambda functions)."""
     kept = daemon_log.configure(options["show_logs"])
     remembered = (previous.remembered if previous else Remembered()).with_options(options)
     console = Console()
     status = ""
     engine: Engine | None = None
     try:
-        with Backend(remembered, path, previous.emulator if previous else None) as backend:
+        with Backend(remembered, path, previous.emulator if previous else None, defaults) as backend:
             state = make_state(backend)
             state.remembered, state.emulator = remembered, backend.emulator_record
             for warning in backend.warnings:
                 console.warn(warning)
+            for served in backend.defaults.served:
+                console.note(served)
 
             def save(st: StackState) -> None:
                 write_state(path, st)
@@ -84,8 +89,10 @@ def run(
     if status == "NO_CHANGES":
         _exit(0)
     if status == "DELETE_COMPLETE":
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # the stack's emulator sees it go, and stops
+        for gone in (path, path.with_suffix(".emulator.log")):  # the stack's emulator sees its file go, and stops
+            with contextlib.suppress(FileNotFoundError):
+                gone.unlink()
+        template_functions.forget(path)
     _summary(console, state, status, path, engine.failures if engine else [], kept)
     _exit(0 if status in COMPLETE else 1)
 

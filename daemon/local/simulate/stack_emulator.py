@@ -7,7 +7,8 @@ stack's state file (`Emulator`). It runs in a session of its own (Ctrl-C on simu
 it) and stops by itself when its stack's state file goes away (a DELETE_COMPLETE removes it), when
 the state file names another emulator (after having named this one), or when nothing has touched
 the stack for IDLE_LIMIT seconds. When it is gone (a reboot), the next operation starts a fresh one and says that what
-earlier operations made in it is lost. Its own log: STATE_FILE with the suffix `.emulator.log`.
+earlier operations made in it is lost. Its own log: STATE_FILE with the suffix `.emulator.log`
+(removed with the state file when the stack is deleted).
 
 `python -m cfn_provider.local.simulate.stack_emulator STATE_FILE` is the process itself.
 """

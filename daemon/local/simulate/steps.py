@@ -195,6 +195,7 @@ class Steps:
         return (
             f"CustomResource attribute error: Vendor response doesn't contain {missing[0]} key in object "
             f"{self.state.stack_id}|{logical_id}|{resource.physical_id} in region {self.state.region}"
+            + _returned(resource.data)
         )
 
     def delete_resource(
@@ -304,3 +305,9 @@ def generated_physical_id(stack_name: str, logical_id: str) -> str:
     """An id in CloudFormation's own style, for a resource whose Create was never answered."""
     suffix = "".join(random.choices(string.ascii_uppercase + string.digits, k=12))
     return f"{stack_name[:30]}-{logical_id[:30]}-{suffix}"
+
+
+def _returned(data: Mapping[str, Any] | None) -> str:
+    """simulate's note on a missing attribute: the keys the handler did return (names, never values)."""
+    keys = sorted(map(str, data or {}))
+    return f" (simulate: the answer's Data has {', '.join(keys)})" if keys else " (simulate: the answer had no Data)"

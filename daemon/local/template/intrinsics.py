@@ -108,7 +108,7 @@ class Intrinsics:
             raise TemplateError(f"{where}: {logical_id} has not been created")
         data = created.data or {}
         if attribute not in data:
-            raise AttributeMissing(logical_id, attribute)
+            raise AttributeMissing(logical_id, attribute, sorted(map(str, data)))
         return data[attribute]
 
     @staticmethod

@@ -33,8 +33,10 @@ class TemplateError(InputError, ValueError):
 class AttributeMissing(TemplateError):
     """Fn::GetAtt names an attribute the custom resource's response did not return."""
 
-    def __init__(self, logical_id: str, attribute: str):
-        super().__init__(f"{logical_id} returned no attribute {attribute!r}")
+    def __init__(self, logical_id: str, attribute: str, returned: list[str] | None = None):
+        keys = ", ".join(returned) if returned else ""
+        said = f"its answer's Data has {keys}" if keys else "its answer has no Data"
+        super().__init__(f"{logical_id} returned no attribute {attribute!r} ({said})")
         self.logical_id, self.attribute = logical_id, attribute
 
 

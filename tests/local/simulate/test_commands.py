@@ -15,7 +15,7 @@ def test_help_documents_the_subcommands_and_options():
     assert top.exit_code == 0 and all(word in top.output for word in ("create", "update", "delete"))
     for command, options in (
         ("create", ("--parameter", "--handler", "--endpoint", "--wait-limit", "--state-file")),
-        ("update", ("--template", "--parameter", "--stack-name")),
+        ("update", ("[TEMPLATE]", "--parameter", "--stack-name")),
         ("delete", ("--stack-name", "--state-file")),
     ):
         result = CliRunner().invoke(group, ["simulate", command, "--help"])

@@ -45,6 +45,7 @@ def test_update_and_delete_use_what_create_was_given(emulator, write, tmp_path):
     assert state(tmp_path)["Simulate"] == {
         "Handlers": [RECORDED],
         "HandlerPaths": [str(tmp_path)],
+        "Functions": [],
         "Endpoint": emulator.endpoint,
         "Region": None,
         "PollEvery": None,

@@ -70,6 +70,7 @@ def test_the_stack_keeps_its_emulator_so_delete_finds_what_create_made(sim, writ
     assert deleted.code == 0 and "DELETE_COMPLETE" in deleted.stdout, deleted
     assert f"pid {first['Pid']}, kept from the last operation" in deleted.stderr
     assert gone(first["Pid"])  # its stack is gone: so is it
+    assert not (tmp_path / ".cfn-simulate" / "s.emulator.log").exists()  # and its log
 
 
 def test_a_lost_emulator_is_replaced_saying_what_was_lost(sim, write):
