@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__
+from . import __version__, aws_start
 from .cli_errors import Commands
 from .cli_options import LOGS_HELP, REGION_HELP
 from .config import Settings
+from .errors import StartupError
 from .pipeline.budget import MAX_RECEIVE_COUNT
 from .run_options import run_options, settings_from
 
@@ -109,10 +110,14 @@ def demo(logs: bool) -> None:
     a queue, a bucket, the daemon, and a scripted stack lifecycle. Prints each request and
     the response read back from S3; exits 0 when every answer is the one expected."""
     try:
+        import moto.server  # noqa: F401 - the emulator, imported when it starts: missing, say so before anything runs
+
         from .local.demo import run_demo
     except ImportError as exc:  # moto is an extra
-        raise click.ClickException(
-            f"the demo needs the emulator: pip install 'cfn-sns-provider[demo]' ({exc})"
+        from .local.provider_source import install_hint
+
+        raise StartupError(
+            f"the demo needs the emulator (moto, the demo extra: {install_hint('demo')}): {exc}"
         ) from None
     sys.exit(run_demo(show_logs=logs))
 
@@ -215,8 +220,10 @@ def _bootstrap(region: str | None, config_file: str | None, steps: dict[str, Any
     def show(change: Any) -> None:
         click.echo(change.describe(dry_run))
 
+    region = region or os.environ.get("AWS_REGION") or aws_start.configured_region()
+    aws_start.require(region, "bootstrap")  # nothing done yet: one line, exit 2
     try:
-        session = boto3.Session(region_name=region or os.environ.get("AWS_REGION") or None)
+        session = boto3.Session(region_name=region)
         if dry_run:
             click.echo("Plan (dry run: nothing will be changed):")
         outcome = Bootstrap(session, **steps, log=show).run()

@@ -13,7 +13,10 @@ CONFIG_HELP = (
     "The daemon's TOML config file, as `run` reads it (any of run's options, e.g. queue-url = \"...\", "
     "and a [handlers] table); other commands use the settings they share with run."
 )
-REGION_HELP = "AWS region (default: AWS_REGION, else AWS_DEFAULT_REGION, else the AWS profile's)."
+REGION_HELP = (
+    "AWS region (default: AWS_REGION, else AWS_DEFAULT_REGION, else the AWS profile's; run and redrive: "
+    "else the one the queue URL names)."
+)
 QUEUE_URL_HELP = (
     "The daemon's SQS queue, subscribed to the ServiceToken topic (run: required with --transport sqs; "
     "default: the --config file's queue-url)."

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from .aws_start import resolve_region
 from .cli_options import (
     ALLOW_RESPONSE_URL_HELP,
     CONFIG_HELP,
@@ -261,7 +262,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
     check_served(options["handler"], options["function"])
     return Settings(
         **transport,
-        region=options["region"],
+        region=resolve_region(options["region"], options["queue_url"], options["topic_arn"]),
         topic_arns=options["topic_arn"],
         handlers=options["handler"],
         handler_paths=options["handler_path"],

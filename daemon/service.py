@@ -17,7 +17,7 @@ import aiobotocore.session
 import aiohttp
 import structlog
 
-from . import loops
+from . import aws_start, loops
 from .config import Settings, TransportConfigError, health_path
 from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
@@ -114,6 +114,7 @@ class Service:
         store: Store = open_store(s.state, region=s.region)
         executor = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="handler")
         try:
+            aws_start.check(s.region, s.transport, s.state)  # before any AWS call: a region and credentials
             async with AsyncExitStack() as stack:
                 session = aiobotocore.session.get_session()
                 http = await stack.enter_async_context(aiohttp.ClientSession())

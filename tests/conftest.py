@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ import pytest
 import cfn_provider
 from cfn_provider import editable
 from cfn_provider.local.emulator import Emulator, Provider, Stack
-from tests.support import handlers
+from tests.support import handlers, leftovers
 from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
+from tests.support.heavy import heavy_fixture
 from tests.support.stub_s3 import StubS3
 
 pytest_plugins = ("tests.support.figures",)  # the chaos suites' table of figures, gathered from every worker
@@ -33,9 +35,35 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"{names}: not in the installed package; {editable.HINT}", returncode=4)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No process a test started outlives the run (tests.support.leftovers): the controller (not an
+    xdist worker) stops what is left under the run's temporary folder, and the run fails naming it."""
+    if hasattr(session.config, "workerinput") or not sys.platform.startswith("linux"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None) if factory else None
+    if basetemp is None:
+        return  # no test asked for a temporary folder
+    left = leftovers.reap(Path(basetemp))
+    if left:
+        names = "\n".join(f"  pid {pid}: {args[:300]}" for pid, args in left)
+        sys.stderr.write(f"\nprocesses the tests started outlived them (now killed):\n{names}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 # A test that uses one of these talks to the AWS emulator (moto's server) or runs the daemon: it is
-# marked `emulator` here, and `make check` leaves it to `make test`.
+# marked `emulator` here, and `make check` leaves it to `make test`. So is a test using a fixture
+# whose own code starts one of NEEDS (moto's server, dynalite, daemon processes), whatever its name.
 EMULATOR_FIXTURES = {"emulator", "ros_daemon", "sim"}
+
+
+def needs_emulator(item: pytest.Item) -> bool:
+    """The test uses one of EMULATOR_FIXTURES, or a fixture that starts one of NEEDS."""
+    if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(heavy_fixture(d.func) for chain in defs for d in chain)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,7 +75,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return bool(item.get_closest_marker("slow")) or "/tests/chaos/" in item.path.as_posix()
 
     for item in items:
-        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if needs_emulator(item):
             item.add_marker(pytest.mark.emulator)
         if item.get_closest_marker("timeout"):
             continue  # a test's own timeout wins

@@ -158,12 +158,15 @@ def test_version():
 # ---- defaults ----------------------------------------------------------------------------------
 
 
-def test_defaults(captured, tmp_path):
+def test_defaults(captured, tmp_path, monkeypatch):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     result = invoke("run", "--queue-url", Q)
     assert result.exit_code == 0, result.output
     s = captured.one
     assert s.queue_url == Q
-    assert s.region is None
+    assert s.region == "eu-west-1"  # none given: the one the queue URL names
     assert s.topic_arns == () and s.handlers == () and s.allow_response_urls == () and s.trust_signing_cert_urls == ()
     assert s.state == f"sqlite://{tmp_path / 'state' / ('state-' + daemon_file_stem('sqs ' + Q) + '.db')}"
     assert s.state.startswith("sqlite:///")

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -15,6 +19,8 @@ from cfn_provider.cli_errors import Commands
 from cfn_provider.errors import CfnProviderError, OperatorError, Rejected, StartupError
 from tests.support.cli import assert_not_started
 from tests.support.daemons import REPO
+
+CLI = Path(sys.executable).with_name("cfn-provider")
 
 
 class Refusal(OperatorError):
@@ -106,3 +112,100 @@ def test_cfn_provider_is_such_a_group_and_its_help_lists_the_exit_codes():
         assert line in text, line
     run_help = " ".join(CliRunner().invoke(cli.main, ["run", "--help"]).output.split())
     assert "Exit status: 0 stopped by a signal, 1 stopped at once by a second one, 2 did not start" in run_help
+
+
+# ------------------------------------------------------------------ bad starts, through the real CLI
+README_RUN = [
+    "run",
+    "--queue-url",
+    "https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider",
+    "--topic-arn",
+    "arn:aws:sns:eu-west-1:123456789012:cfn-provider",
+    "--handler",
+    "Custom::Thing=thing",
+    "--handler-path",
+    ".",
+]
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+NOWHERE = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", **CREDENTIALS, "AWS_REGION": "eu-west-1"}
+BAD_STARTS = [
+    # (id, the command line, its environment, what its one line says)
+    ("readme-run-no-credentials", README_RUN, {}, "no AWS credentials for the SQS queue"),  # the region: the URL's
+    (
+        "run-no-region",
+        ["run", "--queue-url", "http://127.0.0.1:9/123456789012/q", "--handler", "Custom::Echo"],
+        CREDENTIALS,
+        "no AWS region for the SQS queue: give --region or AWS_REGION, or a queue URL that names it",
+    ),
+    (
+        "run-metrics-port-in-use",
+        ["run", "--queue-url", "http://127.0.0.1:9/1/q", "--handler", "Custom::Echo", "--metrics-port", "{busy}"],
+        NOWHERE,
+        "--metrics-port {busy}: cannot listen on 127.0.0.1:{busy} (Address already in use)",
+    ),
+    (
+        "run-bad-state",
+        [*README_RUN[:5], "--handler", "Custom::Echo", "--state", "x"],
+        NOWHERE,
+        "state must be sqlite:///PATH or dynamodb://TABLE",
+    ),
+    ("run-no-config-file", ["run", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
+    (
+        "demo-without-moto",
+        ["demo"],
+        {"PYTHONPATH": "{no_moto}"},
+        "the demo needs the emulator (moto, the demo extra: pip",
+    ),
+    ("bootstrap-no-region", ["bootstrap", "--name", "x"], CREDENTIALS, "no AWS region for bootstrap: give --region"),
+    ("bootstrap-no-credentials", ["bootstrap", "--region", "eu-west-1"], {}, "no AWS credentials for bootstrap"),
+    (
+        "redrive-no-credentials",
+        ["redrive", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/q"],
+        {},
+        "no AWS credentials for the SQS queue",
+    ),
+    (
+        "redrive-no-region",
+        ["redrive", "--queue-url", "http://127.0.0.1:9/123456789012/q"],
+        CREDENTIALS,
+        "no AWS region for the SQS queue",
+    ),
+    ("requests-bad-state", ["requests", "--state", "dynamodb://t"], {}, "use dynamodb://TABLE"),
+]
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port something else listens on."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+@pytest.mark.parametrize(("argv", "env", "says"), [row[1:] for row in BAD_STARTS], ids=[row[0] for row in BAD_STARTS])
+def test_a_bad_start_of_any_command_is_one_line_and_exit_2(argv, env, says, tmp_path, busy_port):
+    """Each command, started as a user would with something missing or wrong: `cfn-provider: <why>`,
+    exit 2, at once (no AWS call is made: no credentials, no region, or an endpoint that is not there)."""
+    (tmp_path / "thing.py").write_text(
+        "def create(event, context):\n    pass\n\n\nupdate = delete = create\n"
+    )  # README's
+    (tmp_path / "no-moto" / "moto").mkdir(parents=True)
+    (tmp_path / "no-moto" / "moto" / "__init__.py").write_text("raise ImportError('No module named moto')\n")
+    fill = {"busy": str(busy_port), "no_moto": str(tmp_path / "no-moto")}
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),  # no ~/.aws
+        "AWS_EC2_METADATA_DISABLED": "true",  # no instance role looked up on the network
+        **{k: v.format(**fill) for k, v in env.items()},
+    }
+    done = subprocess.run(
+        [str(CLI), *(a.format(**fill) for a in argv)],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert_not_started(done, says.format(**fill))

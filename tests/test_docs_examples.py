@@ -144,6 +144,33 @@ def test_every_example_or_fragment_is_marked():
     assert len(EXAMPLES) >= 6  # README's first handler, handlers.md's five, porting-lambda.md's seeded function
 
 
+def test_every_pip_line_installs_what_exists_and_the_released_form_is_said_to_be_one():
+    """cfn-sns-provider is on no package index yet: a `pip install` of it names the checkout or
+    `make dist`'s wheel (a path: nothing on an index can stand in for it); the name alone appears
+    only as the released form, said so on its line."""
+    wrong = []
+    for page in PAGES:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for command in re.findall(r"pip install [^`\n]*cfn-sns-provider[^`\n]*", line):
+                if "dist/cfn_sns_provider-" in command or "released" in line:
+                    continue
+                wrong.append(f"{page.name}:{number}: {command}")
+    assert not wrong, wrong
+
+
+def test_no_simulate_command_is_given_inline_where_no_test_runs_it():
+    """A `cfn-provider simulate ...` a reader is told to type is a marked block the test runs (with
+    the files it needs), never an inline command beside a fragment of a template."""
+    inline = []
+    for page in PAGES:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        inline += [
+            f"{page.name}: {m}"
+            for m in re.findall(r"`((?:\S*/)?cfn-provider simulate (?:create|update|delete)[^`]*)`", prose)
+        ]
+    assert not inline, inline
+
+
 @pytest.mark.parametrize("example", list(EXAMPLES.values()), ids=lambda e: e.id)
 def test_each_example_is_complete(example: Example):
     assert example.base is None or f"{example.page}#{example.base}" in EXAMPLES, f"{example.id}: no base {example.base}"

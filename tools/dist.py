@@ -22,9 +22,10 @@ DIR/requirements.txt`, and what the Dockerfile installs. Handler packages go in 
 (a wheel file or a pinned requirement), so their hashes are in the same file.
 
 Steps, each stopping the build on failure: build (python -m build, from a copy of the tracked
-files), `twine check --strict`, the wheelhouse (pip download, only binary wheels), then a fresh
-virtualenv outside the repository gets the wheel from the wheelhouse (--require-hashes, no
-index) plus the [demo] extra, and runs `cfn-provider --version` and `cfn-provider demo` there.
+files), both archives carry LICENSE and the sdist no tests, `twine check --strict`, the wheelhouse
+(pip download, only binary wheels), then a fresh virtualenv outside the repository gets the wheel
+from the wheelhouse (--require-hashes, no index) plus the [demo] extra, and runs `cfn-provider
+--version` and `cfn-provider demo` there.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +82,24 @@ def source_copy(into: Path) -> Path:
             ),
         )
     return target
+
+
+def archive_problems(wheel: Path, sdist: Path) -> list[str]:
+    """What the two archives lack or carry wrongly: each carries the licence (LICENSE, Apache-2.0),
+    and the sdist no tests (they need the repository's conftest, support modules and docs: MANIFEST.in)."""
+    with zipfile.ZipFile(wheel) as whl:
+        in_wheel = whl.namelist()
+    with tarfile.open(sdist) as tar:
+        in_sdist = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
+    problems = []
+    if not any(re.fullmatch(r"[^/]+\.dist-info/(licenses/)?LICENSE", name) for name in in_wheel):
+        problems.append(f"{wheel.name} has no .dist-info/licenses/LICENSE")
+    if "LICENSE" not in in_sdist:
+        problems.append(f"{sdist.name} has no LICENSE")
+    tests = [name for name in in_sdist if name == "tests" or name.startswith("tests/")]
+    if tests:
+        problems.append(f"{sdist.name} carries tests without their conftest and support: {tests[:3]}")
+    return problems
 
 
 def version() -> str:
@@ -212,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"make dist: expected {wheel.name} and {sdist.name} in {out}, "
                 f"found {sorted(p.name for p in out.iterdir())}"
             )
+
+        step("the licence in the wheel and the sdist, and no tests in the sdist")
+        problems = archive_problems(wheel, sdist)
+        if problems:
+            sys.exit("make dist: " + "; ".join(problems))
 
         step("twine check --strict")
         run(python, "-m", "twine", "check", "--strict", wheel, sdist)

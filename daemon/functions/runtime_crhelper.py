@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-PIN = "pin crhelper==2.0.12 (pip install 'cfn-sns-provider[crhelper]')"
+PIN = "pin crhelper==2.0.12 (pip install crhelper==2.0.12, or the provider's crhelper extra)"
 _POINTS = ("_polling_init", "_setup_polling", "_remove_polling", "_wait_for_cwlogs", "_send")
 _state: "dict[str, dict[str, Any] | None]" = {"poll": None}
 

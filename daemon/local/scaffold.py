@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from ..errors import StartupError
+from . import provider_source
 
 
 class ScaffoldError(StartupError):
@@ -40,10 +41,12 @@ name = "{name}"
 version = "0.1.0"
 description = "{rtype}: a CloudFormation custom resource served by cfn-provider"
 requires-python = ">=3.11"
-dependencies = ["cfn-sns-provider"]
+# {source_said}
+# once it is on a package index: dependencies = ["{released}"], test = ["{released_test}", "pytest"]
+dependencies = ["{dependency}"]
 
 [project.optional-dependencies]
-test = ["cfn-sns-provider[simulate]", "pytest"]
+test = ["{test_dependency}", "pytest"]
 
 # `cfn-provider run --handler {rtype}` serves it once this package is installed (named, never by default)
 [project.entry-points."cfn_provider.handlers"]
@@ -180,10 +183,11 @@ README = """\
 # {name}
 
 `{rtype}`, a CloudFormation custom resource served by
-[cfn-provider](https://pypi.org/project/cfn-sns-provider/): `src/{package}/thing.py`.
+cfn-provider (the cfn-sns-provider package, as pyproject.toml names it): `src/{package}/thing.py`.
 
 ```sh
-pip install -e '.[test]'
+python -m venv .venv && . .venv/bin/activate   # a virtualenv of its own
+pip install -e '.[test]'                        # cfn-sns-provider as pyproject.toml names it
 pytest                                          # create -> update -> delete through the real path
 cfn-provider simulate create template.yaml --handler '{rtype}={package}.thing:handler' --handler-path src
 cfn-provider simulate update --parameter Size=5
@@ -201,12 +205,27 @@ __pycache__/
 """
 
 
-def scaffold(folder: Path, name: str, rtype: str, kind: str = "module") -> list[Path]:
+def scaffold(
+    folder: Path, name: str, rtype: str, kind: str = "module", source: provider_source.Source | None = None
+) -> list[Path]:
     """Write the project into `folder` (which must not exist, or be empty); the files written. `kind`:
-    module (an SDK resource, this module's files) or lambda (a cfnresponse function: scaffold_lambda)."""
+    module (an SDK resource, this module's files) or lambda (a cfnresponse function: scaffold_lambda).
+    A module project's pyproject.toml depends on cfn-sns-provider as `source` says (default: where
+    the running one came from)."""
     from . import scaffold_lambda
 
     package = name.lower().replace("-", "_")
+    source = source or provider_source.running()
+    fields = {
+        "name": name,
+        "package": package,
+        "rtype": rtype,
+        "dependency": source.requirement(),
+        "test_dependency": source.requirement("simulate"),
+        "released": source.released(),
+        "released_test": source.released("simulate"),
+        "source_said": source.said,
+    }
     files = (
         scaffold_lambda.FILES
         if kind == "lambda"
@@ -224,7 +243,7 @@ def scaffold(folder: Path, name: str, rtype: str, kind: str = "module") -> list[
     for relative, text in files.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(name=name, package=package, rtype=rtype), encoding="utf-8")
+        path.write_text(text.format(**fields), encoding="utf-8")
         written.append(path)
     return written
 
@@ -254,7 +273,10 @@ def init_command(name: str, rtype: str | None, kind: str) -> None:
     """Start a handler project in ./NAME: a package with one SDK resource, a template, a pytest
     test that drives it create -> update -> delete through the real path (as `simulate` does),
     and packaging that registers it as an entry point (group cfn_provider.handlers). Its test
-    passes as generated: `cd NAME && pip install -e '.[test]' && pytest`.
+    passes as generated, in a virtualenv of its own: `cd NAME && python -m venv .venv &&
+    .venv/bin/pip install -e '.[test]' && .venv/bin/pytest`. Until cfn-sns-provider is on a package
+    index, the project depends on it as installed here: this checkout, or the wheel file it came
+    from (pyproject.toml shows the released form beside it).
 
     With --template lambda: a custom resource function as it is written for Lambda
     (function/index.py, answering with cfnresponse), a template, and a pytest test that sends it
@@ -267,12 +289,14 @@ def init_command(name: str, rtype: str | None, kind: str) -> None:
     folder = Path(name)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ScaffoldError(f"{folder} already exists and is not an empty folder: nothing written")
-    for path in scaffold(folder, name, rtype, kind):
+    source = provider_source.running()
+    for path in scaffold(folder, name, rtype, kind, source):
         click.echo(f"wrote {path}")
     if kind == "lambda":
         click.echo(f"\n{rtype} is in {folder / 'function' / 'index.py'}. Next:\n  cd {name} && pytest")
         return
     click.echo(
-        f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}. Next:\n"
-        f"  cd {name} && pip install -e '.[test]' && pytest"
+        f"\n{rtype} is in {folder / 'src' / name.lower().replace('-', '_') / 'thing.py'}.\n"
+        f"It depends on {source.said}.\nNext:\n"
+        f"  cd {name} && python -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"
     )

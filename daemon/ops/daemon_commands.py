@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..aws_start import require, resolve_region
 from ..cli_options import (
     DLQ_URL_HELP,
     HEALTH_FILE_HELP,
@@ -119,6 +120,8 @@ def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | No
     from .redrive import dead_letter_queue_url
     from .redrive import redrive as move
 
+    region = resolve_region(region, queue_url, ())
+    require(region, "the SQS queue")
     sqs = boto3.client("sqs", region_name=region)
     try:
         dlq_url = dlq_url or dead_letter_queue_url(sqs, queue_url)

@@ -19,6 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ..errors import StartupError
 from ..pipeline.request import REQUEST_TYPES
 
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
@@ -29,6 +30,10 @@ def request_type_label(request_type: str | None) -> str:
     if not request_type:
         return "-"
     return request_type if request_type in REQUEST_TYPES else OTHER
+
+
+class MetricsListenError(StartupError):
+    """The metrics endpoint cannot listen (its port is in use)."""
 
 
 class Metrics:
@@ -139,4 +144,10 @@ class Metrics:
         }
 
     def serve(self, port: int, address: str) -> None:
-        start_http_server(port, addr=address, registry=self.registry)
+        """The /metrics endpoint; a port already in use (or an address not this host's) stops the start."""
+        try:
+            start_http_server(port, addr=address, registry=self.registry)
+        except OSError as exc:
+            raise MetricsListenError(
+                f"--metrics-port {port}: cannot listen on {address}:{port} ({exc.strerror or exc})"
+            ) from None

@@ -21,12 +21,15 @@ CODE = "/opt/cfn-functions/s3-object"
 
 
 def files() -> dict[str, str]:
-    """Every fenced block of the page whose first line is `# file: NAME`, by NAME."""
+    """Every fenced block of the page whose first line is `# file: NAME` (or `# NAME.py`: the
+    walkthrough's files, which the doc test also runs under simulate), by NAME."""
     found = {}
     for block in re.findall(r"```[a-z]*\n(.*?)```", DOC.read_text(), flags=re.S):
         first, _, rest = block.partition("\n")
         if first.startswith("# file: "):
             found[first[len("# file: ") :].strip()] = rest
+        elif re.fullmatch(r"# \w+\.py", first):
+            found[first[2:]] = rest
     return found
 
 

@@ -122,6 +122,59 @@ def test_init_refuses_a_bad_name_a_bad_type_and_a_folder_in_use(tmp_path):
     assert '"Custom::Widget" = "my_thing.thing:handler"' in (tmp_path / "my_thing" / "pyproject.toml").read_text()
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_generated_project_installs_and_passes_in_a_fresh_virtualenv_with_the_provider_it_came_from(tmp_path):
+    """cfn-sns-provider is on no index: the project names the checkout this cfn-provider runs from,
+    and `init`'s own "Next" line (a virtualenv of the project's, pip install -e '.[test]', pytest) passes."""
+    made = subprocess.run(
+        [str(CLI), "init", "acme-things"], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode == 0, made.stderr
+    assert f"It depends on cfn-sns-provider from the checkout cfn-provider runs from ({REPO.as_uri()})" in made.stdout
+    project = tmp_path / "acme-things"
+    pyproject = (project / "pyproject.toml").read_text()
+    assert f'dependencies = ["cfn-sns-provider @ {REPO.as_uri()}"]' in pyproject
+    assert 'dependencies = ["cfn-sns-provider>=' in pyproject  # the released form, beside it
+    next_line = made.stdout.splitlines()[-1].strip()
+    assert (
+        next_line == "cd acme-things && python -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"
+    )
+    steps = next_line.split(" && ")[1:]
+    for step in steps:
+        argv = step.split()
+        if argv[0] == "python":
+            argv[0] = sys.executable  # the test's interpreter (any Python 3.11+ does)
+        if argv[0].endswith("/pip"):
+            argv += ["--quiet", "--disable-pip-version-check", "-c", str(REPO / "constraints.txt")]
+            argv = [a.strip("'") for a in argv]
+        if argv[0].endswith("/pytest"):
+            argv += ["-q", "-p", "no:cacheprovider"]
+        done = subprocess.run(argv, cwd=project, env=env(), capture_output=True, text=True, timeout=600)
+        try:
+            assert done.returncode == 0, f"{step}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+        finally:
+            stop_stack_emulators(project)
+    assert "2 passed" in done.stdout, done.stdout
+
+
+def test_the_provider_a_project_depends_on_is_where_cfn_provider_came_from():
+    from cfn_provider.local.provider_source import from_direct_url
+
+    wheel = from_direct_url('{"url": "file:///r/dist/x.whl", "archive_info": {}}', "0.2.0")
+    assert wheel.requirement("simulate") == "cfn-sns-provider[simulate] @ file:///r/dist/x.whl"
+    assert "the file cfn-provider was installed from (file:///r/dist/x.whl)" in wheel.said
+    checkout = from_direct_url('{"url": "file:///r", "dir_info": {"editable": true}}', "0.2.0")
+    assert checkout.requirement() == "cfn-sns-provider @ file:///r" and "checkout" in checkout.said
+    for unknown in (None, "not json", '{"url": "https://example.com/x.whl", "archive_info": {}}'):
+        by_name = from_direct_url(unknown, "0.2.0")
+        assert by_name.requirement() == "cfn-sns-provider==0.2.0" and "--find-links" in by_name.said
+    assert checkout.released("simulate") == "cfn-sns-provider[simulate]>=0.2.0"
+
+
 @pytest.mark.slow
 def test_init_lambda_scaffolds_a_cfnresponse_function_whose_own_test_passes(tmp_path):
     made = init(tmp_path, "hello-fn", "--template", "lambda")

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.release import make_dist
+from tests.support.stack_emulators import stop_stack_emulators
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -96,6 +98,24 @@ def test_one_source_for_the_version(release):
     assert f"\nVersion: {version}\n" in metadata
     shown = _run(venv / "bin" / "cfn-provider", "--version")
     assert shown.returncode == 0 and version in shown.stdout, shown.stdout
+
+
+def test_the_wheel_and_the_sdist_carry_the_licence_and_the_sdist_no_tests_it_cannot_run(release):
+    """Apache-2.0's text in both archives (setup.cfg license_files); no tests in the sdist (MANIFEST.in):
+    they need the repository's conftest, support modules and docs. `make dist` checks it as a step."""
+    dist, _, run = release
+    version = _version()
+    licence = (REPO / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    with zipfile.ZipFile(dist / f"cfn_sns_provider-{version}-py3-none-any.whl") as wheel:
+        assert wheel.read(f"cfn_sns_provider-{version}.dist-info/licenses/LICENSE").decode() == licence
+        assert "License-File: LICENSE" in wheel.read(f"cfn_sns_provider-{version}.dist-info/METADATA").decode()
+    with tarfile.open(dist / f"cfn_sns_provider-{version}.tar.gz") as sdist:
+        names = sdist.getnames()
+        member = sdist.extractfile(f"cfn_sns_provider-{version}/LICENSE")
+        assert member is not None and member.read().decode() == licence
+    assert not [name for name in names if "/tests/" in name or name.endswith("/tests")], names
+    assert "make dist: the licence in the wheel and the sdist, and no tests in the sdist" in run.stdout
 
 
 def test_the_wheelhouse_pins_and_hashes_every_wheel(release):
@@ -288,24 +308,30 @@ def test_a_users_own_handlers_package_is_served_beside_the_built_ins(venv: Path,
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     cli = venv / "bin" / "cfn-provider"
-    created = _run(
-        cli,
-        "simulate",
-        "create",
-        "template.yaml",
-        "--handler",
-        "Custom::Thing=handlers.thing",
-        "--handler",
-        "Custom::Echo=cfn_provider.handlers.echo",
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-    )
-    assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
-    outputs = dict(
-        line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines() if line.startswith("  ")
-    )
-    assert outputs == {"Mine": "yes", "Echo": "echoed"}
+    try:
+        created = _run(
+            cli,
+            "simulate",
+            "create",
+            "template.yaml",
+            "--handler",
+            "Custom::Thing=handlers.thing",
+            "--handler",
+            "Custom::Echo=cfn_provider.handlers.echo",
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+        assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
+        outputs = dict(
+            line.split() for line in created.stdout.split("Outputs:", 1)[1].splitlines() if line.startswith("  ")
+        )
+        assert outputs == {"Mine": "yes", "Echo": "echoed"}
+        # the stack's emulator is kept for its next operation until the stack is deleted: delete it
+        deleted = _run(cli, "simulate", "delete", cwd=tmp_path, env=env, timeout=300)
+        assert deleted.returncode == 0, deleted.stdout[-3000:] + deleted.stderr[-3000:]
+    finally:
+        stop_stack_emulators(tmp_path)  # a failure above leaves it running otherwise
 
 
 HANDLER = """\

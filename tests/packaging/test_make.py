@@ -93,3 +93,41 @@ def test_make_dist_is_a_target(tmp_path: Path) -> None:
     planned = make("-n", "dist", f"VENV={tmp_path / 'venv'}")
     assert planned.returncode == 0, planned.stderr
     assert "tools/dist.py --out dist" in planned.stdout
+
+
+def _dist_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dist_tool", REPO / "tools" / "dist.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_dist_refuses_archives_without_the_licence_or_with_tests_that_cannot_run(tmp_path: Path) -> None:
+    """tools/dist.py's archive check, on archives shaped as `python -m build` makes them."""
+    import io
+    import tarfile
+    import zipfile
+
+    def archives(wheel_names: list[str], sdist_names: list[str]) -> tuple[Path, Path]:
+        wheel, sdist = tmp_path / "p-1-py3-none-any.whl", tmp_path / "p-1.tar.gz"
+        with zipfile.ZipFile(wheel, "w") as whl:
+            for name in wheel_names:
+                whl.writestr(name, "x")
+        with tarfile.open(sdist, "w:gz") as tar:
+            for name in sdist_names:
+                info = tarfile.TarInfo(f"p-1/{name}")
+                info.size = 1
+                tar.addfile(info, io.BytesIO(b"x"))
+        return wheel, sdist
+
+    check = _dist_tool().archive_problems
+    good = archives(["p/__init__.py", "p-1.dist-info/licenses/LICENSE"], ["LICENSE", "setup.cfg", "daemon/x.py"])
+    assert check(*good) == []
+    bare = archives(["p/__init__.py", "p-1.dist-info/METADATA"], ["setup.cfg", "tests/test_cli.py"])
+    problems = " ".join(check(*bare))
+    assert "has no .dist-info/licenses/LICENSE" in problems and "p-1.tar.gz has no LICENSE" in problems
+    assert "carries tests without their conftest" in problems and "tests/test_cli.py" in problems
+    assert "LICENSE" in (REPO / "setup.cfg").read_text().split("license_files =")[1].splitlines()[0]

@@ -1,6 +1,7 @@
 """The embedded daemon's log as simulate shows it. With --logs, every line on stderr. Without, the
-daemon's errors on stderr, and each `handler.raised` line kept, so the traceback of a handler that
-raised is printed under the failure it explains (its Reason says where the traceback is)."""
+daemon's errors on stderr as one readable line each (a function's: its resource and its message,
+never the JSON record), and each `handler.raised` line and each exception a function logged kept,
+so the traceback is printed under the failure it explains (by the Reason's request id)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class DaemonLog(io.TextIOBase):
         super().__init__()
         self._partial = ""
         self.tracebacks: dict[str, str] = {}
+        self.function_tracebacks: dict[str, str] = {}  # a function's logged exception, by request id
 
     def writable(self) -> bool:
         return True
@@ -46,17 +48,37 @@ class DaemonLog(io.TextIOBase):
         if record.get("event") == "handler.raised" and record.get("request_id"):
             self.tracebacks[str(record["request_id"])] = str(record.get("exception") or "")
         elif record.get("level") in ("error", "critical"):
-            sys.stderr.write(line + "\n")
+            if str(record.get("event", "")).startswith("function.") and record.get("exception"):
+                self.function_tracebacks.setdefault(str(record.get("request_id")), str(record["exception"]))
+            sys.stderr.write(readable(record) + "\n")
 
     def traceback_for(self, reason: str) -> str | None:
         """The traceback a Reason (`... (traceback in ...) (RequestId: X)`) points at, if it was kept."""
         match = _REQUEST_ID.search(reason)
-        if TRACEBACK_HINT not in reason or match is None:
+        if match is None:
             return None
+        if TRACEBACK_HINT not in reason:  # a function's own Reason: the exception it logged, if any
+            return _trimmed(self.function_tracebacks.get(match.group(1)) or "") or None
         return _trimmed(self.tracebacks.get(match.group(1)) or "") or None
 
 
-_INTERNAL = ("/cfn_provider/", "/concurrent/futures/", "/asyncio/")
+_PLUMBING = {"event", "level", "timestamp", "logger", "exception", "request_id", "aws_request_id", "stack"}
+
+
+def readable(record: dict[str, Any]) -> str:
+    """An error line of the daemon's log as one line a person reads: a function's (its resource, its
+    message, the exception's last line; the traceback is shown under the failure), or the daemon's
+    own (its event and fields), never the JSON record."""
+    exception = str(record.get("exception") or "").strip().splitlines()
+    last = f": {exception[-1]}" if exception else ""
+    if str(record.get("event", "")).startswith("function."):
+        where = record.get("logical_id") or record.get("function") or "function"
+        return f"error: {where} (function {record.get('function')}): {record.get('message', '')}{last}"
+    fields = " ".join(f"{k}={v}" for k, v in record.items() if k not in _PLUMBING)
+    return f"error: daemon {record.get('event', '')}{': ' + fields if fields else ''}{last}"
+
+
+_INTERNAL = ("/cfn_provider/", "/concurrent/futures/", "/asyncio/", "/botocore/")
 
 
 def _trimmed(text: str) -> str:

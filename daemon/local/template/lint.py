@@ -1,7 +1,7 @@
 """A template checked by cfn-lint, used as a library (`cfnlint.api.lint`), before simulate runs
 anything: each finding as `FILE:LINE:COLUMN: RULE message`, in cfn-lint's own words (its "did you
 mean" included). Errors stop the run; warnings are shown. cfn-lint comes with the `simulate`
-extra (`pip install 'cfn-sns-provider[simulate]'`)."""
+extra (the message says how to add it to this install: provider_source.install_hint)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ class MissingExtra(TemplateError):
 
 
 def missing_extra(module: str, what: str) -> MissingExtra:
-    return MissingExtra(
-        f"simulate needs {what} (the Python module {module} is not installed): pip install 'cfn-sns-provider[{EXTRA}]'"
-    )
+    from ..provider_source import install_hint
+
+    return MissingExtra(f"simulate needs {what} (the Python module {module} is not installed): {install_hint(EXTRA)}")
 
 
 @dataclass(frozen=True)

@@ -127,4 +127,4 @@ def test_daemon_log_keeps_tracebacks_by_request_and_passes_errors_on(capsys):
         "Traceback (most recent call last):\n  File \"/work/thing.py\", line 2, in create\n    boom\nKeyError: 'Size'"
     )
     assert log.traceback_for("Message returned: KeyError: 'Size' (RequestId: r-1)") is None  # no pointer, nothing
-    assert capsys.readouterr().err == '{"event": "x", "level": "error"}\n'
+    assert capsys.readouterr().err == "error: daemon x\n"  # an error line, said as words, not the JSON record

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 from tests.local.template.helpers import UNDEFINED
 
@@ -83,7 +84,7 @@ def test_without_the_simulate_extra_it_says_which_extra_to_install(sim, write, m
     assert (
         run.code == 2
         and "simulate needs cfn-lint" in run.stderr
-        and "pip install 'cfn-sns-provider[simulate]'" in run.stderr
+        and f"pip install -e '{Path(__file__).resolve().parents[3]}[simulate]'" in run.stderr  # this checkout's
     ), run
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "moto" else real(name, *a))
