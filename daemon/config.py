@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dialects.ros import UrlMode
 from .errors import StartupError
+from .functions.sandbox import Mode as FunctionSandbox
 from .loops import EventLoop
 from .transports import Transport
 from .transports.web_settings import WebSettings
@@ -120,6 +121,7 @@ class Settings:
     poll_interval: float = 5.0  # seconds between looks in the store for due polls (long-running actions)
     event_loop: EventLoop = "auto"  # auto | asyncio | uvloop (cfn_provider.loops)
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
+    function_sandbox: FunctionSandbox = "best-effort"  # best-effort | required | off (cfn_provider.functions.sandbox)
     web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
     @property

@@ -194,6 +194,15 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="auto: uvloop where it is installed (Linux/macOS CPython), else asyncio's own loop; "
         "uvloop: that or an error.",
     ),
+    click.option(
+        "--function-sandbox",
+        type=click.Choice(["best-effort", "required", "off"]),
+        default="best-effort",
+        show_default=True,
+        envvar=ENV + "FUNCTION_SANDBOX",
+        help="lambda: functions' filesystem sandbox (Landlock): best-effort where the kernel has it; "
+        "required: refuse to start without it; off. See docs/security.md.",
+    ),
     click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS"),
     click.option(
         "--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF"
@@ -251,4 +260,5 @@ def settings_from(options: dict[str, Any]) -> Settings:
         poll_interval=options["poll_interval"],
         event_loop=options["event_loop"],
         functions=options["function"],
+        function_sandbox=options["function_sandbox"],
     )

@@ -39,7 +39,8 @@ from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from .process import CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
+from . import sandbox
+from .process import CONFINE, CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
 from .settings import FunctionSettings
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
@@ -91,6 +92,8 @@ class FunctionTarget:
             "memory_mb": self.settings.memory_mb,
             "check": check,
             "prepend": not _interpreters_own(self.code),
+            "confine": CONFINE,
+            "sandbox": sandbox.paths_for(self.code),
         }
 
 
@@ -107,6 +110,7 @@ class LambdaFunction:
 
     def __init__(self, target: FunctionTarget):
         self.target, self.spec, self.name = target, target.spec, target.name
+        sandbox.keep_out(target.code)  # no other function may reach its folder
         self.settings: FunctionSettings = target.settings
 
     def __repr__(self) -> str:
