@@ -96,9 +96,10 @@ def handled(abi: int) -> int:
     return rights
 
 
-def confine(read: "list[str]", write: "list[str]", devices: "list[str]") -> int:
+def confine(read: "list[str]", write: "list[str]", devices: "list[str]", listed: "list[str]") -> int:
     """Landlock this process (and what it starts) to `read` (read, execute), `write` (read, write,
-    create, remove) and `devices` (read, write, ioctl) beneath those paths; the ABI in force.
+    create, remove), `devices` (read, write, ioctl) and `listed` (list folders) beneath those
+    paths; the ABI in force.
     Unconfined when the kernel has no Landlock or refuses a step; a path that is gone is skipped."""
     abi = landlock_abi()
     if abi < 1:
@@ -108,7 +109,7 @@ def confine(read: "list[str]", write: "list[str]", devices: "list[str]") -> int:
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _check(libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), size, 0), "landlock_create_ruleset")
     try:
-        for paths, access in ((read, READ), (write, WRITE), (devices, DEVICES)):
+        for paths, access in ((read, READ), (write, WRITE), (devices, DEVICES), (listed, READ_DIR)):
             for path in paths:
                 _allow(libc, ruleset, path, access & rights)
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")

@@ -279,7 +279,7 @@ def confine(init: "Setup") -> "dict[str, object]":
         if paths:
             try:
                 read = [*paths["read"], f"/proc/{os.getpid()}"]  # its own /proc/self, no other process's
-                done["landlock"] = tools["confine"](read, paths["write"], paths["devices"])
+                done["landlock"] = tools["confine"](read, paths["write"], paths["devices"], paths["listed"])
             except tools["Unconfined"] as exc:
                 if paths["required"]:
                     raise LoadError(f"the function sandbox is required (--function-sandbox required): {exc}") from None

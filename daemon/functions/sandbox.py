@@ -13,7 +13,9 @@ run by cfn_provider.functions.runtime) to the paths `paths_for` gives it:
 
 Where a folder it may reach holds one it may not (the state directory under /tmp, another function
 under its own folder), that folder is not given whole: each of its entries is, except the ones
-on the way to what is kept out (and symlinks, which are followed only to where they lead). So a
+on the way to what is kept out (and symlinks, which are followed only to where they lead). When
+that folder is the function's own, the names in it and beneath it may still be listed (import
+lists the folders on its path), not read. So a
 daemon whose state lives under /tmp gives its functions the other entries of /tmp, but not /tmp
 itself: a function then cannot create files directly in /tmp.
 
@@ -53,6 +55,7 @@ class Paths(TypedDict):
     read: list[str]
     write: list[str]
     devices: list[str]
+    listed: list[str]  # folders split around a kept-out one: their entries' names may be listed, no more
     required: bool
 
 
@@ -105,14 +108,14 @@ def paths_for(code: str) -> Paths | None:
     own = os.path.realpath(code)
     # what contains the function's own folder cannot be kept from it
     kept = {p for p in _State.kept_out if p != own and not _under(own, p)}
-    budget = [MAX_RULES]
-    read = list(_fixed())
-    for root in (*SYSTEM, *sorted(_State.extra_read), own):
-        read += _split(root, kept, budget)
-    read += _proc()
-    write = [p for root in SCRATCH for p in _split(root, kept, budget)]
-    devices = [p for root in DEVICES for p in _split(root, kept, budget)]
-    return {"read": read, "write": write, "devices": devices, "required": _State.mode == "required"}
+    budget, listed, unlisted = [MAX_RULES], [], []  # only its own folder's splits are listed (import needs it)
+    read = [*_fixed(), *_split(own, kept, budget, listed), *_proc()]
+    for root in (*SYSTEM, *sorted(_State.extra_read)):
+        read += _split(root, kept, budget, unlisted)
+    write = [p for root in SCRATCH for p in _split(root, kept, budget, unlisted)]
+    devices = [p for root in DEVICES for p in _split(root, kept, budget, unlisted)]
+    required = _State.mode == "required"
+    return {"read": read, "write": write, "devices": devices, "listed": listed, "required": required}
 
 
 def _fixed() -> list[str]:
@@ -141,8 +144,9 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _split(root: str, kept: set[str], budget: list[int]) -> list[str]:
-    """`root` whole, or (when it holds a kept-out folder) its entries but those on the way to one."""
+def _split(root: str, kept: set[str], budget: list[int], listed: list[str]) -> list[str]:
+    """`root` whole, or (when it holds a kept-out folder) its entries but those on the way to one
+    (`root` is then `listed`: Python's import lists the folders on its path)."""
     real = os.path.realpath(root)
     if not os.path.exists(real) or any(_under(real, k) for k in kept):
         return []
@@ -154,8 +158,9 @@ def _split(root: str, kept: set[str], budget: list[int]) -> list[str]:
         entries = sorted(os.scandir(real), key=lambda e: e.name)
     except OSError:
         return []
+    listed.append(real)
     for entry in entries:
         if entry.is_symlink():
             continue  # reached, if at all, where it leads
-        out += _split(entry.path, kept, budget)
+        out += _split(entry.path, kept, budget, listed)
     return out
