@@ -54,7 +54,7 @@ class _Ruleset(ctypes.Structure):
     ]
 
 
-def _libc():  # type: ignore[no-untyped-def]
+def _libc() -> "ctypes.CDLL":
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
@@ -70,7 +70,7 @@ def _check(result: int, what: str) -> int:
 def nondumpable() -> bool:
     """PR_SET_DUMPABLE 0 for this process; whether the kernel took it."""
     try:
-        return _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        return int(_libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 
@@ -119,7 +119,7 @@ def confine(read: "list[str]", write: "list[str]", devices: "list[str]", listed:
     return abi
 
 
-def _allow(libc, ruleset: int, path: str, access: int) -> None:  # type: ignore[no-untyped-def]
+def _allow(libc: "ctypes.CDLL", ruleset: int, path: str, access: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:

@@ -60,8 +60,13 @@ async def exit_of(proc: Watched) -> int | None:
 
 async def _readable(fd: int) -> None:
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, readable)
     try:
         await ready
     finally:

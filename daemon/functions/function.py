@@ -35,11 +35,11 @@ import structlog
 
 from ..errors import HandlerFailure
 from ..long_running.progress import InProgress
+from . import sandbox
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from . import sandbox
 from .process import CONFINE, CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
 from .settings import FunctionSettings
 

@@ -108,7 +108,7 @@ def paths_for(code: str) -> Paths | None:
     own = os.path.realpath(code)
     # what contains the function's own folder cannot be kept from it
     kept = {p for p in _State.kept_out if p != own and not _under(own, p)}
-    budget, listed, unlisted = [MAX_RULES], [], []  # only its own folder's splits are listed (import needs it)
+    budget, listed, unlisted = [MAX_RULES], list[str](), list[str]()  # only its own folder's splits are listed
     read = [*_fixed(), *_split(own, kept, budget, listed), *_proc()]
     for root in (*SYSTEM, *sorted(_State.extra_read)):
         read += _split(root, kept, budget, unlisted)
