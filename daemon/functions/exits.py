@@ -4,8 +4,8 @@ asyncio's `Process.wait()` (Python 3.11) returns only when the process has exite
 pipe to it is closed, so a function whose child inherited its stderr would look alive until that
 child ended. `exit_of` waits on a pidfd instead (Linux 5.3+: readable once the process has
 exited), reads how it ended without reaping it (`waitid(P_PIDFD, WNOWAIT)`: the event loop's
-child watcher still reaps it), and falls back to the returncode the watcher records. Where there
-is no pidfd it polls that returncode.
+child watcher still reaps it), then waits (briefly) for the returncode the watcher records. Where
+there is no pidfd it polls that returncode.
 
 `kill_group` kills the process group the function leads (it is started in a session of its
 own, so the group id is its pid): its children and theirs die with it, unless one started a
@@ -53,9 +53,10 @@ async def exit_of(proc: Watched) -> int | None:
         status = _status(pidfd)
     finally:
         os.close(pidfd)
-    if status is not None:
-        return status
-    return await _polled(proc, limit=SETTLE)
+    # the event loop's child watcher reaps it and records its returncode: wait for that (it is
+    # prompt), so nothing else (closing the transport polls the process) reaps it in its stead
+    recorded = await _polled(proc, limit=SETTLE)
+    return recorded if recorded is not None else status
 
 
 async def _readable(fd: int) -> None:
