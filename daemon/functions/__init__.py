@@ -6,5 +6,6 @@ loopback answer listener and the pools), pool (a function's processes, its concu
 (one process and its channel), answers (the listener), tls (its private CA), environ (a function's
 environment variables), output (a function's lines in the daemon's log); runtime and
 runtime_crhelper run inside the function's own interpreter, stock holds the `cfnresponse` inline
-code gets.
+code gets; exits (a process's end and its group killed), sandbox and confine (what a function
+may reach: Landlock, non-dumpable), isolation (the daemon's part).
 """
