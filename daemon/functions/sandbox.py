@@ -106,14 +106,14 @@ def paths_for(code: str) -> Paths | None:
     if _State.mode == "off":
         return None
     own = os.path.realpath(code)
-    # what contains the function's own folder cannot be kept from it
-    kept = {p for p in _State.kept_out if p != own and not _under(own, p)}
+    # what contains the function's own folder cannot be kept from it; what is gone needs no keeping
+    kept = {p for p in _State.kept_out if p != own and not _under(own, p) and os.path.lexists(p)}
     budget, listed, unlisted = [MAX_RULES], list[str](), list[str]()  # only its own folder's splits are listed
     read = [*_fixed(), *_split(own, kept, budget, listed), *_proc()]
+    devices = [p for root in DEVICES for p in _split(root, kept, budget, unlisted)]
     for root in (*SYSTEM, *sorted(_State.extra_read)):
         read += _split(root, kept, budget, unlisted)
-    write = [p for root in SCRATCH for p in _split(root, kept, budget, unlisted)]
-    devices = [p for root in DEVICES for p in _split(root, kept, budget, unlisted)]
+    write = [p for root in SCRATCH for p in _split(root, kept, budget, unlisted)]  # last: /tmp splits the most
     required = _State.mode == "required"
     return {"read": read, "write": write, "devices": devices, "listed": listed, "required": required}
 

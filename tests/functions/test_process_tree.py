@@ -141,6 +141,7 @@ def function_processes() -> set[int]:
     return found
 
 
+@pytest.mark.slow
 async def test_the_deadline_kills_the_whole_group_of_a_hung_function(serve, stack: Stack):
     await serve()
     before = function_processes()
