@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from cfn_provider.functions.settings import parse_options
 from cfn_provider.local.emulator import Stack
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
-from tests.support.functions import write_function
+from tests.support.functions import load_folder, write_function
 
 TREE = """
 import os, subprocess, sys, time
@@ -174,3 +175,33 @@ async def test_the_daemons_stop_never_waits_on_a_functions_leftover_child(serve,
     assert time.monotonic() - started < 10
     await until(lambda: not any(alive(p) for p in tree), 5, "the function's children outlive the daemon")
     assert os.getpgid(os.getpid())  # the test's own group was never signalled
+
+
+async def test_a_function_starting_a_process_at_import_is_checked_at_once_and_leaves_nothing(tmp_path):
+    """The start-up check imports the function in an interpreter of its own: a process the module
+    starts at import (a sidecar holding its stderr) neither holds the check up nor outlives it."""
+    mark = f"cfn-import-child-{uuid.uuid4().hex}"
+    folder = write_function(
+        tmp_path / "fn",
+        f"""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{mark}"])
+        def handler(event, context):
+            pass
+        """,
+    )
+
+    def running() -> set[int]:
+        found = set()
+        for entry in Path("/proc").iterdir():
+            try:
+                if mark.encode() in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                    found.add(int(entry.name))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    started = time.monotonic()
+    await asyncio.to_thread(load_folder, folder)  # the router's check (a typo would stop the start here)
+    assert time.monotonic() - started < 30
+    await until(lambda: not running(), 5, "the process the function started at import outlives the check")
