@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dialects.ros import UrlMode
 from .errors import StartupError
+from .functions.sandbox import Mode as FunctionSandbox
 from .loops import EventLoop
 from .transports import Transport
 from .transports.web_settings import WebSettings
@@ -135,6 +136,7 @@ class Settings:
     functions: dict[str, Any] = field(default_factory=dict)  # TYPE -> FunctionSettings of its lambda: target
     tenant_handlers: tuple[str, ...] = ()  # NAME=TYPE: the handlers a tenant may use (cfn_provider.trust.tenants)
     tenant_topics: tuple[str, ...] = ()  # NAME=TOPIC: the topics whose requests are a tenant's
+    function_sandbox: FunctionSandbox = "best-effort"  # best-effort | required | off (cfn_provider.functions.sandbox)
     web: WebSettings = field(default_factory=WebSettings)  # transport web: the HTTP(S) listener
 
     @property

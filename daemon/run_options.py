@@ -215,6 +215,15 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="auto: uvloop where it is installed (Linux/macOS CPython), else asyncio's own loop; "
         "uvloop: that or an error.",
     ),
+    click.option(
+        "--function-sandbox",
+        type=click.Choice(["best-effort", "required", "off"]),
+        default="best-effort",
+        show_default=True,
+        envvar=ENV + "FUNCTION_SANDBOX",
+        help="lambda: functions' filesystem sandbox (Landlock): best-effort where the kernel has it; "
+        "required: refuse to start without it; off. See docs/security.md.",
+    ),
     click.option("--wait-seconds", type=click.IntRange(0, 20), default=20, hidden=True, envvar=ENV + "WAIT_SECONDS"),
     click.option(
         "--max-backoff", type=click.FloatRange(0.1, 300), default=20.0, hidden=True, envvar=ENV + "MAX_BACKOFF"
@@ -284,4 +293,5 @@ def settings_from(options: dict[str, Any]) -> Settings:
         functions=options["function"],
         tenant_handlers=options["tenant_handler"],
         tenant_topics=options["tenant_topic"],
+        function_sandbox=options["function_sandbox"],
     )

@@ -22,7 +22,7 @@ from .config import Settings, TransportConfigError, health_path
 from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
-from .functions import fc_target
+from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .long_running.scheduler import PollScheduler, scheduler_for
@@ -58,6 +58,7 @@ class Service:
         self.on_ready = on_ready
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         fc_target.refuse_on(settings.transport, settings.handlers)  # before any function is loaded
+        isolation.isolate(settings)  # before the router checks a function: it does so in its sandbox
         self.router = Router(
             settings.handlers,
             use_entry_points=settings.use_entry_points,
@@ -227,6 +228,7 @@ class Service:
         functions = [h for h in (r.handler() for r in self.router.routes()) if isinstance(h, LambdaFunction)]
         if not functions:
             return
+        isolation.say_in_force()
         host = await stack.enter_async_context(FunctionHost())
         started = time.monotonic()
         await host.warm(functions)

@@ -26,8 +26,13 @@ from cfn_provider.pipeline import raised
 from tests.test_architecture import MODULES
 
 # Files that run inside a `lambda:` function's own interpreter, with the standard library only
-# (cfn_provider.functions.runtime): their exceptions never reach the daemon's process.
-OWN_INTERPRETER = {"cfn_provider.functions.runtime", "cfn_provider.functions.runtime_crhelper"}
+# (cfn_provider.functions.runtime): their exceptions never reach the daemon's process (the daemon
+# imports confine too, for calls that raise nothing: nondumpable, landlock_abi).
+OWN_INTERPRETER = {
+    "cfn_provider.functions.runtime",
+    "cfn_provider.functions.runtime_crhelper",
+    "cfn_provider.functions.confine",
+}
 BRANCHES = (StartupError, OperatorError, NotAdmitted, InputError, TransportError, HandlerFailure)
 
 

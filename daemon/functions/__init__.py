@@ -6,6 +6,8 @@ loopback answer listener and the pools), pool (a function's processes, its concu
 (one process and its channel), answers (the listener), tls (its private CA), environ (a function's
 environment variables), output (a function's lines in the daemon's log); runtime and
 runtime_crhelper run inside the function's own interpreter, stock holds the `cfnresponse` inline
-code gets. `fc:` functions (Alibaba Function Compute's, on the ROS transports) are served the same
-way: fc_target, fc_function, fc_context, and fc_runtime inside the function's interpreter.
+code gets; exits (a process's end and its group killed), sandbox and confine (what a function
+may reach: Landlock, non-dumpable), isolation (the daemon's part). `fc:` functions (Alibaba Function
+Compute's, on the ROS transports) are served the same way: fc_target, fc_function, fc_context, and
+fc_runtime inside the function's interpreter.
 """

@@ -36,11 +36,12 @@ import structlog
 
 from ..errors import HandlerFailure
 from ..long_running.progress import Busy, InProgress
+from . import sandbox
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb
 from .host import FunctionHost
 from .pool import Pool
-from .process import CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
+from .process import CONFINE, CRHELPER, STOCK, Exited, FunctionLoadError, FunctionProcess, Setup, log_stream_name
 from .settings import FunctionSettings
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
@@ -92,6 +93,8 @@ class FunctionTarget:
             "memory_mb": self.settings.memory_mb,
             "check": check,
             "prepend": not _interpreters_own(self.code),
+            "confine": CONFINE,
+            "sandbox": sandbox.paths_for(self.code),
         }
 
 
@@ -111,6 +114,7 @@ class LambdaFunction:
 
     def __init__(self, target: FunctionTarget):
         self.target, self.spec, self.name = target, target.spec, target.name
+        sandbox.keep_out(target.code)  # no other function may reach its folder
         self.settings: FunctionSettings = target.settings
 
     def __repr__(self) -> str:

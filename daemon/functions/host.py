@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from . import tls
+from . import sandbox, tls
 from .answers import Answers
 from .pool import Pool
 from .process import FunctionProcess
@@ -45,6 +45,7 @@ class FunctionHost:
 
     async def start(self) -> FunctionHost:
         self.tls = tls.make()
+        sandbox.allow_read(self.tls.folder)  # the CA bundles its functions trust the listener with
         self.answers = Answers(self.tls)
         # in a context of its own: the listener's log lines never carry the ids of whoever started it
         await asyncio.get_running_loop().create_task(self.answers.start(), context=contextvars.Context())

@@ -9,6 +9,9 @@ too. Everything the function writes becomes the daemon's log lines (cfn_provider
 
 When the daemon dies, even by SIGKILL, the process reads end of input and exits. `kill` ends it
 at once (a call past its deadline); `close` lets it go (end of input), then kills what lingers.
+Its end is noticed by the process, not its pipes (cfn_provider.functions.exits): a child holding
+its stderr never makes a crash look like a hang. Whenever it ends (a crash, a kill, a close), its
+whole process group is killed: no child of a function outlives the process that started it.
 """
 
 from __future__ import annotations
@@ -23,19 +26,23 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import structlog
 
 from ..errors import HandlerFailure
+from .exits import exit_of, kill_group
 from .output import Output
+from .sandbox import Paths
 
 RUNTIME = str(Path(__file__).with_name("runtime.py"))
 CRHELPER = str(Path(__file__).with_name("runtime_crhelper.py"))
+CONFINE = str(Path(__file__).with_name("confine.py"))
 STOCK = str(Path(__file__).with_name("stock"))
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one line from the runtime (a log record, a `done`)
 MAX_RAW_LINE = 64 * 1024  # bytes of one raw output line kept (the rest of it is cut)
 CLOSE_WAIT = 2.0  # seconds a process gets to exit after end of input before it is killed
+DRAIN = 1.0  # seconds the output of a process that has ended gets to arrive, whatever holds its pipes
 
 
 class Setup(TypedDict):
@@ -49,6 +56,9 @@ class Setup(TypedDict):
     memory_mb: int | None  # RLIMIT_DATA, in MiB
     check: bool  # load, say ready, and exit (the start-up check)
     prepend: bool  # the folder goes first on sys.path (not when it is the interpreter's own)
+    confine: str  # confine.py, executed before anything of the function's (cfn_provider.functions.confine)
+    sandbox: Paths | None  # what the function may reach (cfn_provider.functions.sandbox); None: no Landlock
+    confined: NotRequired[dict[str, object]]  # the runtime's own note: what was in force
 
 
 log = structlog.get_logger("lambda")
@@ -130,6 +140,7 @@ class FunctionProcess:
             loop.create_task(self._read_protocol(), context=empty),
             loop.create_task(self._read_raw(), context=empty),
         ]
+        self._tasks.append(loop.create_task(self._watch(), context=empty))
         try:
             await self._send({**self.init})
             doc = await asyncio.wait_for(asyncio.shield(self._ready), timeout)
@@ -159,12 +170,10 @@ class FunctionProcess:
             self.output.end()
 
     def kill(self) -> None:
+        """SIGKILL to the process and every process of its group (its children and theirs)."""
         self.broken = True
-        if self.proc is not None and self.proc.returncode is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
+        if self.proc is not None and not self.exited.is_set():  # once it has ended, its group was killed then
+            kill_group(self.proc.pid)  # the group id is its pid: it was started in a session of its own
 
     async def close(self) -> None:
         """End of input (the runtime exits), then SIGKILL for one that lingers; waits for the end."""
@@ -188,19 +197,30 @@ class FunctionProcess:
             await self.exited.wait()  # the reader reports why
             raise Exited(self.returncode) from None
 
-    async def _read_protocol(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+    async def _watch(self) -> None:
+        """The process's end: its group killed, its last output read (for at most DRAIN seconds:
+        an escaped child may hold the pipes), the call or the start told, the pipes closed."""
+        assert self.proc is not None
         try:
-            async for line in _lines(self.proc.stdout, MAX_MESSAGE):
-                self._dispatch(line)
+            self.returncode = await exit_of(self.proc)
         finally:
-            self.returncode = await self.proc.wait()
-            for task in self._tasks[1:]:
-                await asyncio.wait({task}, timeout=1.0)
+            kill_group(self.proc.pid)
+            readers = self._tasks[:2]
+            await asyncio.wait(readers, timeout=DRAIN)
+            for task in readers:
+                task.cancel()
             for future in (self._ready, self._done):
                 if future is not None and not future.done():
                     future.set_exception(Exited(self.returncode))
             self.exited.set()
+            transport = getattr(self.proc, "_transport", None)
+            if transport is not None:
+                transport.close()  # the pipes an escaped child holds: the daemon lets go of them
+
+    async def _read_protocol(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        async for line in _lines(self.proc.stdout, MAX_MESSAGE):
+            self._dispatch(line)
 
     def _dispatch(self, line: bytes) -> None:
         try:

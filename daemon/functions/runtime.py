@@ -8,9 +8,11 @@ only ones a function module may not take: `shadowed` refuses them by name). Then
 - fd 0 and fd 1 as the daemon gave them become the private channel (JSON lines in, JSON lines
   out; neither is inherited by processes the function starts), fd 0 is /dev/null, fd 1 joins
   fd 2 (raw output the daemon reads line by line);
-- the first line in is the set-up: the function's folder goes first on sys.path (the daemon's
-  stock `cfnresponse`, for inline code, last), the memory limit (RLIMIT_DATA) is set, SIGINT and
-  SIGTERM are ignored (the daemon decides when a call ends), the module is imported;
+- the first line in is the set-up: the memory limit (RLIMIT_DATA) is set, the process makes
+  itself non-dumpable and enters its filesystem sandbox (cfn_provider.functions.confine, run by
+  its path; the modules it loads are let go of again), the function's folder goes first on
+  sys.path (the daemon's stock `cfnresponse`, for inline code, last), SIGINT and SIGTERM are
+  ignored (the daemon decides when a call ends), the module is imported;
 - then one `invoke` at a time, in the main thread, as Lambda calls a handler: `print` and the
   root logger's records go out on the channel tagged with the call; the answer itself is
   whatever the function PUTs to its ResponseURL (a loopback listener of the daemon), so nothing
@@ -241,6 +243,7 @@ def load(init: "Setup", channel: Channel) -> "tuple[Callable[..., object], dict[
             f"{'it' if len(clash) == 1 else 'them'} (and the imports of {'it' if len(clash) == 1 else 'them'})"
         )
     limit_memory(init.get("memory_mb"))  # before the function's folder is on the path: its resource.py is not ours
+    init["confined"] = confine(init)  # before any of the function's code runs (its folder is not on the path yet)
     if init.get("prepend", True):
         sys.path[:0] = [code]
     sys.path.append(init["stock"])
@@ -261,6 +264,30 @@ def load(init: "Setup", channel: Channel) -> "tuple[Callable[..., object], dict[
         )
     crhelper["check_bundled"](code)
     return target, crhelper
+
+
+def confine(init: "Setup") -> "dict[str, object]":
+    """Non-dumpable, then the Landlock sandbox the daemon chose (cfn_provider.functions.sandbox);
+    what is in force. Without Landlock the function runs anyway, unless the sandbox is required."""
+    before = set(sys.modules)
+    tools: dict[str, Any] = {}
+    try:
+        with open(init["confine"], encoding="utf-8") as fh:
+            exec(compile(fh.read(), init["confine"], "exec"), tools)  # noqa: S102 - the daemon's own file
+        done: dict[str, object] = {"nondumpable": tools["nondumpable"](), "landlock": 0}
+        paths = init.get("sandbox")
+        if paths:
+            try:
+                read = [*paths["read"], f"/proc/{os.getpid()}"]  # its own /proc/self, no other process's
+                done["landlock"] = tools["confine"](read, paths["write"], paths["devices"], paths["listed"])
+            except tools["Unconfined"] as exc:
+                if paths["required"]:
+                    raise LoadError(f"the function sandbox is required (--function-sandbox required): {exc}") from None
+                done["unconfined"] = str(exc)
+        return done
+    finally:
+        for name in set(sys.modules) - before:  # ctypes and its helpers: a function may bring its own
+            del sys.modules[name]
 
 
 class LoadError(Exception):
@@ -318,7 +345,7 @@ def main() -> None:
         reason = str(exc) if isinstance(exc, LoadError) else f"{type(exc).__name__}: {exc}"
         channel.send({"op": "failed", "reason": reason[:4000], "import_error": isinstance(exc, ImportError)})
         return
-    channel.send({"op": "ready", "pid": os.getpid()})
+    channel.send({"op": "ready", "pid": os.getpid(), "confined": init.get("confined")})
     if init.get("check"):
         return
     inbox.start()

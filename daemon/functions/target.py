@@ -17,14 +17,17 @@ it returns the handler object (cfn_provider.functions.function) that runs it in 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from importlib.machinery import PathFinder
 from pathlib import Path
 
 from .environ import function_environment
+from .exits import kill_group
 from .function import FunctionTarget, LambdaFunction
 from .process import RUNTIME, describe_exit, log_stream_name
 from .settings import FunctionSettings, default_name
@@ -117,20 +120,8 @@ def check(target: FunctionTarget, runtime: str = RUNTIME, env: dict[str, str] | 
             log_stream=target.settings.log_stream or log_stream_name(),
             configured=target.settings.environment,
         )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", runtime],
-            input=json.dumps(target.init(check=True)) + "\n",
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=target.code,
-            timeout=CHECK_TIMEOUT,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"importing the function took over {CHECK_TIMEOUT:.0f} s") from None
-    for line in done.stdout.splitlines():
+    returncode, stdout, stderr = _run_check(target, env, runtime)
+    for line in stdout.splitlines():
         try:
             doc = json.loads(line)
         except ValueError:
@@ -139,8 +130,37 @@ def check(target: FunctionTarget, runtime: str = RUNTIME, env: dict[str, str] | 
             return
         if isinstance(doc, dict) and doc.get("op") == "failed":
             raise ImportError(str(doc.get("reason")))
-    tail = " | ".join(done.stderr.strip().splitlines()[-3:])[:500]
+    tail = " | ".join(stderr.strip().splitlines()[-3:])[:500]
     raise RuntimeError(
-        f"the function's interpreter {describe_exit(done.returncode)} while importing it"
-        + (f": {tail}" if tail else "")
+        f"the function's interpreter {describe_exit(returncode)} while importing it" + (f": {tail}" if tail else "")
     )
+
+
+def _run_check(target: FunctionTarget, env: dict[str, str], runtime: str = RUNTIME) -> tuple[int, str, str]:
+    """The check's interpreter run to its end: its exit status and output. Its output goes to files,
+    not pipes, so a process the function started at import (holding them) never holds the check up;
+    its whole process group is killed once it has ended (cfn_provider.functions.exits)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", runtime],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=target.code,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write((json.dumps(target.init(check=True)) + "\n").encode())
+                proc.stdin.close()
+            proc.wait(CHECK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"importing the function took over {CHECK_TIMEOUT:.0f} s") from None
+        finally:
+            kill_group(proc.pid)
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")

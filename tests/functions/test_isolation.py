@@ -8,6 +8,7 @@ kills a hung call, a memory limit, a crash fails only that request) and its own 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import os
@@ -16,12 +17,18 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
+from cfn_provider.functions import confine
+from cfn_provider.functions.settings import parse_options
+from cfn_provider.local.emulator import REGION
 from cfn_provider.long_running.progress import InProgress
 from cfn_provider.pipeline.router import HandlerError
+from tests.support.aws import response_of
+from tests.support.daemons import TEST_HANDLERS
 from tests.support.functions import REPO, answer, event_for, load_folder, raw_call, write_function
 
 SEND = """
@@ -471,3 +478,102 @@ async def test_a_function_that_no_longer_starts_fails_its_request_saying_so(tmp_
     assert body["Reason"] == (
         "the Lambda function Custom-Thing could not be started: RuntimeError: the new release is broken"
     )
+
+
+# --- what a function can reach (docs/security.md "What a function can reach") ----------------------
+
+PROBE = """
+import ctypes, os
+import cfnresponse
+
+def attempt(kind, path):
+    try:
+        if kind == "list":
+            return "read: %d entries" % len(os.listdir(path))
+        if kind == "signal":
+            os.kill(int(path), 0)
+            return "read: signalled"
+        if kind == "write":
+            with open(path, "a") as fh:
+                fh.write("x")
+            return "read: written"
+        with open(path, "rb") as fh:
+            return "read: " + fh.read(4096).decode("latin-1")[:40]
+    except OSError as exc:
+        return "refused: " + type(exc).__name__
+
+def handler(event, context):
+    props = event["ResourceProperties"]
+    if props.get("Hold"):   # its process stays, its configured environment (a secret) in it
+        cfnresponse.send(event, context, cfnresponse.SUCCESS, {"Pid": str(os.getpid())}, "holder")
+        return
+    found = {name: attempt(*how.split(" ", 1)) for name, how in props["Try"].items()}
+    found["Dumpable"] = str(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))   # PR_GET_DUMPABLE
+    cfnresponse.send(event, context, cfnresponse.SUCCESS, found, "prober")
+"""
+
+
+async def test_a_function_reaches_neither_the_daemon_nor_another_function_nor_the_state(
+    run_daemon, stack, tmp_path, monkeypatch
+):
+    """One function tries the /proc files of the daemon and of another function (which holds a
+    secret in its configured environment), the state database, the credentials directory and the
+    other function's folder, through the real path: all refused; its own folder, the system and
+    /tmp it may use."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):  # the emulator's (this module's host fixture sets another)
+        monkeypatch.setenv(name, REGION)
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "random-secret-key").write_text("the-key")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+    holder, prober = write_function(tmp_path / "holder", PROBE), write_function(tmp_path / "prober", PROBE)
+    secret = f"s3cr3t-{os.getpid()}-{time.monotonic_ns()}"
+    functions = parse_options(
+        [f"Custom::Holder=code={holder}", f"Custom::Holder=env.SECRET={secret}", f"Custom::Prober=code={prober}"]
+    )
+    handlers = (*TEST_HANDLERS, ("Custom::Holder", "lambda:index.handler"), ("Custom::Prober", "lambda:index.handler"))
+    state = tmp_path / "state"
+    with capture_logs() as logs:
+        await run_daemon(handlers=handlers, functions=functions, state=f"sqlite://{state}/state.db")
+    said = [e for e in logs if e.get("event") == "function_sandbox"]
+    assert len(said) == 1 and said[0]["landlock"].startswith("ABI") == (confine.landlock_abi() > 0), said
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # the daemon (this process) is non-dumpable
+
+    hold = stack.request("Create", "Holder", resource_type="Custom::Holder", properties={"Hold": "yes"})
+    stack.publish(hold)
+    other = int((await response_of(stack, hold, timeout=30))["Data"]["Pid"])
+    assert secret in Path(f"/proc/{other}/environ").read_bytes().decode("latin-1")  # held (the daemon may read it)
+    daemon = os.getpid()
+    kept_out = {
+        "DaemonEnviron": f"read /proc/{daemon}/environ",
+        "DaemonMaps": f"read /proc/{daemon}/maps",
+        "DaemonCmdline": f"read /proc/{daemon}/cmdline",
+        "DaemonFds": f"list /proc/{daemon}/fd",
+        "OtherEnviron": f"read /proc/{other}/environ",
+        "OtherFds": f"list /proc/{other}/fd",
+        "StateDatabase": f"read {state / 'state.db'}",
+        "StateFolder": f"list {state}",
+        "Credentials": f"read {credentials / 'random-secret-key'}",
+        "OtherFolder": f"read {holder / 'index.py'}",
+        "OtherFolderWrite": f"write {holder / 'index.py'}",
+    }
+    if confine.landlock_abi() >= 6:  # Linux 6.12: signals scoped to the sandbox
+        kept_out |= {"DaemonSignal": f"signal {daemon}", "OtherSignal": f"signal {other}"}
+    allowed = {
+        "OwnFolder": f"read {prober / 'index.py'}",
+        "System": "read /etc/passwd",
+        "Own": "read /proc/self/status",
+    }
+    probe = stack.request("Create", "Prober", resource_type="Custom::Prober", properties={"Try": kept_out | allowed})
+    stack.publish(probe)
+    found = (await response_of(stack, probe, timeout=30))["Data"]
+    assert secret not in json.dumps(found)
+    assert found["Dumpable"] == "0"
+    assert {k: v for k, v in found.items() if k in allowed and not v.startswith("read")} == {}
+    if confine.landlock_abi():
+        assert {k: v for k, v in found.items() if k in kept_out and not v.startswith("refused")} == {}
+    else:  # docs/security.md: without Landlock, non-dumpable keeps the /proc files (of a non-root user) alone
+        proc = {k for k in kept_out if k.endswith(("Environ", "Maps", "Fds"))}
+        assert said[0]["log_level"] == "warning"
+        if os.geteuid() != 0:
+            assert {k: v for k, v in found.items() if k in proc and not v.startswith("refused")} == {}

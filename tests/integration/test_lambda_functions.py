@@ -81,6 +81,9 @@ def serve(run_daemon, tmp_path):
         functions = {k: v for k, v in parse_options(settings).items() if k in types}
         handlers = TEST_HANDLERS + tuple(h for h in LAMBDA_HANDLERS if h[0] in types)
         overrides.setdefault("concurrency", 4)
+        # the state directory is kept from the functions (docs/security.md): the file they write is beside it
+        overrides.setdefault("state", f"sqlite://{tmp_path}/state/state.db")
+        (tmp_path / "ran.txt").touch()  # a folder holding the state directory is not theirs to create files in
         return await run_daemon(handlers=handlers, functions=functions, poll_interval=0.5, **overrides)
 
     return start
@@ -259,9 +262,9 @@ async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_l
     await serve("Custom::CrhSecret", function_env={"Custom::CrhSecret": {"CFN_TEST_NOECHO_SECRET": secret}})
     request = stack.request("Create", "Vault", resource_type="Custom::CrhSecret", properties={"Polls": "3"})
     key = idempotency_key(request["StackId"], request["RequestId"])
-    state_url = f"sqlite://{tmp_path}/state.db"
+    state_url = f"sqlite://{tmp_path}/state/state.db"
     stack.publish(request)
-    store = SQLiteStore(tmp_path / "state.db")
+    store = SQLiteStore(tmp_path / "state" / "state.db")
     try:
         deadline = time.monotonic() + 20
         while (record := await store.get(key)) is None or record.state != "POLLING":
@@ -279,7 +282,7 @@ async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_l
         assert answer["Status"] == "SUCCESS" and answer["NoEcho"] is True and answer["Data"] == {"Password": secret}
     finally:
         await store.close()
-    later = SQLiteStore(tmp_path / "state.db", clock=lambda: time.time() + NOECHO_REPLAY_WINDOW + 1)
+    later = SQLiteStore(tmp_path / "state" / "state.db", clock=lambda: time.time() + NOECHO_REPLAY_WINDOW + 1)
     try:
         await later.scrub(key)  # a daemon that meets the record past the window
         record = await later.get(key)
@@ -287,7 +290,7 @@ async def test_a_noecho_crhelper_functions_data_is_never_shown_as_progress_and_l
         await later.close()
     assert secret not in (record.progress or "") and secret.encode() not in (record.body or b"")
     assert json_.loads(record.progress)["polls"] == 2 and json_.loads(record.progress)["no_echo"] is True
-    for path in tmp_path.glob("state.db*"):
+    for path in (tmp_path / "state").glob("state.db*"):
         assert secret.encode() not in path.read_bytes(), path.name
 
 

@@ -105,7 +105,8 @@ def test_unit_is_hardened_for_round_two() -> None:
     assert int(service["LimitNOFILE"]) >= 4096
     assert service["MemoryMax"].endswith(("M", "G"))
     filters = [line.split("=", 1)[1] for line in UNIT.read_text().splitlines() if line.startswith("SystemCallFilter=")]
-    assert filters == ["@system-service", "~@privileged @resources"]
+    landlock = "landlock_create_ruleset landlock_add_rule landlock_restrict_self"  # lambda: functions' sandbox
+    assert filters == ["@system-service", landlock, "~@privileged @resources"]
 
 
 def test_the_daemon_makes_none_of_the_refused_system_calls() -> None:
