@@ -168,10 +168,6 @@ class ConfigError(StartupError, ValueError):
     """The config file cannot be read or holds a setting that cannot be used (the message names the file)."""
 
 
-class TransportConfigError(StartupError, ValueError):
-    """The queue transport cannot be set up (e.g. MNS without credentials)."""
-
-
 def read_toml(path: str | Path, what: str, error: type[Exception] = ConfigError) -> dict[str, Any]:
     """A TOML file as a dict; `error` saying which file (`what`) and why when it cannot be read."""
     try:

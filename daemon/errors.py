@@ -45,6 +45,10 @@ class StartupError(CfnProviderError):
     exit_code: ClassVar[int | None] = EXIT_NOT_STARTED
 
 
+class TransportConfigError(StartupError, ValueError):
+    """The queue transport or the web listener cannot be set up (e.g. MNS without credentials)."""
+
+
 class OperatorError(CfnProviderError):
     """An operator command could not do what it was asked; the message says why (exit 1)."""
 

@@ -18,10 +18,11 @@ import aiohttp
 import structlog
 
 from . import aws_start, loops
-from .config import Settings, TransportConfigError, health_path
+from .config import Settings, health_path
 from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
+from .errors import TransportConfigError
 from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost

@@ -136,7 +136,7 @@ START_UP = {
     "configuration": "cfn_provider.config.ConfigError",
     "store": "cfn_provider.stores.base.StoreConfigError",
     "store table": "cfn_provider.stores.dynamodb.TableNotFound",
-    "transport": "cfn_provider.config.TransportConfigError",
+    "transport": "cfn_provider.errors.TransportConfigError",
     "web tls": "cfn_provider.transports.web_tls.TlsError",
     "web token": "cfn_provider.trust.web_tokens.TokenError",
     "state file at rest": "cfn_provider.trust.at_rest.StateExposed",

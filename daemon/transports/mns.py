@@ -55,8 +55,7 @@ import aiohttp
 from yarl import URL
 
 from .. import logs
-from ..config import TransportConfigError
-from ..errors import TransportError
+from ..errors import TransportConfigError, TransportError
 from .queue import Message
 
 API_VERSION = "2015-06-06"

@@ -32,7 +32,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from ..config import Settings, TransportConfigError
+from ..config import Settings
+from ..errors import TransportConfigError
 from ..ops.metrics import Metrics
 from ..pipeline.poller import drain
 from ..pipeline.worker import Worker

@@ -16,7 +16,7 @@ import ssl
 import stat
 from pathlib import Path
 
-from ..config import TransportConfigError
+from ..errors import TransportConfigError
 
 
 class TlsError(TransportConfigError):

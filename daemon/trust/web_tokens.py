@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from .. import logs
-from ..config import TransportConfigError
+from ..errors import TransportConfigError
 from .tenants import DEFAULT, NAME, NAME_RULE
 
 ENV_TOKEN = "CFN_PROVIDER_WEB_TOKEN"

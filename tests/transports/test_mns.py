@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cfn_provider import logs
-from cfn_provider.config import TransportConfigError
+from cfn_provider.errors import TransportConfigError
 from cfn_provider.transports.mns import Credentials, MnsError, MnsQueue, load_credentials, signature, string_to_sign
 from tests.dialects.conftest import QUEUE
 from tests.support.mns_server import MnsClient, MnsServer

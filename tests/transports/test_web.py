@@ -235,7 +235,7 @@ async def test_curl_over_https(web_daemon, stub_s3: StubS3, ca: CertAuthority):
 
 
 async def test_plain_http_only_when_allowed(web_daemon, stub_s3: StubS3):
-    from cfn_provider.config import TransportConfigError
+    from cfn_provider.errors import TransportConfigError
 
     with pytest.raises(TransportConfigError, match="--web-allow-http"):
         await web_daemon(tls=False, web={"allow_http": False})
