@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import traceback
@@ -28,7 +29,10 @@ from typing import Any, Literal, TextIO, get_args
 
 import structlog
 
-from .trust.urls import redact_text
+# The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
+# inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
+_URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
+
 
 _SECRET_ENV = (
     "AWS_SECRET_ACCESS_KEY",
@@ -211,3 +215,8 @@ def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO 
     root.setLevel(level.upper())
     for noisy in ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def redact_text(text: str) -> str:
+    """Redact the query string of every http(s) URL inside free text."""
+    return _URL_IN_TEXT.sub(r"\1?<redacted>", text)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..logs import redact_text
 from ..transports.queue import dead_letter_target
-from ..trust.urls import redact_text
 
 
 @dataclass

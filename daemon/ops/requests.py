@@ -25,10 +25,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..dialects.base import Dialect
+from ..logs import redact_text
 from ..pipeline.request import stack_name_from_id, stored_parts
 from ..stores.base import CLAIMED, POLLING, RESPONSE_READY, SENT, Listing, Record, State, StoreConfigError, claimed_at
 from ..trust.tenants import DEFAULT as DEFAULT_PRINCIPAL
-from ..trust.urls import redact, redact_text
+from ..trust.urls import redact
 
 # --state-is accepts the store's states (any case) and these words for them
 WORDS: dict[State, str] = {CLAIMED: "in-flight", RESPONSE_READY: "unconfirmed", POLLING: "polling", SENT: "answered"}

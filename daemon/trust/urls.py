@@ -125,10 +125,6 @@ class CloudFormationBuckets(HostRule):
 S3_HOSTS = CloudFormationBuckets()
 ALIYUN_HOSTS = HostRule(_ALIYUN_HOST, "a ROS endpoint under aliyuncs.com")
 
-# The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
-# inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
-_URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
-
 
 class UrlRejected(InputError, ValueError):
     """The URL is outside what the daemon is allowed to call."""
@@ -256,11 +252,6 @@ def redact(url: str) -> str:
     """The URL with its query string (the presigned credentials) replaced by a marker."""
     head, sep, _ = url.partition("?")
     return f"{head}?<redacted>" if sep else head
-
-
-def redact_text(text: str) -> str:
-    """Redact the query string of every http(s) URL inside free text."""
-    return _URL_IN_TEXT.sub(r"\1?<redacted>", text)
 
 
 def expires_at(url: str) -> float | None:

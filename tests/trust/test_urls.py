@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from cfn_provider.trust.urls import ResponseUrlPolicy, UrlRejected, expires_at, matches_prefix, redact, redact_text
+from cfn_provider.logs import redact_text
+from cfn_provider.trust.urls import ResponseUrlPolicy, UrlRejected, expires_at, matches_prefix, redact
 
 SIGV4_QUERY = (
     "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20240501T120000Z&X-Amz-SignedHeaders=host"
