@@ -27,8 +27,8 @@ from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .long_running.scheduler import PollScheduler, scheduler_for
+from .metrics import Metrics
 from .ops import health
-from .ops.metrics import Metrics
 from .pipeline.envelope import MNS_FORMS, SNS_FORMS
 from .pipeline.poller import Poller
 from .pipeline.responder import Responder

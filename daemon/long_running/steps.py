@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from ..dialects.base import Dialect
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from ..pipeline import raised
 from ..pipeline import response as responses
 from ..pipeline.cleanup import cleanup_failed

@@ -18,7 +18,7 @@ import structlog
 from ..dead_letters.answer import DeadLetter
 from ..long_running.pollable import accepted
 from ..long_running.progress import InProgress
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from . import raised
 from . import response as responses
 from .cleanup import TimedOutCreates

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 import structlog
 
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from ..trust.urls import redact
 from .request import Request
 from .response import Response

@@ -31,7 +31,7 @@ from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
 from ..long_running.progress import Busy, InProgress
 from ..long_running.steps import Polls
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from ..stores.base import Record, Store, new_token, transient
 from ..transports.queue import Message
 from ..trust import retention

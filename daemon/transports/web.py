@@ -34,7 +34,7 @@ from aiohttp import web
 
 from ..config import Settings
 from ..errors import TransportConfigError
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from ..pipeline.poller import drain
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens

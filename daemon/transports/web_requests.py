@@ -39,7 +39,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from ..errors import Forged, Rejected, TransportError
-from ..ops.metrics import Metrics
+from ..metrics import Metrics
 from ..pipeline.disposition import Disposition
 from ..pipeline.envelope import Envelope
 from ..pipeline.heartbeat import Heartbeat

@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from cfn_provider.errors import Deferred, Forged, NotAdmitted, Rejected
-from cfn_provider.ops.metrics import Metrics
+from cfn_provider.metrics import Metrics
 from cfn_provider.pipeline.admission import Admission
 from cfn_provider.pipeline.disposition import Disposition
 from cfn_provider.pipeline.heartbeat import Heartbeat

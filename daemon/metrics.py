@@ -19,11 +19,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ..errors import StartupError
-from ..pipeline.request import REQUEST_TYPES
+from .errors import StartupError
 
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 OTHER = "other"
+# the request types a label may name (pipeline.request.REQUEST_TYPES, the wire's; a test ties them)
+REQUEST_TYPES = ("Create", "Update", "Delete")
 
 
 def request_type_label(request_type: str | None) -> str:
