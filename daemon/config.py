@@ -19,7 +19,7 @@ from .errors import StartupError
 from .functions.sandbox import Mode as FunctionSandbox
 from .loops import EventLoop
 from .transports import Transport
-from .transports.web_settings import WebSettings
+from .web_settings import WebSettings
 
 if TYPE_CHECKING:
     import click

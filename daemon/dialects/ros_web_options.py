@@ -9,15 +9,15 @@ from typing import Any
 import click
 
 from ..cli_options import WEB_ADDRESS_HELP, WEB_PORT_HELP
-from ..transports.web_settings import (
+from ..trust.sources import networks
+from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
+from ..web_settings import (
     MAX_BODY,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_SOURCE,
     WebSettings,
     web_http_refused,
 )
-from ..trust.sources import networks
-from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
 
 ENV = "CFN_PROVIDER_"
 WEB_TOKEN_FILE_HELP = (

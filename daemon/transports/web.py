@@ -38,9 +38,9 @@ from ..metrics import Metrics
 from ..pipeline.poller import drain
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
+from ..web_settings import web_http_refused
 from .web_connections import Connections, Listener
 from .web_requests import Requests
-from .web_settings import web_http_refused
 from .web_tls import ServerTls, TlsError
 
 log = structlog.get_logger("web")

@@ -49,7 +49,7 @@ from ..pipeline.runner import deadline_for
 from ..pipeline.worker import Worker
 from ..trust import sources
 from ..trust.web_tokens import ASYNC, SYNC, Mode, Route, Tokens
-from .web_settings import WebSettings
+from ..web_settings import WebSettings
 
 log = structlog.get_logger("web")
 HEALTH_PATH = (

@@ -129,7 +129,7 @@ def test_check_names_a_web_daemon_as_run_does_from_its_config_file_or_environmen
 
     from cfn_provider.cli import main
     from cfn_provider.config import Settings
-    from cfn_provider.transports.web_settings import WebSettings
+    from cfn_provider.web_settings import WebSettings
 
     for name in list(os.environ):
         if name.startswith("CFN_PROVIDER_"):

@@ -23,7 +23,7 @@ import aiohttp
 
 from cfn_provider.config import Settings
 from cfn_provider.transports.web import WebListener
-from cfn_provider.transports.web_settings import WebSettings
+from cfn_provider.web_settings import WebSettings
 from tests.support.daemons import REPO, TEST_HANDLERS, InProcessDaemon, SubprocessDaemon, wait_for_event
 from tests.support.stub_s3 import Request as StubRequest
 from tests.support.stub_s3 import StubS3
