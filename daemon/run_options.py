@@ -1,5 +1,5 @@
 """`cfn-provider run`'s options, and the Settings they make (the transport's and ROS's options are in
-cfn_provider.dialects.ros_options; `--function` in cfn_provider.functions.options)."""
+cfn_provider.ros_options; `--function` in cfn_provider.functions.options)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from .cli_options import (
     state_default,
 )
 from .config import Settings, apply_config_file, daemon_id, default_state_url
-from .dialects.ros_options import ros_options, transport_settings
 from .functions.options import check_served, function_option
 from .pipeline.router import parse_handler_option
+from .ros_options import ros_options, transport_settings
 
 ENV = "CFN_PROVIDER_"
 

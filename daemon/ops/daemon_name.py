@@ -11,8 +11,8 @@ import click
 
 from ..cli_options import MNS_ENDPOINT_HELP, MNS_QUEUE_HELP, QUEUE_URL_HELP, TRANSPORT_HELP
 from ..config import daemon_id, default_state_url
-from ..dialects.ros_web_options import WEB_LISTEN_OPTIONS
 from ..transports import TRANSPORTS
+from ..web_options import WEB_LISTEN_OPTIONS
 
 ENV = "CFN_PROVIDER_"
 

@@ -20,9 +20,9 @@ import click
 
 from ..cli_options import CONFIG_HELP
 from ..config import apply_config_file
-from ..dialects.ros_web_options import WEB_TOKEN_FILE_HELP
 from ..trust.tenants import DEFAULT, checked_name
 from ..trust.web_tokens import Mode, Tokens, named, new_token
+from ..web_options import WEB_TOKEN_FILE_HELP
 
 ENV = "CFN_PROVIDER_"
 

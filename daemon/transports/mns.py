@@ -200,8 +200,6 @@ class MnsQueue:
                 f"--mns-endpoint {endpoint!r} is not like https://ACCOUNT.mns.REGION.aliyuncs.com"
             )
         if parts.scheme == "http" and not allow_http:  # the signature and STS token would cross the network in clear
-            from ..dialects.ros_options import plain_http_refused
-
             raise TransportConfigError(plain_http_refused(endpoint))
         if not queue or any(c in queue for c in "/?#& %"):
             raise TransportConfigError(f"--mns-queue {queue!r} is not a queue name")
@@ -352,3 +350,12 @@ def _error(text: str) -> tuple[str, str]:
 def _check(status: int, text: str) -> None:
     if not 200 <= status < 300:
         raise MnsError(status, *_error(text))
+
+
+def plain_http_refused(endpoint: str) -> str:
+    """The error for an http:// MNS endpoint without --mns-allow-http."""
+    return (
+        f"--mns-endpoint {endpoint!r} is plain http: every MNS request carries the AccessKey id, a "
+        "replayable signature and any STS security token in clear. Use https://ACCOUNT.mns.REGION.aliyuncs.com, "
+        "or pass --mns-allow-http (CFN_PROVIDER_MNS_ALLOW_HTTP=1) for a local emulator."
+    )

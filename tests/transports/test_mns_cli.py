@@ -1,6 +1,6 @@
 """`cfn-provider run --transport mns ...`: its options, and a real daemon process serving ROS end to end.
 
-Skipped until daemon/cli.py's `run` has the options of cfn_provider.dialects.ros_options."""
+Skipped until daemon/cli.py's `run` has the options of cfn_provider.ros_options."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def test_given_by_the_environment_or_the_config_file_it_is_refused_saying_where(
 
 def test_every_option_of_the_table_exists_and_names_known_transports():
     """The one table (option -> transports) that a new transport adds rows to."""
-    from cfn_provider.dialects.ros_options import APPLIES_TO, TRANSPORTS
+    from cfn_provider.ros_options import APPLIES_TO, TRANSPORTS
 
     names = {p.name for p in cli.run.params}
     assert set(APPLIES_TO) <= names

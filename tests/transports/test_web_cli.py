@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 import cfn_provider.cli as cli
-from cfn_provider.dialects.ros_options import APPLIES_TO
-from cfn_provider.dialects.ros_web_options import WEB_ONLY, WEB_OPTIONS
+from cfn_provider.ros_options import APPLIES_TO
 from cfn_provider.trust.web_tokens import ASYNC, SYNC, Mode, new_token, strength
+from cfn_provider.web_options import WEB_ONLY, WEB_OPTIONS
 from tests.support.cli import assert_not_started
 from tests.support.daemons import REPO
 from tests.support.web import free_port

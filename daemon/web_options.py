@@ -1,5 +1,5 @@
 """`cfn-provider run` options for transport web (the HTTP(S) listener serving ROS's `web[options]:<url>`
-ServiceToken) (applied in cfn_provider.dialects.ros_options, whose APPLIES_TO names them web-only)."""
+ServiceToken) (applied in cfn_provider.ros_options, whose APPLIES_TO names them web-only)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from ..cli_options import WEB_ADDRESS_HELP, WEB_PORT_HELP
-from ..trust.sources import networks
-from ..trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
-from ..web_settings import (
+from .cli_options import WEB_ADDRESS_HELP, WEB_PORT_HELP
+from .trust.sources import networks
+from .trust.web_tokens import ENV_TOKEN, TokenError, read_tokens
+from .web_settings import (
     MAX_BODY,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_SOURCE,

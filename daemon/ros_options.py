@@ -9,11 +9,12 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ..cli_options import MNS_ENDPOINT_HELP, MNS_QUEUE_HELP, TRANSPORT_HELP
-from ..transports import TRANSPORTS, Transport
-from ..trust.topics import FORM, allowlist
-from .ros import URL_MODES
-from .ros_web_options import WEB_ONLY, WEB_OPTIONS, web_settings
+from .cli_options import MNS_ENDPOINT_HELP, MNS_QUEUE_HELP, TRANSPORT_HELP
+from .dialects.ros import URL_MODES
+from .transports import TRANSPORTS, Transport
+from .transports.mns import plain_http_refused
+from .trust.topics import FORM, allowlist
+from .web_options import WEB_ONLY, WEB_OPTIONS, web_settings
 
 ENV = "CFN_PROVIDER_"
 
@@ -152,15 +153,6 @@ def refuse_other_transports(ctx: click.Context, transport: Transport) -> None:
             f"(it was given {given}): remove it",
             ctx,
         )
-
-
-def plain_http_refused(endpoint: str) -> str:
-    """The error for an http:// MNS endpoint without --mns-allow-http."""
-    return (
-        f"--mns-endpoint {endpoint!r} is plain http: every MNS request carries the AccessKey id, a "
-        "replayable signature and any STS security token in clear. Use https://ACCOUNT.mns.REGION.aliyuncs.com, "
-        "or pass --mns-allow-http (CFN_PROVIDER_MNS_ALLOW_HTTP=1) for a local emulator."
-    )
 
 
 def _param(ctx: click.Context, name: str) -> click.Parameter | None:
