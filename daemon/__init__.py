@@ -23,8 +23,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .long_running.progress import InProgress
     from .pipeline.runner import Context
+    from .progress import InProgress
     from .sdk.call import Call
     from .sdk.resource import Resource
     from .sdk.schema import PropertyError
@@ -44,7 +44,7 @@ _PUBLIC = {
     "Context": "pipeline.runner",
     "CustomResourceRequest": "sdk.types",
     "HandlerResult": "sdk.types",
-    "InProgress": "long_running.progress",
+    "InProgress": "progress",
 }
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 
 from ..errors import HandlerFailure
-from ..long_running.progress import Busy, InProgress
+from ..progress import Busy, InProgress
 from . import sandbox
 from .answers import Answer, Answers, Capture
 from .environ import function_environment, machine_memory_mb

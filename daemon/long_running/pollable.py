@@ -10,7 +10,7 @@ from typing import Any
 
 from ..pipeline import response as responses
 from ..pipeline.request import Request
-from .progress import POLL_FUNCTIONS, InProgress, poll_function
+from ..progress import POLL_FUNCTIONS, InProgress, poll_function
 
 
 def failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:

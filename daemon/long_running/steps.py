@@ -1,4 +1,4 @@
-"""The steps of a long-running action (the poll contract, cfn_provider.long_running.progress).
+"""The steps of a long-running action (the poll contract, cfn_provider.progress).
 
 - an action returned InProgress (cfn_provider.long_running.pollable.accepted): a handler without
   a poll function for it, or a progress that is not JSON, is answered FAILED at once, saying so.
@@ -42,9 +42,9 @@ from ..pipeline.request import NotARequest, Request, from_stored, stored_form
 from ..pipeline.router import HandlerError
 from ..pipeline.runner import Context, HandlerTimeout, call, response_margin
 from ..pipeline.store_calls import StoreCalls
+from ..progress import POLL_FUNCTIONS, InProgress, poll_function
 from ..stores.base import RESPONSE_READY, Record, Store
 from .pollable import failed
-from .progress import POLL_FUNCTIONS, InProgress, poll_function
 
 log = structlog.get_logger("polling")
 

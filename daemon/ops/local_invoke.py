@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import StartupError
 from ..functions.function import LambdaFunction
 from ..functions.host import FunctionHost
-from ..long_running.progress import InProgress
 from ..metrics import Metrics
 from ..pipeline.cleanup import TimedOutCreates
 from ..pipeline.handling import Handling
 from ..pipeline.request import NotARequest, Request, parse
 from ..pipeline.router import Router
+from ..progress import InProgress
 
 if TYPE_CHECKING:
     from ..stores.base import Store

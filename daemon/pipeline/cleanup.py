@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from ..long_running.progress import InProgress
+from ..progress import InProgress
 from ..stores.base import Record, Store
 from . import response as responses
 from .request import Request, idempotency_key

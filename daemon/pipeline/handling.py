@@ -17,8 +17,8 @@ import structlog
 
 from ..dead_letters.answer import DeadLetter
 from ..long_running.pollable import accepted
-from ..long_running.progress import InProgress
 from ..metrics import Metrics
+from ..progress import InProgress
 from . import raised
 from . import response as responses
 from .cleanup import TimedOutCreates

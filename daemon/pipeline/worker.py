@@ -29,9 +29,9 @@ from ..dead_letters.answer import DeadLetter
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
-from ..long_running.progress import Busy, InProgress
 from ..long_running.steps import Polls
 from ..metrics import Metrics
+from ..progress import Busy, InProgress
 from ..stores.base import Record, Store, new_token, transient
 from ..transports.queue import Message
 from ..trust import retention

@@ -41,7 +41,7 @@ What the layer does, and nothing more:
   context (`remaining()`, a bound `log`) and the shared aiobotocore `session`, with
   `call.client("ec2")` for a client in the stack's region.
 
-Long-running resources (the poll contract, cfn_provider.long_running.progress): an action may return
+Long-running resources (the poll contract, cfn_provider.progress): an action may return
 `InProgress(progress=..., physical_id=..., after=seconds)`; the daemon then calls the matching
 poll method with the stored progress until it returns the action's usual result (done), raises
 (FAILED), or returns InProgress again:
@@ -72,7 +72,7 @@ import inspect
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
-from ..long_running.progress import InProgress
+from ..progress import InProgress
 from .call import Call
 from .schema import PropertyError, check_schema, coerce, thaw, validate
 

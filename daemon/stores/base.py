@@ -26,7 +26,7 @@ by botocore or by the worker), the store recognises its token in the record that
 the way and reports success (acquired / saved / extended / sent / released), never another
 worker's claim. `extend` and `mark_sent` are idempotent as they stand.
 
-Long-running actions (cfn_provider.long_running.progress): `save_progress` moves the attempt's
+Long-running actions (cfn_provider.progress): `save_progress` moves the attempt's
 CLAIMED (or its leased POLLING) record to POLLING with the request, the handler's progress and when
 to look next, and lets go of the lease, so no message, slot or lease is held while it waits.
 `due_polls` lists the keys whose next poll is due and whose lease is free; `take_poll` leases one to

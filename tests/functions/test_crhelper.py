@@ -14,8 +14,8 @@ import time
 import pytest
 
 from cfn_provider.functions.function import FunctionFailed
-from cfn_provider.long_running.progress import InProgress, poll_function
 from cfn_provider.pipeline.router import HandlerError
+from cfn_provider.progress import InProgress, poll_function
 from tests.support.functions import answer, event_for, load_folder, raw_call, write_function
 
 CRHELPER = """

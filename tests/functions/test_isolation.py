@@ -25,8 +25,8 @@ from structlog.testing import capture_logs
 from cfn_provider.functions import confine
 from cfn_provider.functions.settings import parse_options
 from cfn_provider.local.emulator import REGION
-from cfn_provider.long_running.progress import InProgress
 from cfn_provider.pipeline.router import HandlerError
+from cfn_provider.progress import InProgress
 from tests.support.aws import response_of
 from tests.support.daemons import TEST_HANDLERS
 from tests.support.functions import REPO, answer, event_for, load_folder, raw_call, write_function

@@ -1,11 +1,11 @@
-"""InProgress (cfn_provider.long_running.progress): what a long-running action returns, and its checks."""
+"""InProgress (cfn_provider.progress): what a long-running action returns, and its checks."""
 
 from __future__ import annotations
 
 import pytest
 
 import cfn_provider
-from cfn_provider.long_running.progress import MAX_PROGRESS, InProgress, poll_function
+from cfn_provider.progress import MAX_PROGRESS, InProgress, poll_function
 
 
 def test_it_is_public_from_the_top():

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cfn_provider import Call, InProgress, PropertyError, Resource
-from cfn_provider.long_running.progress import poll_function
+from cfn_provider.progress import poll_function
 from tests.sdk.test_resource import event
 
 SCHEMA = {

@@ -14,8 +14,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ...long_running.progress import POLL_FUNCTIONS, InProgress
 from ...pipeline.router import ACTIONS
+from ...progress import POLL_FUNCTIONS, InProgress
 
 _SPED_UP = frozenset((*ACTIONS, *POLL_FUNCTIONS.values(), "is_complete"))
 
