@@ -74,7 +74,7 @@ def polling_count(db_path: Path) -> int:
 
 async def _fill_direct(db_path: Path, requests: list[Any], after: float) -> None:
     """Write `requests` as POLLING straight into the store, as the daemon's Polls.wait does."""
-    from cfn_provider.long_running.steps import PollState
+    from cfn_provider.pipeline.poll_steps import PollState
     from cfn_provider.pipeline.request import idempotency_key
     from cfn_provider.stores.sqlite import SQLiteStore
 

@@ -3,7 +3,7 @@
 Beside the queue poller, each daemon looks in the store for due polls (`due_polls`) every
 `interval` seconds, and on time for the polls it scheduled itself. It takes each with one
 conditional write (`take_poll`: one fleet member runs each step) and runs the step
-(cfn_provider.long_running.steps) under one of its `concurrency` slots only while the step runs,
+(cfn_provider.pipeline.poll_steps) under one of its `concurrency` slots only while the step runs,
 keeping the poll's lease alive meanwhile. A waiting request holds nothing (no queue message, no
 slot, no lease): a thousand of them cost one store query a look (a few on DynamoDB: one per
 index shard).
@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
+from ..pipeline.poll_steps import Polls
 from ..pipeline.store_calls import StoreHealth
 from ..stores.base import Record, Store, new_token, transient
-from .steps import Polls
 
 log = structlog.get_logger("polling")
 DEFAULT_INTERVAL = 5.0  # seconds between looks in the store (`run --poll-interval`)

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..dialects.base import CLOUDFORMATION
 from ..errors import NotAdmitted, OperatorError
-from ..long_running.steps import PollState
 from ..pipeline import response as responses
 from ..pipeline.admission import Admission
 from ..pipeline.envelope import BadMessage, unwrap
+from ..pipeline.poll_steps import PollState
 from ..pipeline.request import NotARequest, Request, from_stored, parse, stored_form
 from ..stores.base import POLLING, RESPONSE_READY, SENT, Record, Store, new_token
 from ..stores.base import url_digest as store_url_digest  # `url_digest` is a local name below

@@ -192,7 +192,7 @@ def describe(record: Record, ttl: float, now: float) -> dict[str, Any]:
 def _progress(text: str) -> dict[str, Any]:
     """What a polling request's stored progress may show: how far it got, never what the handler
     put in it (a bookmark, or Data it will hide: crhelper keeps helper.Data there)."""
-    from ..long_running.steps import PollState
+    from ..pipeline.poll_steps import PollState
 
     shown: dict[str, Any] = {"progress_bytes": len(text.encode())}
     try:

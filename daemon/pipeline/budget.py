@@ -8,7 +8,7 @@ to the dead-letter queue. The daemon spends receives only where it must:
 - a store it cannot reach, an SNS signing certificate it cannot fetch: 0, it retries in process
   with backoff, the message kept hidden;
 - a long-running action waiting for its polls: 0, the message is deleted once the progress is
-  stored (cfn_provider.long_running.steps); later copies of it are deleted as duplicates;
+  stored (cfn_provider.pipeline.poll_steps); later copies of it are deleted as duplicates;
 - a graceful stop of the daemon holding it (deploy, scale-in, reboot): 1 each (handed back);
 - a daemon killed while holding it (SIGKILL, OOM, lost host): 1 each (it comes back after its
   visibility timeout; the takeover happens on that receive);

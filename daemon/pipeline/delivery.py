@@ -1,7 +1,7 @@
 """Delivery of an answer: store the body, send it through the request's outlet, then mark it sent or end the lease.
 
 One collaborator for every path that answers: the worker (a fresh answer, a replay, the
-dead-letter queue's FAILED) and the poll steps (cfn_provider.long_running.steps). The body is
+dead-letter queue's FAILED) and the poll steps (cfn_provider.pipeline.poll_steps). The body is
 stored before it is sent, so a crash after the handler returns is recovered by re-sending the
 stored body, never by running the handler again (docs/guarantees.md).
 """

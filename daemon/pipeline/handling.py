@@ -1,7 +1,7 @@
 """A claimed request's answer: from the request alone where possible, else from its handler, run under its deadline.
 
 The worker asks for it once it holds the claim; a poll step asks for it when it runs an action the
-web listener accepted without running it (cfn_provider.long_running.steps). A request answered from
+web listener accepted without running it (cfn_provider.pipeline.poll_steps). A request answered from
 the dead-letter queue gets that queue's FAILED instead of a run of its handler.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 import structlog
 
 from ..dead_letters.answer import DeadLetter
-from ..long_running.pollable import accepted
 from ..metrics import Metrics
 from ..progress import InProgress
 from . import raised
 from . import response as responses
 from .cleanup import TimedOutCreates
 from .disposition import when_cut_short
+from .pollable import accepted
 from .request import Request
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, handler_budget

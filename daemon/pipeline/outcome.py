@@ -1,6 +1,6 @@
 """A request's outcome: what became of it, rendered as its one `request` log line and counted in the metrics.
 
-The worker (cfn_provider.pipeline.worker) and the poll steps (cfn_provider.long_running.steps)
+The worker (cfn_provider.pipeline.worker) and the poll steps (cfn_provider.pipeline.poll_steps)
 fill one `Outcome` as a request goes; whatever was left unset (None) is not in the line.
 """
 

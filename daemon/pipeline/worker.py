@@ -29,7 +29,6 @@ from ..dead_letters.answer import DeadLetter
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
-from ..long_running.steps import Polls
 from ..metrics import Metrics
 from ..progress import Busy, InProgress
 from ..stores.base import Record, Store, new_token, transient
@@ -49,6 +48,7 @@ from .handling import HANDOFF_MARGIN, Handling
 from .heartbeat import Heartbeat
 from .outcome import Outcome
 from .outlets import Outlet, ResponseUrl
+from .poll_steps import Polls
 from .request import Request
 from .responder import Responder
 from .router import Router
@@ -154,7 +154,7 @@ class Worker:
         dead_letter: DeadLetter | None = None,
     ) -> Disposition:
         """An admitted request claimed, answered, sent to `outlet` (default: its ResponseURL), logged. `run_here`
-        False: once claimed it is stored for the poll scheduler to run (long_running.steps.Polls.accept).
+        False: once claimed it is stored for the poll scheduler to run (pipeline.poll_steps.Polls.accept).
         `dead_letter`: it came from the dead-letter queue (answer_dead_letter)."""
         structlog.contextvars.bind_contextvars(**request.log_context())
         deadline = envelope.timestamp.timestamp() + request.service_timeout
@@ -266,7 +266,7 @@ class Worker:
             return await self._busy(attempt, outcome)
         if isinstance(answer, InProgress) and attempt.outlet.caller_waits:  # nothing polls for a waiting caller
             answer = self.polls.unwaitable(request, answer)
-        if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.long_running.steps)
+        if isinstance(answer, InProgress):  # stored, then polled (cfn_provider.pipeline.poll_steps)
             return await self.polls.wait(request, token, answer, deadline, outcome)
         outcome.answered(answer)
         return await self.delivery.store_and_send(request, token, answer, outcome, deadline, attempt.outlet)

@@ -26,7 +26,7 @@ the window was wrong, and then it ends the wait instead of letting the stack han
 Only bodies whose answer set NoEcho and carries Data are scrubbed; other bodies are kept (they
 hold nothing a stack's outputs do not show) until the record expires.
 
-The progress of a long-running request (cfn_provider.long_running.steps's PollState) follows the
+The progress of a long-running request (cfn_provider.pipeline.poll_steps's PollState) follows the
 same rule when the handler marked it NoEcho (`InProgress(no_echo=True)`; crhelper's helper.Data
 with helper.NoEcho set): the store scrubs the handler's part of it (`scrub_progress`) a replay
 window after it was last stored, with the body. It is only needed until the request's deadline,

@@ -24,7 +24,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from cfn_provider.local.emulator import Provider, Stack
-from cfn_provider.long_running.steps import PollState
+from cfn_provider.pipeline.poll_steps import PollState
 from cfn_provider.pipeline.request import idempotency_key
 from cfn_provider.stores.base import url_digest
 from cfn_provider.stores.dynamodb import DynamoDBStore

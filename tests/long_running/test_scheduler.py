@@ -15,7 +15,7 @@ from cfn_provider.stores.sqlite import SQLiteStore
 
 
 class Steps:
-    """Stand-in for long_running.steps.Polls: records the steps run; each waits for `release` (or raises)."""
+    """Stand-in for pipeline.poll_steps.Polls: records the steps run; each waits for `release` (or raises)."""
 
     def __init__(self, raises: bool = False) -> None:
         self.ran: list[str] = []
@@ -158,7 +158,7 @@ class SlowAnswers:
 
 
 class Advances:
-    """A step that stores the next progress, as long_running.steps' `_again` does (the handler moved on)."""
+    """A step that stores the next progress, as pipeline.poll_steps' `_again` does (the handler moved on)."""
 
     def __init__(self, store) -> None:
         self.store = store

@@ -141,7 +141,7 @@ def polling(
 ) -> None:
     """A daemon's long-running request: POLLING with a PollState (deadline `deadline_in` s from now),
     its next poll a minute away; `held_for`: a poll step holds it that long (taken when due)."""
-    from cfn_provider.long_running.steps import PollState
+    from cfn_provider.pipeline.poll_steps import PollState
 
     state = PollState({"Operation": "op-1"}, physical_id, time.time() + deadline_in, 1, time.time() - 60).dumps()
 

@@ -125,7 +125,7 @@ def test_a_long_running_request_shows_its_next_poll_and_how_far_it_got_never_its
     """POLLING: no lease held while it waits; when its next poll is due and how far it has got
     (polls, deadline, size), never what the handler put in its progress (a crhelper function
     keeps helper.Data there, NoEcho or not)."""
-    from cfn_provider.long_running.steps import PollState
+    from cfn_provider.pipeline.poll_steps import PollState
 
     deadline = time.time() + 3000
     state = PollState(

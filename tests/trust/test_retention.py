@@ -236,7 +236,7 @@ async def test_a_request_back_after_the_window_is_answered_failed_never_rerun(ru
 
 
 def poll_state(no_echo: bool) -> str:
-    from cfn_provider.long_running.steps import PollState
+    from cfn_provider.pipeline.poll_steps import PollState
 
     return PollState(
         {"CrHelperData": {"Password": SECRET}}, "pid-9", time.time() + 3000, 1, time.time(), no_echo

@@ -341,7 +341,7 @@ class Backend:
         return stack
 
     def polled(self, request: dict[str, Any]) -> str | None:
-        """A long-running request's stored poll state (JSON text; cfn_provider.long_running.steps), or None."""
+        """A long-running request's stored poll state (JSON text; cfn_provider.pipeline.poll_steps), or None."""
         import json
         import sqlite3
 

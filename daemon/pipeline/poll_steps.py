@@ -1,6 +1,6 @@
 """The steps of a long-running action (the poll contract, cfn_provider.progress).
 
-- an action returned InProgress (cfn_provider.long_running.pollable.accepted): a handler without
+- an action returned InProgress (cfn_provider.pipeline.pollable.accepted): a handler without
   a poll function for it, or a progress that is not JSON, is answered FAILED at once, saying so.
 - `Polls.wait` (the worker's side): store the progress (POLLING, with the request), so that the
   queue message is deleted and the slot freed; `create` is never called again for the request.
@@ -31,20 +31,20 @@ import structlog
 
 from ..dialects.base import Dialect
 from ..metrics import Metrics
-from ..pipeline import raised
-from ..pipeline import response as responses
-from ..pipeline.cleanup import cleanup_failed
-from ..pipeline.delivery import Deliverer
-from ..pipeline.disposition import STEP_HANDED_BACK, Disposition
-from ..pipeline.handling import Handling
-from ..pipeline.outcome import Outcome
-from ..pipeline.request import NotARequest, Request, from_stored, stored_form
-from ..pipeline.router import HandlerError
-from ..pipeline.runner import Context, HandlerTimeout, call, response_margin
-from ..pipeline.store_calls import StoreCalls
 from ..progress import POLL_FUNCTIONS, InProgress, poll_function
 from ..stores.base import RESPONSE_READY, Record, Store
+from . import raised
+from . import response as responses
+from .cleanup import cleanup_failed
+from .delivery import Deliverer
+from .disposition import STEP_HANDED_BACK, Disposition
+from .handling import Handling
+from .outcome import Outcome
 from .pollable import failed
+from .request import NotARequest, Request, from_stored, stored_form
+from .router import HandlerError
+from .runner import Context, HandlerTimeout, call, response_margin
+from .store_calls import StoreCalls
 
 log = structlog.get_logger("polling")
 

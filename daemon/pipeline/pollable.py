@@ -1,16 +1,16 @@
 """Whether an action's InProgress can be polled (`accepted`), and the FAILED an action that started work gets.
 
 Both the worker's handler run (cfn_provider.pipeline.handling) and the poll steps
-(cfn_provider.long_running.steps) use them.
+(cfn_provider.pipeline.poll_steps) use them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..pipeline import response as responses
-from ..pipeline.request import Request
 from ..progress import POLL_FUNCTIONS, InProgress, poll_function
+from . import response as responses
+from .request import Request
 
 
 def failed(request: Request, reason: str, physical_id: str | None) -> responses.Response:
