@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol
 
-from ..dead_letters.answer import DeadLetter
 from ..stores.base import CLAIMED, POLLING, Record, Store, url_digest
+from .dead_letter import DeadLetter
 from .outcome import Outcome
 from .outlets import Outlet
 from .request import Request, stored_form

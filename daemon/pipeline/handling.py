@@ -15,12 +15,12 @@ from typing import Any
 
 import structlog
 
-from ..dead_letters.answer import DeadLetter
 from ..metrics import Metrics
 from ..progress import InProgress
 from . import raised
 from . import response as responses
 from .cleanup import TimedOutCreates
+from .dead_letter import DeadLetter
 from .disposition import when_cut_short
 from .pollable import accepted
 from .request import Request

@@ -25,7 +25,6 @@ from typing import Any
 
 import structlog
 
-from ..dead_letters.answer import DeadLetter
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
@@ -41,6 +40,7 @@ from . import response as responses
 from .admission import Admission
 from .claim import Attempt, Claims
 from .cleanup import TimedOutCreates
+from .dead_letter import DeadLetter
 from .delivery import Deliverer
 from .disposition import Disposition
 from .envelope import SNS_FORMS, Envelope

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from ..pipeline import response as responses
-from ..pipeline.request import Request
+from . import response as responses
+from .request import Request
 
 log = structlog.get_logger("worker")
 
