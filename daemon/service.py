@@ -26,11 +26,11 @@ from .errors import TransportConfigError
 from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
+from .intake.poller import Poller
 from .long_running.scheduler import PollScheduler, scheduler_for
 from .metrics import Metrics
 from .ops import health
 from .pipeline.envelope import MNS_FORMS, SNS_FORMS
-from .pipeline.poller import Poller
 from .pipeline.responder import Responder
 from .pipeline.router import Router
 from .pipeline.worker import Policy, Worker

@@ -34,8 +34,8 @@ from aiohttp import web
 
 from ..config import Settings
 from ..errors import TransportConfigError
+from ..intake.poller import drain
 from ..metrics import Metrics
-from ..pipeline.poller import drain
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
 from ..web_settings import web_http_refused

@@ -211,7 +211,7 @@ def test_systemds_own_kill_lines_are_counted(provider: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------- 2. every exit drains
 def test_the_termination_hook_waits_as_long_as_the_drain(provider: dict[str, Any], tmp_path: Path) -> None:
     from cfn_provider.config import Settings
-    from cfn_provider.pipeline.poller import SETTLE_SECONDS
+    from cfn_provider.intake.poller import SETTLE_SECONDS
 
     terminate = hooks(provider)["autoscaling:EC2_INSTANCE_TERMINATING"]
     assert terminate["HeartbeatTimeout"] == {"Ref": "DrainSeconds"}

@@ -16,9 +16,9 @@ from typing import Any
 
 import aiohttp
 
+from cfn_provider.intake.poller import Poller
 from cfn_provider.local.emulator import Emulator, Provider
 from cfn_provider.pipeline.deletes import DeleteBatcher, DeleteFailed
-from cfn_provider.pipeline.poller import Poller
 from cfn_provider.pipeline.request import idempotency_key
 from cfn_provider.pipeline.responder import Responder
 from cfn_provider.pipeline.router import Router

@@ -1,4 +1,4 @@
-"""cfn_provider.pipeline.poller.Poller over a real SqsQueue on the moto server: slots, receives side by
+"""cfn_provider.intake.poller.Poller over a real SqsQueue on the moto server: slots, receives side by
 side, pause, stop.
 
 Nothing of boto is mocked: the SQS calls the client really makes are observed through botocore's
@@ -11,12 +11,12 @@ import asyncio
 import time
 from typing import Any
 
+from cfn_provider.intake import poller as poller_module
+from cfn_provider.intake.poller import Poller
 from cfn_provider.local.emulator import Provider
-from cfn_provider.pipeline import poller as poller_module
 from cfn_provider.pipeline.deletes import DeleteBatcher
 from cfn_provider.pipeline.disposition import Disposition
 from cfn_provider.pipeline.heartbeat import Heartbeat
-from cfn_provider.pipeline.poller import Poller
 from cfn_provider.transports.queue import Message, SqsQueue
 from tests.support.aws import queue_counts
 

@@ -20,9 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from cfn_provider.intake.poller import Poller
 from cfn_provider.pipeline.disposition import Disposition
 from cfn_provider.pipeline.heartbeat import Heartbeat
-from cfn_provider.pipeline.poller import Poller
 from cfn_provider.pipeline.request import parse
 from cfn_provider.pipeline.responder import Responder
 from cfn_provider.pipeline.router import Router

@@ -199,7 +199,7 @@ def test_unit_is_notify_with_watchdog_and_restart() -> None:
 
 
 def test_stop_timeout_covers_the_last_poll_the_grace_period_and_the_settle_time() -> None:
-    from cfn_provider.pipeline.poller import SETTLE_SECONDS
+    from cfn_provider.intake.poller import SETTLE_SECONDS
 
     service = unit()["Service"]
     defaults = Settings(queue_url="x")

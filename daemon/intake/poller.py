@@ -28,11 +28,11 @@ from typing import Any
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
 
+from ..pipeline.deletes import DeleteBatcher
+from ..pipeline.disposition import Disposition
+from ..pipeline.heartbeat import Heartbeat
+from ..pipeline.worker import Worker
 from ..transports.queue import Message, Queue
-from .deletes import DeleteBatcher
-from .disposition import Disposition
-from .heartbeat import Heartbeat
-from .worker import Worker
 
 log = structlog.get_logger("poller")
 MAX_RECEIVERS = 4  # receives in flight at once while the queue is busy
