@@ -27,6 +27,7 @@ from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .intake.poller import Poller
+from .intake.web import WebListener
 from .long_running.scheduler import PollScheduler, scheduler_for
 from .metrics import Metrics
 from .ops import health
@@ -39,7 +40,6 @@ from .stores.base import Store
 from .stores.probe import probe
 from .transports.mns import MnsQueue, load_credentials
 from .transports.queue import Queue, SqsQueue
-from .transports.web import WebListener
 from .trust.at_rest import secure_key_files
 from .trust.signature import SignatureVerifier
 from .trust.tenants import from_options

@@ -137,7 +137,7 @@ START_UP = {
     "store": "cfn_provider.stores.base.StoreConfigError",
     "store table": "cfn_provider.stores.dynamodb.TableNotFound",
     "transport": "cfn_provider.errors.TransportConfigError",
-    "web tls": "cfn_provider.transports.web_tls.TlsError",
+    "web tls": "cfn_provider.intake.web_tls.TlsError",
     "web token": "cfn_provider.trust.web_tokens.TokenError",
     "state file at rest": "cfn_provider.trust.at_rest.StateExposed",
     "event loop": "cfn_provider.loops.EventLoopError",

@@ -6,7 +6,7 @@ when the outlet says it was delivered. Two outlets exist:
   retried until the URL expires. The queues use it, and so does the web listener's asynchronous
   mode (and every poll step).
 - the HTTP response a caller waits on (the web listener's `web[sync]` mode:
-  cfn_provider.transports.web_requests.WaitingCaller). A caller waits on its connection, so
+  cfn_provider.intake.web_requests.WaitingCaller). A caller waits on its connection, so
   every copy of a request is answered (an answered request's stored body is handed to each
   retry, never recomputed), the connection bounds the deadline, and nothing can be polled. Such
   a copy waits for another attempt only until its caller's limit, and never takes the request

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 
 from cfn_provider.config import Settings
-from cfn_provider.transports.web import WebListener
+from cfn_provider.intake.web import WebListener
 from cfn_provider.web_settings import WebSettings
 from tests.support.daemons import REPO, TEST_HANDLERS, InProcessDaemon, SubprocessDaemon, wait_for_event
 from tests.support.stub_s3 import Request as StubRequest

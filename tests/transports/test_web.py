@@ -1,4 +1,4 @@
-"""cfn_provider.transports.web end to end, in process: ROS requests POSTed over HTTPS (a certificate
+"""cfn_provider.intake.web end to end, in process: ROS requests POSTed over HTTPS (a certificate
 from a test CA) to the real listener; async answers reach a local ROS response endpoint (StubS3)."""
 
 from __future__ import annotations

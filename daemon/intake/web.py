@@ -4,7 +4,7 @@ ROS POSTs each request's JSON to the ServiceToken's URL, unsigned: the URL's fir
 is the secret (cfn_provider.trust.web_tokens). The path says the mode, since the body does not:
 `/<token>` is asynchronous (`web:`: 200 once the request is durably stored, the answer POSTed to
 its ResponseURL), `/<token>/sync` synchronous (`web[sync]:`: the answer is the response body).
-One request's way through is in cfn_provider.transports.web_requests.
+One request's way through is in cfn_provider.intake.web_requests.
 
 For the Service this is what the Poller is for a queue (run / stop / abort, tasks, handled, the
 health fields). Stopping has two phases: stop() answers new requests 503 (and GET /healthz 503,
@@ -34,11 +34,11 @@ from aiohttp import web
 
 from ..config import Settings
 from ..errors import TransportConfigError
-from ..intake.poller import drain
 from ..metrics import Metrics
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
 from ..web_settings import web_http_refused
+from .poller import drain
 from .web_connections import Connections, Listener
 from .web_requests import Requests
 from .web_tls import ServerTls, TlsError

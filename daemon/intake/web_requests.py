@@ -1,4 +1,4 @@
-"""One HTTP request to the web listener (cfn_provider.transports.web), from its path to its answer.
+"""One HTTP request to the web listener (cfn_provider.intake.web), from its path to its answer.
 
     source allowed? -> path token (constant time; its name is the request's principal) -> POST? -> not
     stopping, a free slot? -> the body (size, time) -> the request (JSON, fields, ResponseURL allowlist)
@@ -142,7 +142,7 @@ class WaitingCaller:
 
 class Requests:
     """The listener's request handler, its slots (`concurrency` requests worked on at once) and the
-    tasks in flight (for the two-phase stop: cfn_provider.transports.web.WebListener)."""
+    tasks in flight (for the two-phase stop: cfn_provider.intake.web.WebListener)."""
 
     def __init__(
         self,
