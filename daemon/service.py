@@ -19,13 +19,13 @@ import structlog
 
 from . import aws_start, loops
 from .config import Settings, health_path
-from .dead_letters.watcher import DeadLetterWatcher, watcher_for
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .errors import TransportConfigError
 from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
+from .intake.dead_letters import DeadLetterWatcher, watcher_for
 from .intake.poller import Poller
 from .intake.web import WebListener
 from .long_running.scheduler import PollScheduler, scheduler_for

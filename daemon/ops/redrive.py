@@ -3,7 +3,7 @@
 For after a fix: messages the daemon could not take (a handler that crashed the process,
 an outage longer than maxReceiveCount allowed) go back for another try. Requests already
 answered are recognised by the idempotency store and not run twice. The daemons' dead-letter
-watcher (cfn_provider.dead_letters.watcher) answers FAILED to requests left there and deletes them, so what
+watcher (cfn_provider.intake.dead_letters) answers FAILED to requests left there and deletes them, so what
 `redrive` finds is mostly what it could not answer: messages that failed admission, that are
 not requests, or whose request is still held by a worker.
 """

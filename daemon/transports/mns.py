@@ -274,7 +274,7 @@ class MnsQueue:
 
     async def dead_letter_queue(self) -> MnsQueue | None:
         """The queue its enabled DlqPolicy names (DeadLetterTargetQueue), on this session; None when
-        none is enabled. Raises when the attributes cannot be read (for cfn_provider.dead_letters.watcher)."""
+        none is enabled. Raises when the attributes cannot be read (for cfn_provider.intake.dead_letters)."""
         status, text = await self._call("GET", f"/queues/{self.name}")
         _check(status, text)
         policy = next((e for e in _xml(text) if _local(e.tag) == "DlqPolicy"), None)

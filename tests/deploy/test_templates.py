@@ -395,7 +395,7 @@ def test_role_covers_every_call_the_daemon_makes() -> None:
     assert "put_item" not in dynamodb_store_calls()
     # The dead-letter watcher receives, deletes and hides on the DLQ; it never reads the DLQ's
     # attributes (the RedrivePolicy is read on the main queue), so the DLQ is not granted that.
-    from cfn_provider.dead_letters.watcher import DeadLetterWatcher
+    from cfn_provider.intake.dead_letters import DeadLetterWatcher
 
     source = inspect.getsource(DeadLetterWatcher)
     on_the_dlq = set(re.findall(r"self\.queue\.([a-z_]+)", source))

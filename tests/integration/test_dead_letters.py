@@ -1,4 +1,4 @@
-"""No request ends in the dead-letter queue unanswered (cfn_provider.dead_letters.watcher), on a real moto queue
+"""No request ends in the dead-letter queue unanswered (cfn_provider.intake.dead_letters), on a real moto queue
 with a real RedrivePolicy: a request whose receives ran out gets exactly one FAILED at its
 presigned URL, however many daemons watch; a message that fails admission (unsigned, forged,
 foreign topic, foreign ResponseURL, raw) or is not a request is never answered and stays there;
@@ -261,7 +261,7 @@ async def test_a_slow_message_does_not_stall_the_pass(
 ) -> None:
     """A pass waits a bounded time for any one message (here a PUT its endpoint holds for 20 s):
     the others are answered and the pass ends; the slow one is finished in the background."""
-    from cfn_provider.dead_letters import watcher
+    from cfn_provider.intake import dead_letters as watcher
 
     monkeypatch.setattr(watcher, "MESSAGE_SECONDS", 1.0)
     stack = Stack(dl_provider)
@@ -283,7 +283,7 @@ async def test_each_dead_letter_is_logged_as_arrived_once_however_often_it_is_lo
 ) -> None:
     """The template's dead-letter alarm counts arrivals (`deadletter.arrived`), not what is there:
     a message left for the operator is looked at on every pass, and must not keep it in ALARM."""
-    from cfn_provider.dead_letters import watcher
+    from cfn_provider.intake import dead_letters as watcher
 
     monkeypatch.setattr(watcher, "LEAVE_SECONDS", 1)  # left messages come back on the next passes
     stack = Stack(dl_provider)
