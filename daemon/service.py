@@ -26,9 +26,9 @@ from .functions import fc_target, isolation
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .intake.dead_letters import DeadLetterWatcher, watcher_for
+from .intake.poll_scheduler import PollScheduler, scheduler_for
 from .intake.poller import Poller
 from .intake.web import WebListener
-from .long_running.scheduler import PollScheduler, scheduler_for
 from .metrics import Metrics
 from .ops import health
 from .pipeline.envelope import MNS_FORMS, SNS_FORMS

@@ -7,7 +7,7 @@
 - `Polls.accept` (the web listener's asynchronous mode): store a claimed request whose action has
   not run yet (`PollState.started` False), due at once: the first step runs the action itself,
   on whichever fleet member takes it, so a request the listener said 200 to outlives its process.
-- `Polls.step` (the scheduler's side, cfn_provider.long_running.scheduler): with a poll leased by
+- `Polls.step` (the scheduler's side, cfn_provider.intake.poll_scheduler): with a poll leased by
   `take_poll`, call the handler's poll function with the stored progress, then store the next
   progress, or store the answer and deliver it; FAILED "timed out" before the request's
   deadline, keeping the response margin the worker keeps. A stored answer whose daemon died

@@ -95,7 +95,7 @@ class Record:
     scrub_at: float | None = None  # when NoEcho Data leaves `body` (cfn_provider.trust.retention); 0 once it has
     token: str | None = None  # the claim attempt that wrote the current claim
     request: str | None = None  # the request's JSON (with its ResponseURL): written at claim, kept while polled
-    progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.long_running.scheduler)
+    progress: str | None = None  # POLLING: the poll state's JSON (cfn_provider.intake.poll_scheduler)
     next_poll: float | None = None  # POLLING: when the next poll step is due (epoch seconds)
 
     def __post_init__(self) -> None:

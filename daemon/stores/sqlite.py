@@ -248,7 +248,7 @@ class SQLiteStore:
         )
         return [Record(*row) for row in rows.fetchall()]
 
-    # --- long-running actions: POLLING (cfn_provider.long_running.scheduler) ---------------------------
+    # --- long-running actions: POLLING (cfn_provider.intake.poll_scheduler) ---------------------------
     async def save_progress(
         self, key: str, token: str, progress: str, next_poll: float, request: str | None = None
     ) -> bool:

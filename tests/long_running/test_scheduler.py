@@ -1,4 +1,4 @@
-"""The poll scheduler (cfn_provider.long_running.scheduler) on a real SQLite store, with stand-in steps.
+"""The poll scheduler (cfn_provider.intake.poll_scheduler) on a real SQLite store, with stand-in steps.
 
 A thousand waiting requests cost one query a look and are never touched; due polls run under
 the scheduler's slots only while their step runs; a stopping scheduler hands its step over.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cfn_provider.long_running.scheduler import PollScheduler
+from cfn_provider.intake.poll_scheduler import PollScheduler
 from cfn_provider.stores.base import POLLING
 from cfn_provider.stores.sqlite import SQLiteStore
 
