@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiobotocore.session
 import pytest
 
 import cfn_provider
 from cfn_provider import editable
 from cfn_provider.local.emulator import Emulator, Provider, Stack
+from cfn_provider.transports.queue import SqsQueue
 from tests.support import handlers, leftovers
 from tests.support.daemons import DaemonSpawner, InProcessDaemon, in_process_daemons, settings_for
 from tests.support.heavy import heavy_fixture
@@ -159,3 +161,16 @@ def stub_s3() -> Iterator[StubS3]:
     """A started StubS3 (tests.support.stub_s3), stopped at teardown."""
     with StubS3() as server:
         yield server
+
+
+@pytest.fixture
+async def client(emulator: Emulator) -> AsyncIterator[Any]:
+    """An aiobotocore SQS client on the suite's moto server (its calls observable through botocore events)."""
+    async with aiobotocore.session.get_session().create_client("sqs", region_name="us-east-1") as sqs:
+        yield sqs
+
+
+@pytest.fixture
+def queue(client: Any, provider: Provider) -> SqsQueue:
+    """The suite's queue through SqsQueue (the deletes and poller tests drive it directly)."""
+    return SqsQueue(client, provider.queue_url)
