@@ -86,8 +86,8 @@ STAGES = (
     ("store calls (retry wrapper, settle)", ("pipeline/store_calls.py", "pipeline/retries.py")),
     ("handler call (runner, response)", ("pipeline/runner.py", "pipeline/response.py", "bench/handlers.py")),
     ("heartbeat", ("pipeline/heartbeat.py",)),
-    ("worker (the rest)", ("pipeline/worker.py", "pipeline/outlets.py", "ops/metrics.py")),
-    ("poller (task per message, dispose)", ("pipeline/poller.py", "pipeline/deletes.py")),
+    ("worker (the rest)", ("pipeline/worker.py", "pipeline/outlets.py", "cfn_provider/metrics.py")),
+    ("poller (task per message, dispose)", ("intake/poller.py", "pipeline/deletes.py")),
 )
 LOOP = "event loop and the rest"
 
