@@ -91,6 +91,76 @@ def test_no_import_cycles():
     assert _cycles(graph) == []
 
 
+# The layers, from the ground up (docs/architecture.md "Layers"): a room (a folder under daemon/, or a
+# module at its top) imports only rooms on its own floor or below, and no two rooms import each other.
+# `cfn_provider` is the package's own __init__ (the handler SDK's public names); `handlers` the built-ins.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("ground: errors, the event loop, what an action returns", {"errors", "loops", "editable", "progress"}),
+    ("logs and metrics", {"logs", "metrics"}),
+    ("trust", {"trust"}),
+    ("dialects and function environments", {"dialects", "functions"}),
+    ("transports: the queue interface and its clients", {"transports", "web_settings"}),
+    (
+        "settings, the transports' run options, shared option help",
+        {"config", "ros_options", "web_options", "cli_options"},
+    ),
+    ("stores", {"stores"}),
+    ("the pipeline: the worker and its steps", {"pipeline"}),
+    ("intakes: what feeds the worker", {"intake"}),
+    ("the handler SDK and the operator commands", {"sdk", "ops"}),
+    ("service", {"service"}),
+    (
+        "local tools and the CLI's parts",
+        {"local", "run_options", "cli_handlers", "cli_errors", "cli_from_template", "cli_local"},
+    ),
+    ("the CLI, the public names and the built-in handlers", {"cli", "__main__", "cfn_provider", "handlers"}),
+]
+FLOOR = {room: i for i, (_, rooms) in enumerate(LAYERS, 1) for room in rooms}  # 1: the ground
+
+
+def _room(name: str) -> str:
+    parts = name.split(".")
+    if parts[:2] == ["cfn_provider", "handlers"]:
+        return "handlers"
+    return parts[1] if len(parts) > 1 else "cfn_provider"
+
+
+def _room_imports() -> dict[tuple[str, str], tuple[str, str]]:
+    """(room, room it imports) -> one (module, imported module) that does it."""
+    found = {}
+    for name, path in MODULES.items():
+        for target in sorted(_imports(name, path)):
+            a, b = _room(name), _room(target)
+            if a != b:
+                found.setdefault((a, b), (name, target))
+    return found
+
+
+def test_every_room_has_a_floor():
+    rooms = {_room(name) for name in MODULES}
+    assert rooms - FLOOR.keys() == set(), "place the new room in LAYERS (and docs/architecture.md)"
+    assert FLOOR.keys() - rooms == set(), "LAYERS names a room that is gone"
+
+
+def test_imports_run_downwards_only():
+    upward = [
+        f"{module} ({a}, floor {FLOOR[a]}) imports {target} ({b}, floor {FLOOR[b]})"
+        for (a, b), (module, target) in _room_imports().items()
+        if FLOOR[b] > FLOOR[a]
+    ]
+    assert upward == []
+
+
+def test_no_two_rooms_import_each_other():
+    edges = _room_imports()
+    pairs = [
+        f"{edges[a, b][0]} imports {edges[a, b][1]}, and {edges[b, a][0]} imports {edges[b, a][1]}"
+        for a, b in sorted(edges)
+        if a < b and (b, a) in edges
+    ]
+    assert pairs == []
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_short_and_says_what_it_is(name: str):
     path = MODULES[name]
@@ -104,11 +174,10 @@ def test_module_is_short_and_says_what_it_is(name: str):
 def test_the_folders_read_as_the_architecture():
     packages = sorted(p.name for p in (REPO / "daemon").iterdir() if (p / "__init__.py").is_file())
     assert packages == [
-        "dead_letters",
         "dialects",
         "functions",
+        "intake",
         "local",
-        "long_running",
         "ops",
         "pipeline",
         "sdk",

@@ -1,1 +1,1 @@
-"""intake."""
+"""The intakes: what feeds the worker (queue poller, web listener, dead-letter watcher, poll scheduler)."""
