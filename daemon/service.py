@@ -18,11 +18,12 @@ import aiohttp
 import structlog
 
 from . import aws_start, loops
+from . import function_isolation as isolation
 from .config import Settings, health_path
 from .dialects.base import CLOUDFORMATION
 from .dialects.ros import ROS, ResponseUrlChoice, inside_alibaba_cloud
 from .errors import TransportConfigError
-from .functions import fc_target, isolation
+from .functions import fc_target
 from .functions.function import LambdaFunction
 from .functions.host import FunctionHost
 from .intake.dead_letters import DeadLetterWatcher, watcher_for

@@ -102,13 +102,13 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("transports: the queue interface and its clients", {"transports", "web_settings"}),
     (
         "settings, the transports' run options, shared option help",
-        {"config", "ros_options", "web_options", "cli_options"},
+        {"config", "ros_options", "web_options", "cli_options", "aws_start"},
     ),
     ("stores", {"stores"}),
     ("the pipeline: the worker and its steps", {"pipeline"}),
     ("intakes: what feeds the worker", {"intake"}),
     ("the handler SDK and the operator commands", {"sdk", "ops"}),
-    ("service", {"service"}),
+    ("service", {"service", "function_isolation"}),
     (
         "local tools and the CLI's parts",
         {"local", "run_options", "cli_handlers", "cli_errors", "cli_from_template", "cli_local"},

@@ -7,7 +7,7 @@ loopback answer listener and the pools), pool (a function's processes, its concu
 environment variables), output (a function's lines in the daemon's log); runtime and
 runtime_crhelper run inside the function's own interpreter, stock holds the `cfnresponse` inline
 code gets; exits (a process's end and its group killed), sandbox and confine (what a function
-may reach: Landlock, non-dumpable), isolation (the daemon's part). `fc:` functions (Alibaba Function
-Compute's, on the ROS transports) are served the same way: fc_target, fc_function, fc_context, and
-fc_runtime inside the function's interpreter.
+may reach: Landlock, non-dumpable; the daemon's part is cfn_provider.function_isolation). `fc:`
+functions (Alibaba Function Compute's, on the ROS transports) are served the same way: fc_target,
+fc_function, fc_context, and fc_runtime inside the function's interpreter.
 """

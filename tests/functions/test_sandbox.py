@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cfn_provider.functions import confine, isolation, sandbox
+from cfn_provider import function_isolation as isolation
+from cfn_provider.functions import confine, sandbox
 from cfn_provider.functions.settings import parse_options
 from cfn_provider.local.emulator import REGION
 from tests.support.daemons import TEST_HANDLERS

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import structlog
 
-from ..config import Settings, default_state_dir, health_dir
-from ..errors import StartupError
-from . import confine, sandbox
+from .config import Settings, default_state_dir, health_dir
+from .errors import StartupError
+from .functions import confine, sandbox
 
 log = structlog.get_logger("lambda")
 
