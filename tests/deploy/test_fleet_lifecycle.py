@@ -119,6 +119,7 @@ def test_a_failed_set_up_abandons_the_launch_and_says_so_in_the_log(
     assert option(completes[1], "--auto-scaling-group-name") == "the-group"
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_the_set_up_failed_line_is_what_the_metric_filter_counts(provider: dict[str, Any], tmp_path: Path) -> None:
     """The line goes to cloud-init's output (shipped as INSTANCE_ID/cloud-init), where the
     SetupFailed filter's text pattern finds it."""
@@ -144,6 +145,7 @@ def test_the_set_up_failed_line_is_what_the_metric_filter_counts(provider: dict[
     assert "/var/log/cloud-init-output.log" in files
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_cfn_signal_is_retried(provider: dict[str, Any], tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     _signal_run(provider, "true\n", tmp_path)

@@ -732,6 +732,7 @@ def _signal_run(provider: dict[str, Any], body: str, tmp_path: Path, **stub_rc: 
     return result.returncode, signals
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_a_failing_step_signals_failure_once(provider: dict[str, Any], tmp_path: Path) -> None:
     rc, signals = _signal_run(provider, "true\nfalse\necho never\nsignal 0 ok\n", tmp_path)
     assert rc == 1
@@ -742,6 +743,7 @@ def test_a_failing_step_signals_failure_once(provider: dict[str, Any], tmp_path:
     assert args[4:10] == ["--stack", "prov", "--resource", "AutoScalingGroup", "--region", "eu-west-1"], args
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_an_exit_without_an_error_still_signals_failure(provider: dict[str, Any], tmp_path: Path) -> None:
     rc, signals = _signal_run(provider, "exit 0\n", tmp_path)
     assert [s.split("|")[:2] for s in signals] == [["--exit-code", "1"]]
@@ -749,6 +751,7 @@ def test_an_exit_without_an_error_still_signals_failure(provider: dict[str, Any]
     assert rc != 0 and [s.split("|")[:2] for s in signals] == [["--exit-code", str(rc)]]
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_success_is_signalled_only_after_the_unit_started_and_check_passed(
     provider: dict[str, Any], tmp_path: Path
 ) -> None:

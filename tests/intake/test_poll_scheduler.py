@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from cfn_provider.intake.poll_scheduler import PollScheduler
 from cfn_provider.stores.base import POLLING
 from cfn_provider.stores.sqlite import SQLiteStore
@@ -169,6 +171,7 @@ class Advances:
         return "waiting"
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_a_step_cut_short_while_its_progress_write_is_in_flight_never_moves_progress_back(tmp_path):
     """The stop's let-go rewrites the progress the step was given: it must lose to the newer
     progress the step already stored (its token no longer holds the poll), never replace it."""

@@ -70,6 +70,7 @@ async def test_sync_answer_is_the_response_body(web_daemon, https, stub_s3: Stub
     assert handlers.count(req["RequestId"]) == 1 and handlers.count(failed["RequestId"]) == 0  # raised: not completed
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_sync_deadline_is_capped_by_the_connection(web_daemon, https, stub_s3: StubS3):
     d = await web_daemon(web={"sync_timeout": 6.0})
     req = ros_request("Create", stub_s3.url("ros/capped"), props={"Timeout": "600", "SleepSeconds": "30"})
@@ -132,6 +133,7 @@ async def test_retries_while_the_first_call_runs_never_run_it_twice(web_daemon, 
     assert status == 200 and handlers.count(asyn["RequestId"]) == 1
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_an_async_copy_is_acknowledged_while_the_answer_is_being_delivered(web_daemon, https, stub_s3: StubS3):
     d = await web_daemon()
     stub_s3.stall(4, times=1, key="ros/slow-oss")  # ROS's endpoint takes its time over the first POST

@@ -8,6 +8,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from cfn_provider.functions.settings import parse_options
 from cfn_provider.pipeline.request import idempotency_key
 from cfn_provider.stores import open_store
@@ -19,6 +21,7 @@ SLOW = Path(__file__).resolve().parents[1] / "support" / "lambda_functions" / "s
 CALLERS = 5
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_sync_callers_of_a_busy_function_get_its_answer_or_503_and_a_retry_gets_the_answer(
     web_daemon, https, stub_s3: StubS3, tmp_path: Path
 ):

@@ -61,6 +61,7 @@ def _started(tmp_path: Path, request_id: str) -> int:
     return path.read_text().split().count(request_id) if path.exists() else 0
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(
     spawn_web, https, stub_s3, tmp_path, token_file
 ):
@@ -88,6 +89,7 @@ async def test_sigkill_mid_sync_request_then_idempotent_retry_runs_once(
     assert not stub_s3.requests
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 async def test_sigkill_after_an_async_200_is_answered_by_the_next_daemon(
     spawn_web, https, stub_s3, tmp_path, token_file
 ):

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from cfn_provider.local.simulate.daemon_log import DaemonLog
 from cfn_provider.pipeline.raised import TRACEBACK_HINT
 from tests.support.stack_emulators import stop_stack_emulators
@@ -56,6 +58,7 @@ def simulate(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_a_raising_handler_shows_what_failed_and_its_traceback(tmp_path: Path):
     (tmp_path / "thing.py").write_text(RAISING)
     (tmp_path / "t.yaml").write_text(
@@ -74,6 +77,7 @@ def test_a_raising_handler_shows_what_failed_and_its_traceback(tmp_path: Path):
         stop_stack_emulators(tmp_path)
 
 
+@pytest.mark.slow  # seconds of real waiting: `make test`, not `make check`
 def test_ctrl_c_during_a_long_running_create_leaves_what_delete_cleans_up(tmp_path: Path):
     (tmp_path / "slow.py").write_text(LONG_RUNNING)
     (tmp_path / "t.yaml").write_text("Resources:\n  Slow:\n    Type: Custom::Slow\n    Properties: {ServiceToken: x}\n")
