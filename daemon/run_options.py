@@ -24,6 +24,7 @@ from .cli_options import (
 )
 from .config import Settings, apply_config_file, daemon_id, default_state_url
 from .functions.options import check_served, function_option
+from .functions.sandbox import MODES as SANDBOX_MODES
 from .pipeline.router import parse_handler_option
 from .ros_options import ros_options, transport_settings
 
@@ -217,7 +218,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     ),
     click.option(
         "--function-sandbox",
-        type=click.Choice(["best-effort", "required", "off"]),
+        type=click.Choice(SANDBOX_MODES),
         default="best-effort",
         show_default=True,
         envvar=ENV + "FUNCTION_SANDBOX",

@@ -626,6 +626,7 @@ def test_config_that_is_a_directory(captured, tmp_path):
     [
         ("run", "transport", get_type_hints(Settings)["transport"]),
         ("run", "event_loop", get_type_hints(Settings)["event_loop"]),
+        ("run", "function_sandbox", get_type_hints(Settings)["function_sandbox"]),
         ("run", "ros_response_url", get_type_hints(Settings)["ros_response_url"]),
         ("run", "log_format", get_type_hints(cfn_provider.logs.configure)["fmt"]),
         ("run", "log_level", get_type_hints(cfn_provider.logs.configure)["level"]),

@@ -30,14 +30,14 @@ import os
 import site
 import sys
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, get_args
 
 import structlog
 
 from . import confine
 
 Mode = Literal["best-effort", "required", "off"]
-MODES: tuple[Mode, ...] = ("best-effort", "required", "off")
+MODES: tuple[Mode, ...] = get_args(Mode)
 SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/sys")
 PROC_KEPT_OUT = {"kcore", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "kallsyms", "keys", "key-users"}
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
