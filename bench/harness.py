@@ -150,7 +150,7 @@ def child_env(**extra: str) -> dict[str, str]:
 def daemon_line(line: str) -> int:
     """Requests a daemon log line answers: a `request` event whose outcome is `answered` or
     `replayed` (a duplicate delivery, or a request another daemon holds, answers nothing new)."""
-    if '"event": "request"' not in line:
+    if '"event":"request"' not in line:
         return 0
     return 1 if '"outcome": "answered"' in line or '"outcome": "replayed"' in line else 0
 
@@ -227,7 +227,7 @@ class Consumer:
             child_env(**emulator.env(**env)),
             log_path,
             daemon_line,
-            lambda line: '"event": "started"' in line,
+            lambda line: '"event":"started"' in line,
         )
         if checkout:
             consumer.env["PYTHONPATH"], consumer.cwd = str(checkout), checkout

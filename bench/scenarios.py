@@ -244,7 +244,7 @@ def started_loop(log: Path) -> str | None:
     """The event loop a daemon's `started` line names."""
     try:
         for line in log.read_text().splitlines():
-            if '"event": "started"' in line:
+            if '"event":"started"' in line:
                 return json.loads(line).get("event_loop")
     except (OSError, ValueError):
         pass

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
+import datetime as dt
 import io
 import json
 import logging
+import time
 
 import pytest
 import structlog
@@ -342,3 +345,64 @@ def test_tracebacks_never_show_a_frames_local_variables(fmt):
     text = stream.getvalue()
     assert text.count("ValueError: the backend refused it") == 2
     assert password not in text and "hunter2" not in text
+
+
+# ---- the JSON line's fast path (issue 32): same content as the stock processors gave -------------
+
+
+def test_a_value_orjson_cannot_encode_still_makes_its_line():
+    """orjson refuses an integer past 64 bits and a lone surrogate; the line goes to the standard
+    library's encoder instead of being lost."""
+    stream = configured("json")
+    structlog.get_logger("t").info("big", n=2**70, odd="a\ud800b", other={1: "int key"})
+    [record] = records(stream)
+    assert record["n"] == 2**70 and record["odd"] == "a\ud800b" and record["other"] == {"1": "int key"}
+
+
+def test_a_value_json_cannot_hold_is_written_as_its_repr():
+    stream = configured("json")
+    structlog.get_logger("t").info("set", value={"x"}, when=Ellipsis)
+    [record] = records(stream)
+    assert (record["value"], record["when"]) == ("{'x'}", "Ellipsis")
+
+
+def test_timestamps_are_utc_iso_with_microseconds_and_move_on_with_the_clock():
+    stream = configured("json")
+    log = structlog.get_logger("t")
+    for _ in range(3):
+        log.info("tick")
+        time.sleep(0.6)  # across at least one whole second: the cached date text must follow
+    stamps = [r["timestamp"] for r in records(stream)]
+    parsed = [dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC) for s in stamps]
+    now = dt.datetime.now(dt.UTC)
+    assert parsed == sorted(parsed) and parsed[-1] - parsed[0] >= dt.timedelta(seconds=1.1)
+    assert all(abs((now - p).total_seconds()) < 10 for p in parsed)
+
+
+def test_a_query_after_an_already_redacted_url_is_still_redacted():
+    """The redactor skips its scan when every `?` in a line starts `?<redacted>`; one that does not
+    must still be found, wherever it stands in the line."""
+    stream = configured("json")
+    redacted = URL.split("?")[0] + "?<redacted>"
+    structlog.get_logger("t").info("two", first=redacted, second=URL, third="why?")
+    text = stream.getvalue()
+    assert_clean(text)
+    [record] = records(stream)
+    assert record["first"] == record["second"] == redacted and record["third"] == "why?"
+
+
+def test_context_from_many_context_variables_merges_as_structlogs_own():
+    """merge_context looks each variable's name up once; the line's own fields still win, values
+    unbound since are left out, and variables that are not structlog's never appear."""
+    stream = configured("json")
+    foreign = contextvars.ContextVar("not_structlog")
+    foreign.set("hidden")
+    structlog.contextvars.bind_contextvars(request_id="r-1", stack="s-1", outcome="from-context")
+    log = structlog.get_logger("t")
+    log.info("one", outcome="own")
+    structlog.contextvars.unbind_contextvars("stack")
+    log.info("two")
+    one, two = records(stream)
+    assert (one["request_id"], one["stack"], one["outcome"]) == ("r-1", "s-1", "own")
+    assert "stack" not in two and two["outcome"] == "from-context"
+    assert "not_structlog" not in stream.getvalue() and "hidden" not in stream.getvalue()

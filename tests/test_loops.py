@@ -114,7 +114,7 @@ def test_the_daemon_refuses_to_start_when_uvloop_is_asked_for_and_missing(tmp_pa
         args = ("--config", str(config))
     done = _run_without_uvloop(tmp_path, *args, env=env)
     assert_not_started(done, "uvloop is not installed", "--event-loop asyncio")
-    assert '"event": "started"' not in done.stdout
+    assert '"event":"started"' not in done.stdout
 
 
 @pytest.mark.slow

@@ -314,10 +314,10 @@ async def test_the_command_line_serves_a_noecho_function_and_logs_keep_its_secre
     assert (await response_of(stack, greeting))["Data"]["Greeting"] == "hello cy"
     daemon.stop()
     log = daemon.log_path.read_text()
-    assert '"event": "lambda.sent"' in log
+    assert '"event":"lambda.sent"' in log
     assert password not in log
     assert "X-Amz-Signature" not in log and "Signature=" not in log
-    assert '"event": "function.output"' in log and '"function": "Custom-Greeting"' in log
+    assert '"event":"function.output"' in log and '"function":"Custom-Greeting"' in log
 
 
 # --- as AWS's own examples ship them -------------------------------------------------------------
