@@ -82,8 +82,10 @@ class ResponseUrlChoice:
     inside_cloud: bool = False
 
     def urls(self, request: Answerable) -> list[str]:
+        if request.dialect is not ROS or self.mode == "public":
+            return [request.response_url]
         public, intranet = request.response_url, request.intranet_response_url
-        if request.dialect is not ROS or not intranet or self.mode == "public":
+        if not intranet:
             return [public]
         if self.mode == "intranet":
             return [intranet]

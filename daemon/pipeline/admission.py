@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import structlog
 
@@ -92,7 +91,7 @@ class Admission:
         field of `text`), parsed under the transport's dialect and its ResponseURLs checked;
         Rejected (not a request) or Forged (a ResponseURL outside the allowlist) saying why not."""
         try:
-            request = replace(parse(text, self.dialect), principal=principal)
+            request = parse(text, self.dialect, principal)
         except NotARequest as exc:
             raise Rejected(str(exc)) from None
         if request.ignored:  # another dialect's fields: they change nothing, but say they were there

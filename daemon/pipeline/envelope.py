@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ..errors import InputError
 from ..trust.topics import notification_topic
 
@@ -57,6 +59,18 @@ def parse_timestamp(value: str) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
+def _read_json(body: str) -> Any:
+    """json.loads(body) as far as an envelope is concerned, in a third of its time: orjson, and
+    json.loads for what orjson refuses (a lone surrogate escape, NaN), so the same bodies are JSON.
+    orjson reads an integer past 64 bits as a float, which changes nothing here: every envelope
+    field the daemon reads or verifies must be a string, and a number of either type is refused
+    alike. (Requests themselves are read by json.loads: a handler gets the integer it was sent.)"""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def unwrap(
     body: str, sqs_message_id: str, sent_at: dt.datetime, forms: str = SNS_FORMS, _decoded: bool = False
 ) -> Envelope:
@@ -64,7 +78,7 @@ def unwrap(
     BadMessage saying why it is not one."""
     mns = forms == MNS_FORMS
     try:
-        doc = json.loads(body)
+        doc = _read_json(body)
     except (ValueError, RecursionError) as exc:
         envelope = _xml_or_base64(body, sqs_message_id, sent_at, _decoded) if mns else None
         if envelope is None:

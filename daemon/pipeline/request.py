@@ -74,23 +74,21 @@ class FrozenDict(dict[str, Any]):
         return copy
 
 
-def depth(value: Any) -> int:
-    """How deeply `value` nests (iterative: safe on any input json.loads accepted)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
+class TooDeep(NotARequest):
+    """A request nests deeper than MAX_DEPTH levels (`freeze` stops there)."""
 
 
-def freeze(value: Any) -> Any:
+def freeze(value: Any, room: int = MAX_DEPTH) -> Any:
+    """`value` read-only all the way down (FrozenDict, tuples), in one walk that also refuses
+    nesting deeper than `room` levels (TooDeep). Recursion is bounded by `room`, so it is safe on
+    anything json.loads accepted; scalars are not visited as calls of their own."""
+    if room < 1:
+        raise TooDeep(f"request nests deeper than {MAX_DEPTH} levels")
+    room -= 1
     if isinstance(value, dict):
-        return FrozenDict((k, freeze(v)) for k, v in value.items())
+        return FrozenDict({k: freeze(v, room) if isinstance(v, (dict, list)) else v for k, v in value.items()})
     if isinstance(value, list):
-        return tuple(freeze(v) for v in value)
+        return tuple(freeze(v, room) if isinstance(v, (dict, list)) else v for v in value)
     return value
 
 
@@ -215,13 +213,14 @@ def idempotency_key(stack_id: str, request_id: str, principal: str = DEFAULT_PRI
     return json.dumps([stack_id, request_id, principal])
 
 
-def parse(text: str, dialect: Dialect = CLOUDFORMATION) -> Request:
-    """Parse a request under `dialect`, its transport's (nothing in the request changes it)."""
+def parse(text: str, dialect: Dialect = CLOUDFORMATION, principal: str = DEFAULT_PRINCIPAL) -> Request:
+    """Parse a request under `dialect`, its transport's, sent by `principal`, as its transport
+    proved (nothing in the request changes either)."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotARequest(f"message is not JSON ({type(exc).__name__})", dialect) from None
-    return _request(doc, dialect)
+    return _request(doc, dialect, principal)
 
 
 def stored_form(request: Request) -> str:
@@ -267,9 +266,25 @@ def stored_principal(text: str) -> str:
     return principal if isinstance(principal, str) and principal else DEFAULT_PRINCIPAL
 
 
-def _request(doc: Any, dialect: Dialect) -> Request:
+def _request(doc: Any, dialect: Dialect, principal: str = DEFAULT_PRINCIPAL) -> Request:
     if not isinstance(doc, dict):
         raise NotARequest(f"message is a JSON {type(doc).__name__}, not an object", dialect)
+    for key, limit in ID_LIMITS.items():  # the usual ids pass here; any other is judged rule by rule
+        value = doc.get(key)
+        if not (type(value) is str and value and value.isascii() and json_size(value) <= limit):
+            _refuse_ids(doc, dialect)
+            break
+    try:
+        wire = freeze(doc)
+    except TooDeep as exc:  # answer FAILED from the top-level strings alone
+        shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
+        return Request(wire=freeze(shallow), problems=(str(exc),), dialect=dialect, principal=principal)
+    return Request(wire=wire, problems=tuple(_problems(doc, dialect)), dialect=dialect, principal=principal)
+
+
+def _refuse_ids(doc: dict[str, Any], dialect: Dialect) -> None:
+    """NotARequest naming every answerable id that is missing, not a string, oversized or not
+    valid UTF-8 (the first of those rules any of them breaks)."""
     unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
     if unusable:
         raise NotARequest(f"cannot be answered: missing or non-string {', '.join(unusable)}", dialect)
@@ -279,12 +294,6 @@ def _request(doc: Any, dialect: Dialect) -> Request:
     broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
     if broken:
         raise NotARequest(f"cannot be answered: {', '.join(broken)} not valid UTF-8", dialect)
-    if depth(doc) > MAX_DEPTH:  # answer FAILED from the top-level strings alone
-        shallow = {k: v for k, v in doc.items() if isinstance(v, str)}
-        return Request(
-            wire=freeze(shallow), problems=(f"request nests deeper than {MAX_DEPTH} levels",), dialect=dialect
-        )
-    return Request(wire=freeze(doc), problems=tuple(_problems(doc, dialect)), dialect=dialect)
 
 
 def _problems(doc: dict[str, Any], dialect: Dialect = CLOUDFORMATION) -> list[str]:

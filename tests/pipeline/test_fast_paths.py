@@ -1,0 +1,183 @@
+"""The admission's fast paths (issue 32) decide exactly as the rules they skip: each is checked
+against the full rule, written out here as the code had it, on generated input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from urllib.parse import unquote
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfn_provider.pipeline.envelope import BadMessage, unwrap
+from cfn_provider.pipeline.request import ANSWERABLE, ID_LIMITS, NotARequest, freeze, is_utf8, json_size, parse
+from cfn_provider.trust.urls import has_space_or_control, path_refusal
+
+NOW = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
+SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def full_path_refusal(path: str) -> str | None:
+    """path_refusal as it was before the fast path: always decoded to a fixed point."""
+    decoded = path
+    for _ in range(4):
+        once = unquote(decoded)
+        if once == decoded:
+            break
+        decoded = once
+    if any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/")):
+        return "path has dot-segments"
+    if decoded.count("/") != path.count("/"):
+        return "path has percent-encoded slashes"
+    if "\\" in decoded:
+        return "path has backslashes"
+    return None
+
+
+# the characters that make escapes and segments, so generated paths hit every rule often
+PATH_PIECES = st.sampled_from(
+    [
+        "%",
+        "2",
+        "5",
+        "e",
+        "E",
+        "f",
+        "F",
+        "c",
+        "C",
+        "3",
+        "b",
+        "B",
+        "A",
+        ".",
+        "/",
+        "\\",
+        ";",
+        "a",
+        "%25",
+        "%2e",
+        "%2F",
+        "%5c",
+        "%3b",
+        "%3A",
+        "%7C",
+    ]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(PATH_PIECES, max_size=24).map("".join))
+def test_path_refusal_decides_as_the_full_decoding(path):
+    assert path_refusal(path) == full_path_refusal(path)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_space_or_control_check_decides_as_the_pattern(text):
+    assert has_space_or_control(text) == (SPACE_OR_CONTROL.search(text) is not None)
+
+
+def test_space_or_control_on_every_character():
+    """Each code point alone (the fast path reads str.isprintable): the same answer as the pattern."""
+    wrong = [
+        c
+        for c in map(chr, range(0x110000))
+        if has_space_or_control(f"https://h/{c}") != bool(SPACE_OR_CONTROL.search(c))
+    ]
+    assert wrong == []
+
+
+def test_an_envelope_orjson_refuses_is_read_as_json_reads_it():
+    """Envelopes are read by orjson, and by json.loads where orjson refuses; the same bodies are
+    JSON, and the same envelopes come out."""
+    document = {
+        "Type": "Notification",
+        "MessageId": "m-1",
+        "TopicArn": "arn:aws:sns:us-east-1:123456789012:t",
+        "Message": '{"RequestType": "Create"}',
+        "Timestamp": "2026-11-28T00:00:00.000Z",
+    }
+    odd = {"Odd": "\ud800", "Big": 123456789012345678901234567890, "Nan": "NaN"}
+    for name, value in odd.items():
+        body = (
+            json.dumps(document)[:-1]
+            + f', "{name}": '
+            + (value if isinstance(value, str) and name == "Nan" else json.dumps(value))
+            + "}"
+        )
+        envelope = unwrap(body, "sqs-1", NOW)
+        assert envelope.message == document["Message"] and envelope.topic_arn == document["TopicArn"], name
+    for body in ("{", "", "[1,]", "{'Type': 1}"):
+        try:
+            unwrap(body, "sqs-1", NOW)
+        except BadMessage as exc:
+            assert "not JSON" in str(exc)
+        else:
+            raise AssertionError(f"{body!r} was read as JSON")
+
+
+def test_a_big_integer_in_a_request_reaches_the_handler_as_an_integer():
+    doc = {k: "x" for k in ANSWERABLE} | {"RequestType": "Create", "ResourceType": "Custom::X"}
+    doc["ResourceProperties"] = {"N": 123456789012345678901234567890}
+    assert parse(json.dumps(doc)).wire["ResourceProperties"]["N"] == 123456789012345678901234567890
+
+
+def slow_id_refusal(doc: dict) -> str | None:
+    """The answerable ids' rules as they were, each over all four ids, before the fast path."""
+    unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
+    if unusable:
+        return f"cannot be answered: missing or non-string {', '.join(unusable)}"
+    too_long = [k for k, limit in ID_LIMITS.items() if json_size(doc[k]) > limit]
+    if too_long:
+        return f"cannot be answered: oversized {', '.join(too_long)}"
+    broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
+    if broken:
+        return f"cannot be answered: {', '.join(broken)} not valid UTF-8"
+    return None
+
+
+IDS = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12),
+    st.sampled_from(["", "a" * 256, "a" * 257, 'q"' * 128, "\\" * 200, "\ud800", "é" * 200]),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.fixed_dictionaries({k: IDS for k in ANSWERABLE}))
+def test_answerable_ids_are_judged_as_the_full_rules(ids):
+    doc = {**{k: v for k, v in ids.items() if v is not None}, "RequestType": "Create", "ResourceType": "Custom::X"}
+    expected = slow_id_refusal(doc)
+    try:
+        parse(json.dumps(doc))
+    except NotARequest as exc:
+        assert str(exc) == expected
+    else:
+        assert expected is None
+
+
+def depth(value) -> int:
+    """How deeply `value` nests, as the separate walk that came before freeze's did it."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=70), st.sampled_from(["dict", "list", "mixed"]))
+def test_freeze_refuses_exactly_past_the_depth_limit(levels, shape):
+    value: object = "leaf"
+    for i in range(levels):
+        value = {"k": value} if shape == "dict" or (shape == "mixed" and i % 2) else [value]
+    doc = {k: "x" for k in ANSWERABLE} | {"RequestType": "Create", "ResourceType": "Custom::X", "P": value}
+    request = parse(json.dumps(doc))
+    too_deep = depth(doc) > 64
+    assert ("request nests deeper than 64 levels" in request.problems) == too_deep
+    if not too_deep:
+        assert json.loads(json.dumps(request.wire)) == doc == json.loads(json.dumps(freeze(doc)))
