@@ -6,17 +6,19 @@ The template's own Rules section is run by a small evaluator of CloudFormation's
 and SubnetIdB in one zone, in another VPC, or DesiredCapacity 1 stop the stack before anything is
 created. The Auto Scaling group's VPCZoneIdentifier is resolved by simulate's template code
 (cfn_provider.local.template) under the same values: SubnetIdA, SubnetIdB and MoreSubnetIds'
-subnets, never an empty subnet id from MoreSubnetIds' default.
+subnets, never an empty subnet id from MoreSubnetIds' default. docs/operating.md's deploy and
+update commands pass the parameters the template has.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from cfn_provider.local.template import Template
-from tests.deploy.test_templates import PROVIDER, load, only
+from tests.deploy.test_templates import PROVIDER, REPO, load, only
 from tests.support.cfn_rules import Failure, RejectedParameters, Subnet, Unsupported, failed_assertions
 
 SUBNETS = {
@@ -153,3 +155,20 @@ def test_the_group_spans_subnet_a_and_b_by_default(provider: dict[str, Any]) -> 
         if g["Label"]["default"] == "Network"
     ]
     assert network["Parameters"] == ["VpcId", "SubnetIdA", "SubnetIdB", "MoreSubnetIds"]
+
+
+# ---------------------------------------------------------------------------------------- the documented commands
+def test_the_documented_commands_pass_the_templates_parameters(provider: dict[str, Any]) -> None:
+    """docs/operating.md's deploy command gives every parameter without a default, and every
+    command names only parameters the template has (no VpcSubnetIds left behind)."""
+    params = provider["Parameters"]
+    doc = (REPO / "docs" / "operating.md").read_text()
+    deploy = doc.split("### Deploy on AWS with CloudFormation", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    command = deploy.split("--template-file deploy/provider.yaml", 1)[1].split("\naws ", 1)[0]
+    overrides = re.findall(r"(?:^|\s)(\w+)=", command.split("--parameter-overrides", 1)[1])
+    assert {name for name, spec in params.items() if "Default" not in spec} <= set(overrides)
+    keys = re.findall(r"ParameterKey=(\w+),", doc)
+    assert {"SubnetIdA", "SubnetIdB", "MoreSubnetIds"} <= set(keys)
+    assert set(overrides) | set(keys) <= set(params)
+    upgrade = doc.split("### Upgrading from a template with VpcSubnetIds", 1)[1].split("\n### ", 1)[0]
+    assert "ParameterKey=SubnetIdA,ParameterValue=" in upgrade and "ParameterKey=SubnetIdB,ParameterValue=" in upgrade
