@@ -147,12 +147,18 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- consumers
+def has(line: str, key: str, value: str) -> bool:
+    """Whether a JSON log line holds `"key": "value"`, without parsing it: compact (this tree's
+    lines) or spaced (a --baseline checkout from before the lines were compact)."""
+    return f'"{key}":"{value}"' in line or f'"{key}": "{value}"' in line
+
+
 def daemon_line(line: str) -> int:
     """Requests a daemon log line answers: a `request` event whose outcome is `answered` or
     `replayed` (a duplicate delivery, or a request another daemon holds, answers nothing new)."""
-    if '"event":"request"' not in line:
+    if not has(line, "event", "request"):
         return 0
-    return 1 if '"outcome": "answered"' in line or '"outcome": "replayed"' in line else 0
+    return 1 if has(line, "outcome", "answered") or has(line, "outcome", "replayed") else 0
 
 
 def loop_line(line: str) -> int:
@@ -227,7 +233,7 @@ class Consumer:
             child_env(**emulator.env(**env)),
             log_path,
             daemon_line,
-            lambda line: '"event":"started"' in line,
+            lambda line: has(line, "event", "started"),
         )
         if checkout:
             consumer.env["PYTHONPATH"], consumer.cwd = str(checkout), checkout

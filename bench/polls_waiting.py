@@ -144,6 +144,7 @@ def run(
         build_requests,
         cpu_pressure_s,
         feed,
+        has,
         pressure_share,
         queue_depth,
     )
@@ -188,9 +189,9 @@ def run(
             else a
             for a in daemon.args
         ]  # this module's handler, not bench.handlers'
-        daemon.counts = lambda line: int('"event":"request"' in line and '"outcome":"polling"' in line)
+        daemon.counts = lambda line: int(has(line, "event", "request") and has(line, "outcome", "polling"))
         steps: list[str] = []  # poll steps the daemon ran: none is due, so none should
-        daemon.on_line = lambda line, _at: steps.append(line) if '"event":"poll"' in line else None
+        daemon.on_line = lambda line, _at: steps.append(line) if has(line, "event", "poll") else None
         try:
             daemon.start(settle=2.0)
             # before: the daemon started, nothing published (the `direct` ones, if any, already stored)

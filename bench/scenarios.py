@@ -27,6 +27,7 @@ from .harness import (
     build_requests,
     cpu_pressure_s,
     feed,
+    has,
     pressure_share,
     queue_depth,
     responses_in_bucket,
@@ -244,7 +245,7 @@ def started_loop(log: Path) -> str | None:
     """The event loop a daemon's `started` line names."""
     try:
         for line in log.read_text().splitlines():
-            if '"event":"started"' in line:
+            if has(line, "event", "started"):
                 return json.loads(line).get("event_loop")
     except (OSError, ValueError):
         pass

@@ -108,7 +108,6 @@ class Admission:
         with backoff, while the heartbeat keeps the message hidden (no receive is spent on it),
         until the message is too old for any request in it to be answered in time."""
         assert self.verifier is not None
-        give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
         pause = 1.0
         while True:
             try:
@@ -123,6 +122,7 @@ class Admission:
                         reason=f"SNS signing certificate unavailable, will retry: {exc}",
                         receive_count=message.receive_count,
                     )
+                give_up = envelope.timestamp.timestamp() + MAX_SERVICE_TIMEOUT
                 if self.stopping() or time.time() + pause > give_up:
                     raise Deferred(f"SNS signing certificate unavailable, will retry: {exc}") from None
             await asyncio.sleep(pause)

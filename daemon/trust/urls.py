@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from ..errors import InputError
 
@@ -274,13 +274,45 @@ def redact(url: str) -> str:
 def expires_at(url: str) -> float | None:
     """Epoch seconds after which a presigned URL stops working (SigV4 or SigV2), or None."""
     try:
-        query = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        query = _expiry_fields(urlsplit(url).query)
         if "x-amz-date" in query and "x-amz-expires" in query:
-            start = dt.datetime.strptime(query["x-amz-date"], "%Y%m%dT%H%M%SZ")
-            start = start.replace(tzinfo=dt.UTC)
-            return start.timestamp() + int(query["x-amz-expires"])
+            return _amz_date(query["x-amz-date"]) + int(query["x-amz-expires"])
         if "expires" in query:
             return float(int(query["expires"]))
     except (ValueError, OverflowError):
         return None
     return None
+
+
+_EXPIRY_FIELDS = frozenset({"x-amz-date", "x-amz-expires", "expires"})
+
+
+def _expiry_fields(query: str) -> dict[str, str]:
+    """`{name.lower(): values[0] for name, values in parse_qs(query).items()}` for the three names
+    expiry reads, without decoding the rest of the query (the credential and signature are most of
+    it): each pair's name is decoded only when it holds an escape, each wanted value only once."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()  # the exact names met: parse_qs keeps each one's first value
+    for pair in query.split("&"):
+        name, sep, value = pair.partition("=")
+        if not sep or not value:  # parse_qs drops a pair without `=` or with an empty value
+            continue
+        if "%" in name or "+" in name:
+            name = unquote(name.replace("+", " "))
+        lower = name.lower()
+        if lower in _EXPIRY_FIELDS and name not in seen:
+            seen.add(name)  # a later spelling of the name replaces an earlier one, as in the dict it stood for
+            found[lower] = unquote(value.replace("+", " "))
+    return found
+
+
+_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+
+
+def _amz_date(value: str) -> float:
+    """X-Amz-Date (`20260101T000000Z`, UTC) as epoch seconds; ValueError when it is not one.
+    The usual form is read by slicing; any other goes to strptime, whose reading it always was."""
+    if _AMZ_DATE.fullmatch(value):
+        d = (int(value[0:4]), int(value[4:6]), int(value[6:8]), int(value[9:11]), int(value[11:13]), int(value[13:15]))
+        return dt.datetime(*d, tzinfo=dt.UTC).timestamp()
+    return dt.datetime.strptime(value, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC).timestamp()

@@ -1,93 +1,19 @@
-"""The admission's fast paths (issue 32) decide exactly as the rules they skip: each is checked
-against the full rule, written out here as the code had it, on generated input."""
+"""The pipeline's fast paths in admission (issue 32) decide exactly as the rules they skip: each
+is checked against the full rule, written out here as the code had it, on generated input
+(the ResponseURL rules' in tests/trust/test_url_fast_paths.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import re
-from urllib.parse import unquote
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfn_provider.pipeline.envelope import BadMessage, unwrap
 from cfn_provider.pipeline.request import ANSWERABLE, ID_LIMITS, NotARequest, freeze, is_utf8, json_size, parse
-from cfn_provider.trust.urls import has_space_or_control, path_refusal
 
 NOW = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
-SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
-
-
-def full_path_refusal(path: str) -> str | None:
-    """path_refusal as it was before the fast path: always decoded to a fixed point."""
-    decoded = path
-    for _ in range(4):
-        once = unquote(decoded)
-        if once == decoded:
-            break
-        decoded = once
-    if any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/")):
-        return "path has dot-segments"
-    if decoded.count("/") != path.count("/"):
-        return "path has percent-encoded slashes"
-    if "\\" in decoded:
-        return "path has backslashes"
-    return None
-
-
-# the characters that make escapes and segments, so generated paths hit every rule often
-PATH_PIECES = st.sampled_from(
-    [
-        "%",
-        "2",
-        "5",
-        "e",
-        "E",
-        "f",
-        "F",
-        "c",
-        "C",
-        "3",
-        "b",
-        "B",
-        "A",
-        ".",
-        "/",
-        "\\",
-        ";",
-        "a",
-        "%25",
-        "%2e",
-        "%2F",
-        "%5c",
-        "%3b",
-        "%3A",
-        "%7C",
-    ]
-)
-
-
-@settings(max_examples=3000, deadline=None)
-@given(st.lists(PATH_PIECES, max_size=24).map("".join))
-def test_path_refusal_decides_as_the_full_decoding(path):
-    assert path_refusal(path) == full_path_refusal(path)
-
-
-@settings(max_examples=2000, deadline=None)
-@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
-def test_space_or_control_check_decides_as_the_pattern(text):
-    assert has_space_or_control(text) == (SPACE_OR_CONTROL.search(text) is not None)
-
-
-def test_space_or_control_on_every_character():
-    """Each code point alone (the fast path reads str.isprintable): the same answer as the pattern."""
-    wrong = [
-        c
-        for c in map(chr, range(0x110000))
-        if has_space_or_control(f"https://h/{c}") != bool(SPACE_OR_CONTROL.search(c))
-    ]
-    assert wrong == []
 
 
 def test_an_envelope_orjson_refuses_is_read_as_json_reads_it():
