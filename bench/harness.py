@@ -285,7 +285,7 @@ class Consumer:
                 log.write(line)
                 if not self._ready.is_set() and self.ready_when(line):
                     self._ready.set()
-                if line.startswith("error") or '"level": "error"' in line or "Traceback" in line:
+                if line.startswith("error") or has(line, "level", "error") or "Traceback" in line:
                     self.errors.append(line.strip()[:300])
                 n = self.counts(line)
                 if self.on_line is not None:
