@@ -174,7 +174,9 @@ def _json_line(value: Any, **_: Any) -> str:
     """structlog's JSONRenderer serializer: a value JSON cannot hold is written as its repr."""
     try:
         return orjson.dumps(value, default=repr, option=_ORJSON_OPTIONS).decode()
-    except (orjson.JSONEncodeError, UnicodeDecodeError):
+    except orjson.JSONEncodeError as exc:
+        if not isinstance(exc.__cause__, Exception | None):  # orjson wraps even a Ctrl-C in repr: let it out
+            raise exc.__cause__ from None
         return _ENCODER.encode(value)
 
 

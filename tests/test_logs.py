@@ -406,3 +406,16 @@ def test_context_from_many_context_variables_merges_as_structlogs_own():
     assert (one["request_id"], one["stack"], one["outcome"]) == ("r-1", "s-1", "own")
     assert "stack" not in two and two["outcome"] == "from-context"
     assert "not_structlog" not in stream.getvalue() and "hidden" not in stream.getvalue()
+
+
+def test_a_ctrl_c_while_a_value_is_rendered_is_not_swallowed():
+    """orjson wraps whatever the value's repr raises in its own error; a KeyboardInterrupt (or
+    SystemExit) must still stop the daemon, not make the line fall back to the other encoder."""
+    configured("json")
+
+    class Interrupted:
+        def __repr__(self) -> str:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        structlog.get_logger("t").info("odd", value=Interrupted())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..template import StackInfo
+from . import interrupts
 from .embedded import EmbeddedDaemon
 from .fast_polls import FastPolls
 from .remember import Remembered
@@ -376,6 +377,7 @@ class Backend:
             answer.daemon_error = f"publishing to SNS failed: {exc}"
             return answer
         while True:
+            interrupts.check()  # a Ctrl-C the interpreter dropped is raised here (simulate/interrupts.py)
             elapsed = time.monotonic() - started
             remaining = limit - elapsed
             try:

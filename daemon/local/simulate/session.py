@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from ..template import Template
-from . import daemon_log, template_functions
+from . import daemon_log, interrupts, template_functions
 from .backend import Backend
 from .console import Console, Event, status_colour
 from .daemon_log import DaemonLog
@@ -64,7 +64,8 @@ def run(
     status = ""
     engine: Engine | None = None
     try:
-        with Backend(remembered, path, previous.emulator if previous else None, defaults) as backend:
+        emulator = previous.emulator if previous else None
+        with interrupts.caught(), Backend(remembered, path, emulator, defaults) as backend:
             state = make_state(backend)
             state.remembered, state.emulator = remembered, backend.emulator_record
             for warning in backend.warnings:
@@ -79,11 +80,13 @@ def run(
             try:
                 status = operation(engine, backend, console)
             except KeyboardInterrupt:
+                interrupts.handled()
                 console.clear_progress()
                 if state.status.endswith("IN_PROGRESS"):
                     engine.interrupted(INTERRUPTED[kind])
                 raise
     except KeyboardInterrupt:
+        interrupts.handled()
         click.echo("interrupted", err=True)
         _exit(130)
     if status == "NO_CHANGES":
