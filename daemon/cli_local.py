@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import click
 
-from .cli_options import HANDLER_HELP, HANDLER_PATH_HELP
+from .cli_options import HANDLER_HELP, HANDLER_PATH_HELP, property_options
 from .functions.options import function_option
 from .run_options import parse_handlers
 
@@ -81,14 +81,7 @@ def local_invoke_command(
 @click.command("event")
 @click.argument("request_type", metavar="create|update|delete", type=click.Choice(["create", "update", "delete"]))
 @click.argument("resource_type", metavar="TYPE")
-@click.option(
-    "--property",
-    "properties",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A ResourceProperties entry (repeatable; a string, as CloudFormation sends scalars).",
-)
-@click.option("--properties-json", metavar="JSON", help="ResourceProperties as a JSON object (--property adds to it).")
+@property_options
 @click.option(
     "--old-property",
     "old_properties",

@@ -5,6 +5,10 @@ each names its default, and a shared option reads the same everywhere)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
 
 from .config import default_state_dir
 from .functions.options import HELP as FUNCTION_HELP
@@ -61,6 +65,17 @@ TRANSPORT_HELP = (
 MNS_ENDPOINT_HELP = "With --transport mns: https://ACCOUNT.mns.REGION.aliyuncs.com."
 MNS_QUEUE_HELP = "With --transport mns: the queue ROS sends to (ServiceToken acs:mns:REGION:ACCOUNT:queues/NAME)."
 PARAMETER_HELP = "A template parameter KEY=VALUE (repeatable); others take their Default."
+PROPERTY_HELP = "A ResourceProperties entry (repeatable; a string, as CloudFormation sends scalars)."
+PROPERTIES_JSON_HELP = "ResourceProperties as a JSON object (--property adds to it)."
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def property_options(command: F) -> F:
+    """`--property KEY=VALUE` (repeatable, as `properties`) and `--properties-json`, for the commands
+    that send a request of their own (`invoke`, `event`)."""
+    command = click.option("--properties-json", metavar="JSON", help=PROPERTIES_JSON_HELP)(command)
+    return click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help=PROPERTY_HELP)(command)
 
 
 def state_default() -> str:

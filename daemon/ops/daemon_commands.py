@@ -17,6 +17,7 @@ from ..cli_options import (
     HEALTH_FILE_HELP,
     QUEUE_URL_HELP,
     STATE_HELP,
+    property_options,
     state_default,
 )
 from ..config import daemon_id, default_state_url
@@ -151,14 +152,7 @@ def redrive_command(queue_url: str | None, dlq_url: str | None, region: str | No
     "Default: a ping (Custom::CfnProviderPing, which nothing serves): answered FAILED 'no handler' "
     "without running any handler.",
 )
-@click.option(
-    "--property",
-    "properties",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A ResourceProperties entry (repeatable; a string, as CloudFormation sends scalars).",
-)
-@click.option("--properties-json", metavar="JSON", help="ResourceProperties as a JSON object (--property adds to it).")
+@property_options
 @click.option(
     "--response-bucket",
     metavar="BUCKET[/PREFIX]",
