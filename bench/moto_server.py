@@ -3,10 +3,12 @@
     python -m bench.moto_server      # prints one JSON line {"endpoint": ..., "pid": ...}, then serves
                                      # until stdin closes or SIGTERM/SIGINT arrives
 
-Like every `cfn_provider.local.emulator.Emulator`, it runs with moto's two SQS races closed (see there).
-It also counts the calls it serves, by operation (X-Amz-Target's operation for SQS and
-DynamoDB, else the HTTP method: PUT = a response uploaded, POST = an SNS publish); GET
-/_bench/calls returns the counts so far as JSON.
+Like every `cfn_provider.local.emulator.Emulator`, it runs with moto's two SQS races closed (see
+there). Its receive's retention check reads the one attribute it needs (`_cheap_retention_check`:
+moto computes every queue attribute there, a cost real SQS does not have). It also counts the
+calls it serves, by operation (X-Amz-Target's operation for SQS and DynamoDB, else the HTTP
+method: PUT = a response uploaded, POST = an SNS publish); GET /_bench/calls returns the counts
+so far as JSON.
 """
 
 from __future__ import annotations
@@ -43,8 +45,25 @@ def _count_calls() -> None:
     DomainDispatcherApplication.__call__ = __call__  # type: ignore[method-assign]
 
 
+def _cheap_retention_check() -> None:
+    """moto checks each message it is about to return against the queue's retention period by
+    computing *every* queue attribute (three passes over all its messages, a clock read per
+    message), which makes a receive quadratic in the queue's length and its cost depend on how many
+    messages the consumer holds in flight; real SQS has no such cost. Read the one attribute, the
+    same comparison."""
+    from moto.core.utils import unix_time
+    from moto.sqs.models import SQSBackend
+
+    def is_message_valid_based_on_retention_period(self: SQSBackend, queue_name: str, message: object) -> bool:
+        retention_period = int(self.get_queue(queue_name).message_retention_period)
+        return retention_period + message.sent_timestamp / 1000 > unix_time()  # type: ignore[attr-defined]
+
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+
+
 def main() -> int:
     _count_calls()
+    _cheap_retention_check()
     emulator = Emulator()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
