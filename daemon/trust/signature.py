@@ -134,7 +134,7 @@ class SignatureVerifier:
         signature = envelope.get("Signature")
         if not isinstance(signature, str) or not signature:
             raise SignatureError("Signature is missing or not a string")
-        try:  # base64.b64decode(validate=True)'s rule, without its regex pass
+        try:  # what base64.b64decode(validate=True) calls, without its wrapper
             raw_signature = binascii.a2b_base64(signature, strict_mode=True)
         except (binascii.Error, ValueError):
             raise SignatureError("Signature is not valid base64") from None
@@ -146,7 +146,11 @@ class SignatureVerifier:
         if url not in self._cache and not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
             raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
 
-        signer = self._cache.get(url) or await self._certificate(url)
+        signer = self._cache.get(url)  # the usual case, without a coroutine of its own
+        if signer is None:
+            signer = await self._certificate(url)
+        else:
+            self._cache.move_to_end(url)
         if not signer.not_before <= time.time() <= signer.not_after:
             raise SignatureError("signing certificate is outside its validity period")
         if signer.key is None:
