@@ -128,31 +128,22 @@ class _Render:
             raise structlog.DropEvent from None
 
 
-_LEVEL_OF_METHOD = {"warn": "warning", "exception": "error"}  # as structlog's add_log_level names them
-
-
 class _JsonLine:
-    """The JSON format's whole chain for the daemon's own lines, as one processor (each processor
-    call costs as much as the smaller steps themselves): the bound context, level, logger name,
-    timestamp and exception exactly as the stdlib bridge's chain adds them, then the line
-    rendered and redacted. A line that cannot be rendered is dropped and said so, as `_Render`."""
+    """The JSON format's renderer for the daemon's own lines: the shared processors (context, level,
+    logger name, timestamp) run here in one call, the exception is rendered only when there is one,
+    then the line (each processor structlog calls costs as much as these small steps themselves).
+    `_Render` redacts the line and drops one that cannot be rendered."""
 
-    def __init__(self, redactor: _Redactor):
-        self.redactor = redactor
+    def __init__(self, steps: list[Any]):
+        self.steps = steps
         self.exception = structlog.processors.ExceptionRenderer(traceback_text)
 
     def __call__(self, logger: Any, name: str, event_dict: Any) -> str:
-        try:
-            merge_context(logger, name, event_dict)
-            event_dict["level"] = _LEVEL_OF_METHOD.get(name, name)
-            event_dict["logger"] = logger.name
-            add_timestamp(logger, name, event_dict)
-            if "exc_info" in event_dict:
-                event_dict = self.exception(logger, name, event_dict)
-            return self.redactor(logger, name, _json_line(event_dict))
-        except Exception:  # noqa: BLE001
-            _say_unwritable(getattr(logger, "name", None))
-            raise structlog.DropEvent from None
+        for step in self.steps:
+            event_dict = step(logger, name, event_dict)
+        if "exc_info" in event_dict:
+            event_dict = self.exception(logger, name, event_dict)
+        return _json_line(event_dict)
 
 
 def _say_unwritable(name: str | None) -> None:
@@ -265,8 +256,8 @@ def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO 
     redactor = _Redactor()
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
+        own: list[Any] = [_Render(_JsonLine(list(shared)), redactor)]  # before the stdlib chain's exception step
         shared.append(structlog.processors.ExceptionRenderer(traceback_text))
-        own: list[Any] = [_JsonLine(redactor)]
     else:
         renderer = _console_renderer(colors=stream.isatty())
         own = [*shared, _Render(renderer, redactor)]
