@@ -142,12 +142,10 @@ class SignatureVerifier:
         url = envelope.get("SigningCertURL")
         if not isinstance(url, str):
             raise SignatureError("SigningCertURL is missing or not a string")
-        # a URL in the cache passed this rule when it was fetched (the prefixes never change)
-        if url not in self._cache and not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
-            raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
-
-        signer = self._cache.get(url)  # the usual case, without a coroutine of its own
+        signer = self._cache.get(url)  # the usual case: its URL passed the rule below when it was fetched
         if signer is None:
+            if not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
+                raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
             signer = await self._certificate(url)
         else:
             self._cache.move_to_end(url)
