@@ -85,7 +85,9 @@ async def test_create_update_delete(ros_daemon, mns_env: MnsServer, stub_s3: Stu
     deleted = json.loads((await answer(stub_s3, "ros/delete")).body)
     assert (deleted["Status"], deleted["PhysicalResourceId"]) == ("SUCCESS", pid)
     await settled(mns_env)
-    assert [c[1] for c in handlers.calls] == ["Create", "Update", "Delete"]
+    ours = {create["RequestId"], update["RequestId"], delete["RequestId"]}  # calls is the process's: an
+    # earlier test's abandoned handler thread may still finish into it (the CI rehearsal saw two)
+    assert [kind for rid, kind in handlers.calls if rid in ours] == ["Create", "Update", "Delete"]
     assert not stub_s3.requests_for("ros/create", "PUT")
 
 
