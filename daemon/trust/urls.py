@@ -167,6 +167,10 @@ def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# urllib lower-cases a host by Unicode's rules (the Kelvin sign K becomes an ASCII k) and the HTTP
+# client passes it on raw, to be IDNA-mapped on the way to DNS: the rules would judge one host and
+# the PUT name another. Every host a ResponseURL or a prefix may name is ASCII.
+_NOT_ASCII = "host is not ASCII"
 
 
 def prefix_refusal(url: str, prefix: str) -> str | None:
@@ -183,6 +187,8 @@ def prefix_refusal(url: str, prefix: str) -> str | None:
         return f"unparseable URL ({exc})"
     if u.username is not None or u.password is not None:
         return "URL carries userinfo"
+    if not u.netloc.isascii():
+        return _NOT_ASCII
     if u_origin != p_origin:
         return "scheme, host or port differ"
     unsafe = path_refusal(u.path)
@@ -250,7 +256,9 @@ def _refusals(parts: SplitResult, port: int | None, hosts: HostRule) -> list[str
     only once host, scheme, userinfo and port are right."""
     reasons = []
     host = parts.hostname or ""  # computed by urllib on every read: read once
-    if not hosts.allows_host(host):
+    if not parts.netloc.isascii():
+        reasons.append(_NOT_ASCII)
+    elif not hosts.allows_host(host):
         reasons.append(f"host {host!r} is not {hosts.description}")
     if parts.scheme != "https":
         reasons.append(f"scheme {parts.scheme or 'none'!r} is not https")

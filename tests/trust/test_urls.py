@@ -245,6 +245,22 @@ def test_prefix_never_matches_userinfo_tricks():
     assert not matches_prefix("https://good.example:pw@good.example/", "https://good.example/")
 
 
+def test_a_host_that_only_unicode_lower_casing_makes_allowed_is_refused():
+    """urllib lower-cases a host by Unicode's rules (the Kelvin sign becomes an ASCII k); the HTTP
+    client sends the host raw, to be mapped by IDNA on the way to DNS: the rules would judge one
+    host and the PUT call another (tests/trust/test_url_parsers_agree.py found it)."""
+    from cfn_provider.trust.urls import ALIYUN_HOSTS
+
+    kelvin = "\u212a"
+    with pytest.raises(UrlRejected, match="host is not ASCII"):
+        ResponseUrlPolicy().check(f"https://ros.cn-{kelvin}hangzhou.aliyuncs.com/callback?x=1", ALIYUN_HOSTS)
+    with pytest.raises(UrlRejected, match="host is not ASCII"):
+        ResponseUrlPolicy().check(f"https://{B}.s3.amazonaws.com/{kelvin}?x=1".replace("useast1", f"useast1{kelvin}"))
+    assert matches_prefix("https://k.example/x", "https://k.example/")
+    assert not matches_prefix(f"https://{kelvin}.example/x", "https://k.example/")
+    assert not allowed(f"http://local{kelvin}ost:5000/key", ("http://localkost:5000/",))
+
+
 def test_prefix_does_not_loosen_the_default_rules_for_other_urls():
     prefix = ("http://127.0.0.1:5000/",)
     assert allowed(f"https://{B}.s3.amazonaws.com/key", prefix)
