@@ -7,7 +7,7 @@ fill one `Outcome` as a request goes; whatever was left unset (None) is not in t
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import structlog
@@ -67,9 +67,10 @@ class Outcome:
         return self.name in ("answered", "replayed")
 
     def fields(self) -> dict[str, Any]:
-        """The log line's fields: those set, `name` as `outcome`."""
-        fields = {("outcome" if k == "name" else k): v for k, v in asdict(self).items()}
-        return {k: v for k, v in fields.items() if v is not None}
+        """The log line's fields: those set, `name` as `outcome`, in the order they are declared. Read
+        from the instance's own dict: every field holds a plain value (dataclasses.asdict's deep copy
+        cost 12 µs a request for nothing)."""
+        return {("outcome" if k == "name" else k): v for k, v in vars(self).items() if v is not None}
 
     def log(self, event: str, request: Request, started: float, **extra: Any) -> None:
         """The line (`request`, or a poll step's `poll`): `started` is the monotonic time work began."""

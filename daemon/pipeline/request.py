@@ -13,6 +13,7 @@ request (`stored_form`) names that dialect, so a later reader (a poll step on an
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -186,7 +187,7 @@ class Request(RequestFields):
         props = self.wire.get("ResourceProperties")
         return props if isinstance(props, dict) else FrozenDict()
 
-    @property
+    @functools.cached_property  # read by every store call of the request; its fields never change
     def key(self) -> str:
         """Idempotency key: StackId + RequestId (+ the principal, unless it is the default one)."""
         return idempotency_key(self.stack_id, self.request_id, self.principal)
