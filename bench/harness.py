@@ -199,12 +199,16 @@ class Consumer:
         name: str = "daemon",
         trace: Path | None = None,
         checkout: Path | None = None,
+        ablate: str | None = None,
     ) -> Consumer:
         """`python -m cfn_provider run` (or, with `trace`, the same under bench.trace_daemon's stopwatch,
         its stage timings written to `trace`). `checkout`: another clone of this repository, whose
-        daemon is run instead (its own `.venv`, as `make venv` builds it there)."""
-        module = ["-m", "bench.trace_daemon"] if trace else ["-m", "cfn_provider"]
+        daemon is run instead (its own `.venv`, as `make venv` builds it there). `ablate`: the daemon
+        without those parts (bench.ablate_daemon's names, comma-separated)."""
+        module = ["-m", "bench.trace_daemon" if trace else "bench.ablate_daemon" if ablate else "cfn_provider"]
         env = {**(env or {}), **({"BENCH_TRACE_OUT": str(trace)} if trace else {})}
+        if ablate:  # bench.ablate_daemon: the daemon without these parts (a diagnostic)
+            env["BENCH_ABLATE"] = ablate
         python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
         args = [
             python,

@@ -39,11 +39,12 @@ def _check(value: float, ok: bool) -> bool | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else ok
 
 
-_KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "baseline", "floor", "limit", "naive")
+_KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "daemon_ablated", "baseline", "floor", "limit", "naive")
 _SHORT = {  # kind: (its name in the CPU rows, in the "same order" rows)
     "daemon": ("daemon", "daemon"),
     "daemon_asyncio": ("daemon on asyncio", "on asyncio"),
     "daemon_async_handler": ("daemon, async handler", "async handler"),
+    "daemon_ablated": ("daemon, ablated", "ablated"),
     "baseline": ("baseline daemon", "baseline"),
     "floor": ("durable floor", "floor"),
     "limit": ("limit loop", "limit"),
@@ -52,6 +53,7 @@ _SHORT = {  # kind: (its name in the CPU rows, in the "same order" rows)
 _OTHER_RATIOS = (  # the burst's informational ratios: (kind, reference, label, what it tells)
     ("daemon_asyncio", "floor", "daemon (asyncio) / floor", "(the loop's share)"),
     ("daemon_async_handler", "floor", "daemon, async handler / floor", "(the hand-off's share)"),
+    ("daemon_ablated", "floor", "daemon, ablated / floor", "(without --ablate's parts)"),
     ("baseline", "floor", "baseline daemon / floor", "(before / after)"),
     ("floor", "limit", "durable floor / limit", "(what the promise costs)"),
     ("daemon", "limit", "daemon / limit", "(the bare loop, for reference)"),
@@ -90,6 +92,7 @@ def _burst_rows(b: dict[str, Any]) -> list[Row]:
         "daemon": f"daemon (cfn-provider run, {loop})",
         "daemon_asyncio": "daemon on asyncio (--event-loop asyncio)",
         "daemon_async_handler": "daemon, async handler (no thread hand-off)",
+        "daemon_ablated": f"daemon without {b.get('ablate', '?')} (bench.ablate_daemon)",
         "baseline": f"baseline daemon ({b.get('baseline_checkout', '--baseline')})",
         "floor": f"durable floor (claim, fsynced body, SENT per batch; {loop})",
         "limit": f"limit loop (receive, PUT, delete; {loop})",

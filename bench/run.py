@@ -28,7 +28,18 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import fleet_cost, functions, noise, promises, report, scale, scenarios, scenarios_more, web_listener
+from . import (
+    ablate_daemon,
+    fleet_cost,
+    functions,
+    noise,
+    promises,
+    report,
+    scale,
+    scenarios,
+    scenarios_more,
+    web_listener,
+)
 from .harness import REPO, cpu_pressure_s, machine, pressure_share
 
 SCENARIOS = (
@@ -111,7 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         help="burst: only these consumers besides the daemon, the durable floor and the limit loop "
         "(comma-separated: " + " ".join(scenarios.KINDS) + "; default all)",
     )
+    parser.add_argument(
+        "--ablate",
+        default=scenarios.Options.ablate,
+        help="burst: what the daemon_ablated consumer runs without (comma-separated: "
+        + " ".join(ablate_daemon.NAMES)
+        + f"; default {scenarios.Options.ablate}): what those parts cost in the whole request",
+    )
     args = parser.parse_args(argv)
+    try:
+        ablate_daemon.parse(args.ablate)
+    except ValueError as exc:
+        parser.error(f"--ablate: {exc}")
     if args.baseline and not (args.baseline / ".venv" / "bin" / "python").exists():
         parser.error(f"--baseline {args.baseline}: no .venv/bin/python there (run `make venv` in it first)")
 
@@ -129,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds=max(1, args.rounds),
         baseline=args.baseline,
         consumers=tuple(c.strip() for c in args.consumers.split(",") if c.strip()),
+        ablate=args.ablate,
         say=lambda line: print(line, flush=True),
     )
     opts.burst_n = 333 * opts.rounds

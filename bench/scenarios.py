@@ -36,10 +36,11 @@ from .noise import spread
 from .profile import Spy, top_frames
 from .proxy import RecordingProxy
 
-KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "floor", "limit", "naive")
+KINDS = ("daemon", "daemon_asyncio", "daemon_async_handler", "daemon_ablated", "floor", "limit", "naive")
 # the daemon on the loop --event-loop picks, on asyncio's own, and with the trivial handler written
 # `async def` (run on the loop: what the thread pool's hand-off costs a sync handler)
-DAEMONS = ("daemon", "daemon_asyncio", "daemon_async_handler")
+# and without the parts --ablate names (bench.ablate_daemon: what they cost in the whole request)
+DAEMONS = ("daemon", "daemon_asyncio", "daemon_async_handler", "daemon_ablated")
 SQS_OPERATIONS = (
     "ReceiveMessage",
     "DeleteMessage",
@@ -52,6 +53,7 @@ LABELS = {
     "daemon": "daemon (cfn-provider run)",
     "daemon_asyncio": "daemon on asyncio's loop (--event-loop asyncio)",
     "daemon_async_handler": "daemon, the trivial handler async (no thread hand-off)",
+    "daemon_ablated": "daemon without the parts --ablate names (bench.ablate_daemon; a diagnostic)",
     "baseline": "the daemon of another checkout (--baseline)",
     "floor": "durable floor (bench.durable_floor: the limit loop plus a claim, a stored body, a SENT mark)",
     "limit": "limit loop (minimal asyncio)",
@@ -79,6 +81,7 @@ class Options:
     event_loop: str = "auto"  # the daemon's --event-loop
     baseline: Path | None = None  # another checkout whose daemon takes its turn in the burst too (before/after)
     consumers: tuple[str, ...] = ()  # burst: only these of KINDS (and REQUIRED); empty: all
+    ablate: str = "handler,log,metrics,urls,durable,shields"  # the daemon_ablated consumer's (bench.ablate_daemon)
     daemon_env: dict[str, str] = field(
         default_factory=dict
     )  # more environment for the daemons (e.g. a DynamoDB endpoint)
@@ -103,7 +106,8 @@ def _consumer(
 ) -> Consumer:
     log = rundir / f"{kind}-{index}.log"
     if kind in DAEMONS or kind == "baseline":
-        if kind == "daemon_async_handler" and handler == "trivial":
+        ablate = opts.ablate if kind == "daemon_ablated" else None
+        if handler == "trivial" and (kind == "daemon_async_handler" or "handler" in (ablate or "")):
             handler = "async_trivial"
         return Consumer.daemon(
             em,
@@ -117,6 +121,7 @@ def _consumer(
             env={"STATE_DIRECTORY": str(rundir / f"state-{index}"), **opts.daemon_env},  # its health file
             trace=rundir / f"stages-{index}.json" if trace else None,
             checkout=opts.baseline if kind == "baseline" else None,
+            ablate=ablate,
         )
     loop = ["--event-loop", opts.event_loop]  # the daemon's: the references run on the loop it runs on
     if kind == "floor":
@@ -300,6 +305,8 @@ def burst(opts: Options) -> dict[str, Any]:
     out["event_loop"] = out["daemon"]["runs"][0].get("event_loop")
     if opts.baseline:
         out["baseline_checkout"] = str(opts.baseline)
+    if "daemon_ablated" in runs:
+        out["ablate"] = opts.ablate
     ratios = [
         (kind, ref) for kind in DAEMONS + (("baseline",) if opts.baseline else ()) if kind in runs for ref in REFERENCES
     ]
