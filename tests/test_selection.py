@@ -57,6 +57,6 @@ def test_make_check_selects_no_test_that_needs_an_emulator_dynalite_or_daemon_pr
     heavy = [(t["id"], t["heavy"]) for t in selected if t["heavy"]]
     assert not heavy, f"make check would run these, which start an emulator, dynalite or daemons: {heavy[:10]}"
     ids = {t["id"] for t in selected}
-    assert not [i for i in ids if i.startswith("tests/transports/test_web_fleet.py::")]  # dynalite
+    assert not [i for i in ids if i.startswith("tests/intake/test_web_fleet.py::")]  # dynalite
     assert not [i for i in ids if i.startswith("tests/chaos/")]
     assert not [t["id"] for t in selected if {"slow", "chaos", "emulator"} & set(t["marks"])]

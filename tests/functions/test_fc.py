@@ -28,13 +28,13 @@ from cfn_provider.service import Service
 from tests.dialects import conftest as ros_fixtures
 from tests.dialects.conftest import JsonLog, ros_request
 from tests.dialects.test_ros_service import answer, send, settled
+from tests.intake import conftest as web_fixtures
 from tests.support.cli import assert_not_started
 from tests.support.functions import answer as answer_with
 from tests.support.functions import write_function
 from tests.support.mns_server import MnsServer
 from tests.support.stub_s3 import StubS3
 from tests.support.web import post, posted
-from tests.transports import conftest as web_fixtures
 
 mns, mns_env, ros_daemon, json_log = (
     ros_fixtures.mns,

@@ -1,6 +1,6 @@
 """cfn_provider.pipeline.tenancy through the real Worker on a queue: a topic's tenant reaches only its own
 stacks and handlers (issue 28 item 1, the queue transports' side; the web listener's is
-tests/transports/test_web_tenants.py).
+tests/intake/test_web_tenants.py).
 
 Requests arrive as SNS notifications of three topics (signatures off: the signature path has its own
 tests) on a MemoryQueue, into a real SQLite store, answered to a StubS3: topic A is tenant team-a's,

@@ -31,7 +31,7 @@ from tests.support.stub_s3 import StubS3
 WEB_HANDLERS = (
     *TEST_HANDLERS,
     ("Custom::Stamped", "tests.support.handlers:stamped"),
-    ("Custom::Started", "tests.transports.web_handlers"),
+    ("Custom::Started", "tests.intake.web_handlers"),
 )
 
 
@@ -153,7 +153,7 @@ def web_subprocess(
         "--handler",
         "Custom::Stamped=tests.support.handlers:stamped",
         "--handler",
-        "Custom::Started=tests.transports.web_handlers",
+        "Custom::Started=tests.intake.web_handlers",
         "--log-format",
         "json",
         *extra,

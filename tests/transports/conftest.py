@@ -1,22 +1,14 @@
-"""The transports' tests: MNS shares the ROS dialect's local MNS server and daemon fixtures; the web
-listener's tests get a test CA, a token file, in-process daemons on transport web and an HTTPS client."""
+"""The transports' tests: MNS shares the ROS dialect's local MNS server and daemon fixtures; `captured`
+is the Settings `cfn-provider run` would serve (the web listener's own fixtures: tests/intake/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
-from cfn_provider.trust.web_tokens import new_token
 from tests.dialects.conftest import json_log, mns, mns_env, ros_daemon  # noqa: F401 - fixtures
-from tests.support.daemons import in_process_daemons
-from tests.support.stub_s3 import StubS3
-from tests.support.tls import CertAuthority
-from tests.support.web import WebDaemon, web_settings
 
 
 @pytest.fixture
@@ -31,46 +23,3 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         if name.startswith("CFN_PROVIDER_"):
             monkeypatch.delenv(name)
     return settings
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> CertAuthority:
-    return CertAuthority(tmp_path)
-
-
-@pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "web-token"
-    path.write_text(new_token() + "\n")
-    path.chmod(0o600)
-    return path
-
-
-@pytest.fixture
-async def web_daemon(
-    tmp_path: Path, stub_s3: StubS3, ca: CertAuthority, token_file: Path
-) -> AsyncIterator[Callable[..., Any]]:
-    """`d = await web_daemon(**settings_overrides, web={...})`: an in-process daemon on transport web,
-    HTTPS (a certificate from `ca`) on 127.0.0.1, a free port; `tls=False` for plain HTTP."""
-    cert, key = ca.issue(tmp_path / "server")
-    async with in_process_daemons() as start_daemon:
-
-        async def start(tls: bool = True, **overrides: Any) -> WebDaemon:
-            settings = web_settings(
-                tmp_path,
-                stub_s3,
-                cert=cert if tls else None,
-                key=key if tls else None,
-                token_file=token_file,
-                **overrides,
-            )
-            return WebDaemon(await start_daemon(settings), token_file.read_text().split()[0])
-
-        yield start
-
-
-@pytest.fixture
-async def https(ca: CertAuthority) -> AsyncIterator[aiohttp.ClientSession]:
-    """An HTTPS client trusting only the test CA."""
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ca.client_context())) as session:
-        yield session
