@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from cfn_provider.local.emulator import Provider
 
+from . import ablate_daemon
 from .harness import (
     Consumer,
     EmulatorProcess,
@@ -107,7 +108,7 @@ def _consumer(
     log = rundir / f"{kind}-{index}.log"
     if kind in DAEMONS or kind == "baseline":
         ablate = opts.ablate if kind == "daemon_ablated" else None
-        if handler == "trivial" and (kind == "daemon_async_handler" or "handler" in (ablate or "")):
+        if handler == "trivial" and (kind == "daemon_async_handler" or "handler" in ablate_daemon.parse(ablate or "")):
             handler = "async_trivial"
         return Consumer.daemon(
             em,
