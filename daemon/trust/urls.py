@@ -314,7 +314,7 @@ def _expiry_fields(query: str) -> dict[str, str]:
     return found
 
 
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")  # ASCII digits, as _REGION (any other goes to strptime)
 
 
 def _amz_date(value: str) -> float:
