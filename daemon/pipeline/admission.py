@@ -22,6 +22,7 @@ import structlog
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted, Rejected
+from ..logs import get_logger
 from ..transports.queue import Message
 from ..trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
 from ..trust.tenants import DEFAULT, Tenants
@@ -29,7 +30,7 @@ from ..trust.urls import ResponseUrlPolicy, UrlRejected, redact
 from .envelope import SNS_FORMS, BadMessage, Envelope, unwrap
 from .request import NotARequest, Request, parse
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 CERT_RETRY_MAX = 30.0  # seconds, at most, between tries to fetch an SNS signing certificate
 MAX_SERVICE_TIMEOUT = 3600  # no request in a message older than this can still be answered in time
 BARE_REFUSED = (
@@ -71,20 +72,22 @@ class Admission:
             envelope = unwrap(message.body, message.id, message.sent_at, self.forms)
         except BadMessage as exc:
             raise Rejected(str(exc)) from None
-        if envelope.raw and self.verifier is not None:
-            raise Forged(
-                "raw message delivery carries no signature; it is accepted only with "
-                "--no-verify-signatures (turn raw delivery off on the subscription)"
-            )
-        if envelope.raw and not self.bare_messages:
-            raise Forged(BARE_REFUSED)
-        if not envelope.raw:
+        topic = envelope.topic_arn
+        if topic is None:  # raw delivery, or a bare MNS message
+            if self.verifier is not None:
+                raise Forged(
+                    "raw message delivery carries no signature; it is accepted only with "
+                    "--no-verify-signatures (turn raw delivery off on the subscription)"
+                )
+            if not self.bare_messages:
+                raise Forged(BARE_REFUSED)
+        else:
             # The allowlist first: a message from another topic never makes the daemon fetch anything.
-            if self.topic_arns and envelope.topic_arn not in self.topic_arns:
-                raise Forged(f"TopicArn {envelope.topic_arn!r} is not in the allowlist")
+            if self.topic_arns and topic not in self.topic_arns:
+                raise Forged(f"TopicArn {topic!r} is not in the allowlist")
             if self.verifier is not None:
                 await self._verify(message, envelope)
-        return envelope, self.admit_request(envelope.message, self.tenants.of_topic(envelope.topic_arn))
+        return envelope, self.admit_request(envelope.message, self.tenants.of_topic(topic))
 
     def admit_request(self, text: str, principal: str = DEFAULT) -> Request:
         """The request in `text` from `principal` (who sent it, as its transport proved: never a

@@ -47,6 +47,7 @@ _KEYS = {
     "SubscriptionConfirmation": ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"),
 }
 _KEYS["UnsubscribeConfirmation"] = _KEYS["SubscriptionConfirmation"]
+_WITHOUT_SUBJECT = {keys: tuple(k for k in keys if k != "Subject") for keys in _KEYS.values()}
 
 
 class SignatureError(InputError):
@@ -64,10 +65,10 @@ def string_to_sign(envelope: Mapping[str, Any]) -> bytes:
     keys = _KEYS.get(kind) if isinstance(kind, str) else None
     if keys is None:
         raise SignatureError("unknown or missing message Type")
+    if "Subject" not in envelope:  # the one optional key: signed when present
+        keys = _WITHOUT_SUBJECT[keys]
     parts = []
     for key in keys:
-        if key == "Subject" and key not in envelope:
-            continue
         value = envelope.get(key)
         if not isinstance(value, str):
             raise SignatureError(f"{key} is missing or not a string")

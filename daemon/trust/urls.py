@@ -61,8 +61,8 @@ class HostRule:
         return bool(self.pattern.match(host.lower()))
 
     def refusal(self, parts: SplitResult, host: str) -> str | None:
-        """Why `parts` (an https URL without userinfo, on port 443, whose host is `host`) is not
-        allowed; None when it is."""
+        """Why `parts` (an https URL without userinfo, on port 443, whose host is `host`, one that
+        `allows_host`) is not allowed; None when it is."""
         host = host.lower()
         return None if self.pattern.match(host) else f"host {host!r} is not {self.description}"
 
@@ -99,29 +99,41 @@ class CloudFormationBuckets(HostRule):
         if unsafe is not None:
             return unsafe
         endpoint = _s3_endpoint(host)
-        if endpoint is not None:  # path style: s3.REGION.amazonaws.com/BUCKET/KEY
-            bucket, _, key = parts.path.removeprefix("/").partition("/")
-            if not key:
-                return "path names no object in a bucket"
-        else:  # virtual-host style: BUCKET.s3.REGION.amazonaws.com/KEY
-            bucket, _, rest = host.partition(".")
-            endpoint = _s3_endpoint(rest)
-            if endpoint is None:
-                return f"host {host!r} is not {self.description}"
+        if endpoint is None:  # virtual-host style: BUCKET.s3.REGION.amazonaws.com/KEY
             if not parts.path.removeprefix("/"):
                 return "path names no object in the bucket"
-        m = _CFN_BUCKET.match(bucket)
-        if m is None:
-            return f"bucket {bucket[:80]!r} is not CloudFormation's response bucket ({CFN_BUCKET_PREFIX}<region>)"
-        region, _suffix = endpoint
-        if region is not None:
-            if m["region"] != region.replace("-", ""):
-                return f"bucket {bucket!r} is not the response bucket of the endpoint's region {region}"
-        elif m["region"] != "useast1":
-            # s3.amazonaws.com is us-east-1's endpoint, but it serves a bucket of any region, so a
-            # made-up name (a region that does not exist yet) could be anyone's bucket there.
-            return f"bucket {bucket!r} is not us-east-1's, the only one CloudFormation names on {host!r}"
-        return None
+            return _virtual_host_refusal(host, self.description)
+        # path style: s3.REGION.amazonaws.com/BUCKET/KEY
+        bucket, _, key = parts.path.removeprefix("/").partition("/")
+        if not key:
+            return "path names no object in a bucket"
+        return _bucket_refusal(bucket, endpoint, host)
+
+
+@functools.lru_cache(maxsize=256)  # as _s3_endpoint: a handful of hosts, judged once each
+def _virtual_host_refusal(host: str, description: str) -> str | None:
+    """Why a bucket's own host (BUCKET.ENDPOINT) is not a response bucket's; None when it is one."""
+    bucket, _, rest = host.partition(".")
+    endpoint = _s3_endpoint(rest)
+    if endpoint is None:
+        return f"host {host!r} is not {description}"
+    return _bucket_refusal(bucket, endpoint, host)
+
+
+def _bucket_refusal(bucket: str, endpoint: tuple[str | None, str], host: str) -> str | None:
+    """Why `bucket` on S3's `endpoint` (of `host`) is not CloudFormation's response bucket."""
+    m = _CFN_BUCKET.match(bucket)
+    if m is None:
+        return f"bucket {bucket[:80]!r} is not CloudFormation's response bucket ({CFN_BUCKET_PREFIX}<region>)"
+    region, _suffix = endpoint
+    if region is not None:
+        if m["region"] != region.replace("-", ""):
+            return f"bucket {bucket!r} is not the response bucket of the endpoint's region {region}"
+    elif m["region"] != "useast1":
+        # s3.amazonaws.com is us-east-1's endpoint, but it serves a bucket of any region, so a
+        # made-up name (a region that does not exist yet) could be anyone's bucket there.
+        return f"bucket {bucket!r} is not us-east-1's, the only one CloudFormation names on {host!r}"
+    return None
 
 
 S3_HOSTS = CloudFormationBuckets()
@@ -232,11 +244,15 @@ class ResponseUrlPolicy:
         if any(matches_prefix(url, p) for p in self.allowed_prefixes):
             return
         try:
-            parts = urlsplit(url)
-            port = parts.port
+            parts = split_url(url)
+            host, refused = _origin_refusals(parts.scheme, parts.netloc, hosts)
         except ValueError as exc:
             raise UrlRejected(f"unparseable URL ({exc})") from None
-        reasons = _refusals(parts, port, hosts)
+        reasons = [*refused]
+        if not reasons:
+            reason = hosts.refusal(parts, host)
+            if reason is not None:
+                reasons.append(reason)
         if not reasons:
             return
         for prefix in self.allowed_prefixes:
@@ -251,26 +267,46 @@ class ResponseUrlPolicy:
         raise UrlRejected("; ".join(reasons))
 
 
-def _refusals(parts: SplitResult, port: int | None, hosts: HostRule) -> list[str]:
-    """Every default rule `parts` breaks, the host first; the dialect's finer rules (bucket, path)
-    only once host, scheme, userinfo and port are right."""
+def split_url(url: str) -> SplitResult:
+    """urlsplit(url), for a URL without whitespace or control characters (`has_space_or_control`),
+    in half its time: an https URL whose authority is ASCII without brackets (every ResponseURL
+    the rules can accept) is split here as urlsplit splits it, anything else by urlsplit itself
+    (tests/trust/test_url_fast_paths.py holds the two together)."""
+    if url.startswith("https://"):
+        rest = url[8:]
+        end = len(rest)
+        for delimiter in "/?#":
+            at = rest.find(delimiter)
+            if 0 <= at < end:
+                end = at
+        netloc, path = rest[:end], rest[end:]
+        if netloc.isascii() and "[" not in netloc and "]" not in netloc:
+            path, _, fragment = path.partition("#")
+            path, _, query = path.partition("?")
+            return SplitResult("https", netloc, path, query, fragment)
+    return urlsplit(url)
+
+
+@functools.lru_cache(maxsize=256)  # a fleet answers on a handful of hosts; any other only costs a miss
+def _origin_refusals(scheme: str, netloc: str, hosts: HostRule) -> tuple[str, tuple[str, ...]]:
+    """A URL's host (as urllib reads it) and every default rule a URL of `scheme` and `netloc`
+    breaks, the host first (the dialect's finer rules, bucket and path, are `hosts.refusal`'s,
+    once these hold); ValueError for a port urllib cannot read."""
+    parts = SplitResult(scheme, netloc, "", "", "")
+    port = parts.port
     reasons = []
-    host = parts.hostname or ""  # computed by urllib on every read: read once
-    if not parts.netloc.isascii():
+    host = parts.hostname or ""
+    if not netloc.isascii():
         reasons.append(_NOT_ASCII)
     elif not hosts.allows_host(host):
         reasons.append(f"host {host!r} is not {hosts.description}")
-    if parts.scheme != "https":
-        reasons.append(f"scheme {parts.scheme or 'none'!r} is not https")
-    if "@" in parts.netloc:  # urllib's username and password are set exactly when the netloc holds an @
+    if scheme != "https":
+        reasons.append(f"scheme {scheme or 'none'!r} is not https")
+    if "@" in netloc:  # urllib's username and password are set exactly when the netloc holds an @
         reasons.append("URL carries userinfo")
     if port not in (None, 443):
         reasons.append(f"port {port} is not 443")
-    if not reasons:
-        reason = hosts.refusal(parts, host)
-        if reason is not None:
-            reasons.append(reason)
-    return reasons
+    return host, tuple(reasons)
 
 
 def redact(url: str) -> str:

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfn_provider.pipeline.envelope import BadMessage, unwrap
-from cfn_provider.pipeline.request import ANSWERABLE, ID_LIMITS, NotARequest, freeze, is_utf8, json_size, parse
+from cfn_provider.pipeline.request import (
+    ANSWERABLE,
+    ID_LIMITS,
+    NotARequest,
+    freeze,
+    is_utf8,
+    json_size,
+    parse,
+    read_json,
+)
 
 NOW = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
 
@@ -107,3 +116,63 @@ def test_freeze_refuses_exactly_past_the_depth_limit(levels, shape):
     assert ("request nests deeper than 64 levels" in request.problems) == too_deep
     if not too_deep:
         assert json.loads(json.dumps(request.wire)) == doc == json.loads(json.dumps(freeze(doc)))
+
+
+def typed(value):
+    """`value` with every scalar's type and exact reading made part of it (1 != 1.0, -0.0 != 0.0,
+    nan == nan, key order kept), so two readings compare equal only when they are the same."""
+    if isinstance(value, dict):
+        return ("dict", [(k, typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**18, 10**19])
+    | st.floats()
+    | st.text(alphabet=st.characters(codec=None, exclude_categories=())),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def reading(text: str):
+    try:
+        return typed(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+def our_reading(text: str):
+    try:
+        return typed(read_json(text))
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(JSON_VALUES, st.booleans(), st.sampled_from([None, 0, 2]))
+def test_a_request_text_is_read_as_json_loads_reads_it(value, ascii_only, indent):
+    """Requests are read by orjson where it reads as json.loads does (a handler gets the integer
+    it was sent, however long): every value json.dumps writes, written either way."""
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+    assert our_reading(text) == reading(text)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.lists(st.sampled_from(list('{}[]":,.-+eE0123456789 \t\n\\unNaI\ud800\x00') + ["9" * 19, "1e400"])).map("".join)
+)
+def test_any_text_is_read_or_refused_as_json_loads_does(text):
+    assert our_reading(text) == reading(text)
+
+
+def test_the_integers_orjson_would_make_floats_stay_integers():
+    for n in (2**64, -(2**63) - 1, 10**19 * 7, 123456789012345678901234567890):
+        text = json.dumps({"N": n, "M": [n]})
+        assert read_json(text) == {"N": n, "M": [n]} and type(read_json(text)["N"]) is int

@@ -9,8 +9,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cfn_provider.trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier
+from cfn_provider.trust.signature import CertificateUnavailable, SignatureError, SignatureVerifier, string_to_sign
 from tests.support.sns_signing import CertServer, make_identity, notification, sign_envelope
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:cfn-provider"
@@ -432,3 +434,79 @@ async def test_close_leaves_callers_session_open(identity, cert_url, certs):
         await v.verify(signed(identity, cert_url))
         await v.close()
         assert not http.closed
+
+
+def slow_string_to_sign(envelope: dict) -> bytes:
+    """string_to_sign as it was before its fast path: key by key, in a Python loop."""
+    keys = (
+        {
+            "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
+            "SubscriptionConfirmation": (
+                "Message",
+                "MessageId",
+                "SubscribeURL",
+                "Timestamp",
+                "Token",
+                "TopicArn",
+                "Type",
+            ),
+            "UnsubscribeConfirmation": (
+                "Message",
+                "MessageId",
+                "SubscribeURL",
+                "Timestamp",
+                "Token",
+                "TopicArn",
+                "Type",
+            ),
+        }.get(envelope.get("Type"))
+        if isinstance(envelope.get("Type"), str)
+        else None
+    )
+    if keys is None:
+        raise SignatureError("unknown or missing message Type")
+    parts = []
+    for key in keys:
+        if key == "Subject" and key not in envelope:
+            continue
+        value = envelope.get(key)
+        if not isinstance(value, str):
+            raise SignatureError(f"{key} is missing or not a string")
+        parts.append(f"{key}\n{value}\n")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:
+        raise SignatureError("a signed field is not valid UTF-8") from None
+
+
+SIGNED_FIELDS = ("Message", "MessageId", "Subject", "SubscribeURL", "Timestamp", "Token", "TopicArn")
+FIELD_VALUES = st.one_of(
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=6),
+    st.sampled_from(["", "\n", "a\nb", "\ud800", "é"]),
+    st.none(),
+    st.integers(),
+    st.just(["x"]),
+)
+
+
+def _signed(envelope: dict) -> bytes | str:
+    try:
+        return string_to_sign(envelope)
+    except SignatureError as exc:
+        return str(exc)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.one_of(
+        st.sampled_from(["Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation", "Other"]), FIELD_VALUES
+    ),
+    st.dictionaries(st.sampled_from(SIGNED_FIELDS), FIELD_VALUES),
+)
+def test_the_string_to_sign_is_built_as_key_by_key(kind, fields):
+    envelope = {**fields, "Type": kind}
+    try:
+        expected: bytes | str = slow_string_to_sign(envelope)
+    except SignatureError as exc:
+        expected = str(exc)
+    assert _signed(envelope) == expected

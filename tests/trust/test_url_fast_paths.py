@@ -7,10 +7,23 @@ import datetime as dt
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cfn_provider.trust.urls import expires_at, has_space_or_control, path_refusal
+from cfn_provider.trust.urls import (
+    ALIYUN_HOSTS,
+    S3_HOSTS,
+    ResponseUrlPolicy,
+    UrlRejected,
+    _bucket_refusal,
+    _s3_endpoint,
+    expires_at,
+    has_space_or_control,
+    path_refusal,
+    split_url,
+)
+from tests.support.hostile_urls import mutated_urls
 
 SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
 
@@ -156,3 +169,98 @@ def test_every_real_amz_date_is_read_as_strptime_reads_it(when, seconds):
     stamp = when.strftime("%Y%m%dT%H%M%SZ")
     url = f"https://b.s3.amazonaws.com/k?X-Amz-Date={stamp}&X-Amz-Expires={seconds}&X-Amz-Signature=x"
     assert expires_at(url) == full_expires_at(url) is not None
+
+
+# ------------------------------------------------ the split and the host's rules, judged once per host
+def full_s3_refusal(parts, host: str) -> str | None:
+    """CloudFormationBuckets.refusal as it was before its host's verdict was kept: every rule per URL."""
+    if parts.netloc != parts.netloc.lower():
+        return "host is not lower-case (CloudFormation's response URLs are)"
+    if parts.fragment:
+        return "URL carries a fragment"
+    unsafe = path_refusal(parts.path)
+    if unsafe is not None:
+        return unsafe
+    endpoint = _s3_endpoint(host)
+    if endpoint is not None:
+        bucket, _, key = parts.path.removeprefix("/").partition("/")
+        if not key:
+            return "path names no object in a bucket"
+    else:
+        bucket, _, rest = host.partition(".")
+        endpoint = _s3_endpoint(rest)
+        if endpoint is None:
+            return f"host {host!r} is not {S3_HOSTS.description}"
+        if not parts.path.removeprefix("/"):
+            return "path names no object in the bucket"
+    return _bucket_refusal(bucket, endpoint, host)
+
+
+def full_check(url: str, hosts) -> str | None:
+    """ResponseUrlPolicy().check's refusal as it was before the fast paths (None: accepted)."""
+    if SPACE_OR_CONTROL.search(url):
+        return "URL contains whitespace or control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"unparseable URL ({exc})"
+    reasons = []
+    host = parts.hostname or ""
+    if not parts.netloc.isascii():
+        reasons.append("host is not ASCII")
+    elif not hosts.allows_host(host):
+        reasons.append(f"host {host!r} is not {hosts.description}")
+    if parts.scheme != "https":
+        reasons.append(f"scheme {parts.scheme or 'none'!r} is not https")
+    if parts.username is not None or parts.password is not None:
+        reasons.append("URL carries userinfo")
+    if port not in (None, 443):
+        reasons.append(f"port {port} is not 443")
+    if not reasons:
+        reason = full_s3_refusal(parts, host) if hosts is S3_HOSTS else hosts.refusal(parts, host)
+        if reason is not None:
+            reasons.append(reason)
+    return "; ".join(reasons) or None
+
+
+def refusal(url: str, hosts) -> str | None:
+    try:
+        ResponseUrlPolicy().check(url, hosts)
+    except UrlRejected as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(mutated_urls(most=4), st.sampled_from([S3_HOSTS, ALIYUN_HOSTS]))
+@example("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com:443/k?x", S3_HOSTS)
+@example("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com:x/k?x", S3_HOSTS)
+@example("https://[::1/k", S3_HOSTS)
+@example("HTTPS://s3.amazonaws.com/cloudformation-custom-resource-response-useast1/k", S3_HOSTS)
+@example("https://s3.amazonaws.com/cloudformation-custom-resource-response-uswest2/k", S3_HOSTS)
+@example("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com", S3_HOSTS)
+def test_a_url_is_judged_as_by_every_rule_per_url(url: str, hosts) -> None:
+    assert refusal(url, hosts) == full_check(url, hosts)
+    assert refusal(url, hosts) == full_check(url, hosts)  # again: now from the host's kept verdict
+
+
+@settings(max_examples=3000, deadline=None)
+@given(mutated_urls(most=4))
+@example("https://a/b?c#d?e/f")
+@example("https://a#b/c")
+@example("https://a?b#c")
+@example("https://")
+@example("https://h\u00e9/p")
+@example("https://[::1]:443/p")
+def test_a_url_is_split_as_urlsplit_splits_it(url: str) -> None:
+    if has_space_or_control(url):
+        return  # split_url is only ever given a URL the check has passed
+    try:
+        expected = urlsplit(url)
+    except ValueError:
+        with pytest.raises(ValueError):
+            split_url(url)
+        return
+    assert split_url(url) == expected
+    assert type(split_url(url)) is type(expected)
