@@ -2,8 +2,9 @@
 each timed against its own floor, the least code that does the same job.
 
     log line   ours: the worker's `request` line through the configured structlog chain (JSON,
-               contextvars, timestamp, redaction) to a file; floor: one orjson.dumps of the same
-               fields (or json.dumps where orjson is not installed) written to the same file
+               contextvars, timestamp, redaction) to a file, by the worker's own module logger;
+               floor: one orjson.dumps of the same fields (or json.dumps where orjson is not
+               installed) written to the same file
     admission  ours: Admission.admit of signed SNS notifications, 512 distinct ones in turn (unwrap,
                TopicArn allowlist, string-to-sign, RSA verify with the certificate cached, parse,
                ResponseURL rules);
@@ -119,11 +120,11 @@ def log_line(n: int, rounds: int) -> dict[str, Any]:
     import structlog
 
     from cfn_provider import logs
+    from cfn_provider.pipeline.outcome import log as logger  # the request line's own logger
 
     context, line = _request_fields()
     with open(os.devnull, "w") as text_sink, open(os.devnull, "wb") as byte_sink:
         logs.configure("json", "info", stream=text_sink)
-        logger = structlog.get_logger("worker")
         structlog.contextvars.bind_contextvars(**context)
 
         def ours() -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import structlog
-
 from .config import Settings, default_state_dir, health_dir
 from .errors import StartupError
 from .functions import confine, sandbox
+from .logs import get_logger
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 
 
 class SandboxUnavailable(StartupError):

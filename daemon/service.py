@@ -15,7 +15,6 @@ from dataclasses import replace
 
 import aiobotocore.session
 import aiohttp
-import structlog
 
 from . import aws_start, loops
 from . import function_isolation as isolation
@@ -30,6 +29,7 @@ from .intake.dead_letters import DeadLetterWatcher, watcher_for
 from .intake.poll_scheduler import PollScheduler, scheduler_for
 from .intake.poller import Poller
 from .intake.web import WebListener
+from .logs import get_logger
 from .metrics import Metrics
 from .ops import health
 from .pipeline.envelope import MNS_FORMS, SNS_FORMS
@@ -47,7 +47,7 @@ from .trust.tenants import from_options
 from .trust.topics import allowlist
 from .trust.urls import ResponseUrlPolicy, redact
 
-log = structlog.get_logger("service")
+log = get_logger("service")
 HEALTH_INTERVAL = 10.0  # seconds between health-file refreshes
 SCRUB_INTERVAL = 60.0  # seconds between passes taking NoEcho Data out of bodies past the replay window
 

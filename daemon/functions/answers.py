@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from aiohttp import web
 
+from ..logs import get_logger
 from .tls import LOOPBACK, LoopbackTls
 
 MAX_BODY = 1024 * 1024  # a body this large is refused as an answer (CloudFormation takes 4096 bytes)
@@ -30,7 +30,7 @@ _DENIED = (
     b"<Message>Request has expired</Message></Error>"
 )
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from ..errors import HandlerFailure
+from ..logs import get_logger
 from ..progress import Busy, InProgress
 from . import sandbox
 from .answers import Answer, Answers, Capture
@@ -50,7 +49,7 @@ NO_DEADLINE = 900.0  # a call without the daemon's context (a direct call): Lamb
 QUEUED = "Queued"
 _URL_KEYS = ("ResponseURL", "IntranetResponseURL")
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 
 
 class FunctionFailed(HandlerFailure):

@@ -15,15 +15,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Protocol
 
-import structlog
-
+from ..logs import get_logger
 from . import sandbox, tls
 from .answers import Answers
 from .pool import Pool
 from .process import FunctionProcess
 from .settings import FunctionSettings
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 _hosts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[FunctionHost]] = weakref.WeakKeyDictionary()
 
 

@@ -18,14 +18,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import structlog
+from ..logs import get_logger
 
 MAX_HELD = 5000
 MAX_HELD_BYTES = 2 * 1024 * 1024
 MIN_SECRET = 4  # characters: shorter NoEcho values are not searched for (they would blank ordinary words)
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 
-log = structlog.get_logger("function")
+log = get_logger("function")
 
 
 def secret_values(data: Any) -> list[str]:

@@ -17,11 +17,10 @@ import asyncio
 import collections
 from collections.abc import Awaitable, Callable
 
-import structlog
-
+from ..logs import get_logger
 from .process import FunctionProcess
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 
 
 class Pool:

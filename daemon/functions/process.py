@@ -28,9 +28,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-import structlog
-
 from ..errors import HandlerFailure
+from ..logs import get_logger
 from .exits import exit_of, kill_group
 from .output import Output
 from .sandbox import Paths
@@ -61,7 +60,7 @@ class Setup(TypedDict):
     confined: NotRequired[dict[str, object]]  # the runtime's own note: what was in force
 
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 _calls = itertools.count(1)
 
 

@@ -32,8 +32,7 @@ import sys
 from pathlib import Path
 from typing import Literal, TypedDict, get_args
 
-import structlog
-
+from ..logs import get_logger
 from . import confine
 
 Mode = Literal["best-effort", "required", "off"]
@@ -46,7 +45,7 @@ MAX_RULES = 2000  # paths of one sandbox (a folder split around what is kept out
 # the daemon's own code (the runtime's files are there), as the path finds it and where its files are
 PACKAGE = (str(Path(__file__).parent.parent), str(Path(__file__).resolve().parent.parent))
 
-log = structlog.get_logger("lambda")
+log = get_logger("lambda")
 
 
 class Paths(TypedDict):

@@ -47,15 +47,14 @@ from collections import Counter, OrderedDict
 from collections.abc import Coroutine
 from typing import Any
 
-import structlog
-
+from ..logs import get_logger
 from ..pipeline.disposition import Disposition
 from ..pipeline.heartbeat import Heartbeat
 from ..pipeline.worker import Worker
 from ..transports.queue import Message, Queue
 from ..trust.urls import redact
 
-log = structlog.get_logger("deadletters")
+log = get_logger("deadletters")
 DEFAULT_INTERVAL = 60.0  # seconds between passes
 LEAVE_SECONDS = 30  # a message left for the operator is hidden this long: the pass moves past it
 MAX_PER_PASS = 100  # messages looked at in one pass, at most

@@ -20,13 +20,12 @@ import heapq
 import time
 from typing import Any
 
-import structlog
-
+from ..logs import get_logger
 from ..pipeline.poll_steps import Polls
 from ..pipeline.store_calls import StoreHealth
 from ..stores.base import Record, Store, new_token, transient
 
-log = structlog.get_logger("polling")
+log = get_logger("polling")
 DEFAULT_INTERVAL = 5.0  # seconds between looks in the store (`run --poll-interval`)
 SETTLE_SECONDS = 5.0  # after the grace period: time for cancelled steps to let go of their leases
 LOOK_ERROR_EVERY = 600.0  # a look that keeps failing the same way is logged this often

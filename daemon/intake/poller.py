@@ -25,16 +25,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never, wait_random_exponential
 
+from ..logs import get_logger
 from ..pipeline.deletes import DeleteBatcher
 from ..pipeline.disposition import Disposition
 from ..pipeline.heartbeat import Heartbeat
 from ..pipeline.worker import Worker
 from ..transports.queue import Message, Queue
 
-log = structlog.get_logger("poller")
+log = get_logger("poller")
 MAX_RECEIVERS = 4  # receives in flight at once while the queue is busy
 RECEIVE_PAUSE = 0.05  # after a part-full receive, before the next: fuller batches, fewer calls
 SETTLE_SECONDS = 15.0  # after the grace period: time for cancelled work to answer or release

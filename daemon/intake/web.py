@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import structlog
 from aiohttp import web
 
 from ..config import Settings
 from ..errors import TransportConfigError
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..pipeline.worker import Worker
 from ..trust.web_tokens import TokenError, Tokens
@@ -43,7 +43,7 @@ from .web_connections import Connections, Listener
 from .web_requests import Requests
 from .web_tls import ServerTls, TlsError
 
-log = structlog.get_logger("web")
+log = get_logger("web")
 SETTLE_SECONDS = 15.0  # at close: how long open connections get (the grace period is over by then)
 WAIT_POLL_MAX = 1.0  # seconds, at most, a sync copy waits between looks at the attempt it waits for
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
+from ..logs import get_logger
 
-log = structlog.get_logger("web")
+log = get_logger("web")
 SAY_EVERY = 60.0  # seconds: connections closed past a cap are logged in one line at most this often
 
 

@@ -39,6 +39,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from ..errors import Forged, Rejected, TransportError
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..pipeline.disposition import Disposition
 from ..pipeline.envelope import Envelope
@@ -51,7 +52,7 @@ from ..trust import sources
 from ..trust.web_tokens import ASYNC, SYNC, Mode, Route, Tokens
 from ..web_settings import WebSettings
 
-log = structlog.get_logger("web")
+log = get_logger("web")
 HEALTH_PATH = (
     "/healthz"  # GET: 200 while serving, 503 once stopping (for a load balancer); no token, allowed sources only
 )

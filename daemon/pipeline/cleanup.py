@@ -8,14 +8,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
-
+from ..logs import get_logger
 from ..progress import InProgress
 from ..stores.base import Record, Store
 from . import response as responses
 from .request import Request, idempotency_key
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 
 RunHandler = Callable[[Request, float, "asyncio.Future[Any] | None"], Awaitable[responses.Response | InProgress]]
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import structlog
-
+from ..logs import get_logger
 from . import response as responses
 from .request import Request
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 
 
 @dataclass(frozen=True)

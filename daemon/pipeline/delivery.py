@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import structlog
-
 from ..dialects.base import CLOUDFORMATION
+from ..logs import get_logger
 from ..stores.base import Store, url_digest
 from .disposition import Disposition
 from .outcome import Outcome
@@ -22,7 +21,7 @@ from .request import Request
 from .response import Response
 from .store_calls import StoreCalls
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 
 
 class Deliverer:

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-import structlog
-
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..progress import InProgress
 from . import raised
@@ -27,7 +26,7 @@ from .request import Request
 from .router import HandlerError, Router
 from .runner import Context, HandlerTimeout, call, handler_budget
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 HANDOFF_MARGIN = 60.0  # on shutdown, a request with less time left than this is answered FAILED, not handed off
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import structlog
-
+from ..logs import get_logger
 from ..transports.queue import Message, Queue
 
-log = structlog.get_logger("heartbeat")
+log = get_logger("heartbeat")
 
 
 class Heartbeat:

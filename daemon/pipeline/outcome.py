@@ -10,14 +10,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-import structlog
-
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..trust.urls import redact
 from .request import Request
 from .response import Response
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 
 OutcomeName = Literal[
     "answered",  # the answer (the handler's, or the request's own) stored and sent

@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from ..dialects.base import Dialect
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..progress import POLL_FUNCTIONS, InProgress, poll_function
 from ..stores.base import RESPONSE_READY, Record, Store
@@ -46,7 +47,7 @@ from .router import HandlerError
 from .runner import Context, HandlerTimeout, call, response_margin
 from .store_calls import StoreCalls
 
-log = structlog.get_logger("polling")
+log = get_logger("polling")
 
 
 @dataclass

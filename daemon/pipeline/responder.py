@@ -26,16 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
-import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_random_exponential
 from yarl import URL
 
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..errors import TransportError
+from ..logs import get_logger
 from ..trust.urls import expires_at, redact
 from .retries import first_try_then
 
-log = structlog.get_logger("responder")
+log = get_logger("responder")
 RETRYABLE_STATUS = {408, 429}
 RETRYABLE_S3_CODES = {"RequestTimeout"}  # S3 sends these with 400: the body came too slowly, try again
 UNKNOWN_EXPIRY_BUDGET = 3600.0  # a URL that states no expiry is retried this long

@@ -26,9 +26,10 @@ from typing import Any
 import structlog
 
 from ..errors import HandlerFailure
+from ..logs import get_logger
 from .request import Request
 
-log = structlog.get_logger("runner")
+log = get_logger("runner")
 CANCEL_GRACE = 0.1  # seconds an async action gets to unwind its cancellation before it is abandoned
 _orphans: set[asyncio.Future[Any]] = set()  # strong references: the loop keeps only weak ones to tasks
 

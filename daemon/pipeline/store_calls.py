@@ -8,13 +8,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
+from ..logs import get_logger
 from ..stores.base import Store, transient
 from .retries import first_try_then
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 T = TypeVar("T")
 STORE_RETRY_MAX = 10.0  # seconds, at most, between tries of a store call that failed transiently
 

@@ -28,6 +28,7 @@ import structlog
 from ..dialects.base import CLOUDFORMATION, Dialect
 from ..dialects.ros import DEFAULT_URL_CHOICE, ResponseUrlChoice
 from ..errors import Deferred, Forged, NotAdmitted
+from ..logs import get_logger
 from ..metrics import Metrics
 from ..progress import Busy, InProgress
 from ..stores.base import Record, Store, new_token, transient
@@ -55,7 +56,7 @@ from .router import Router
 from .store_calls import STORE_RETRY_MAX, StoreCalls
 from .tenancy import Tenancy
 
-log = structlog.get_logger("worker")
+log = get_logger("worker")
 WAIT_POLL_MAX = 10.0  # seconds, at most, between looks at a request another attempt holds
 
 

@@ -15,11 +15,10 @@ import asyncio
 import random
 from collections.abc import Callable
 
-import structlog
-
+from ..logs import get_logger
 from .base import Store
 
-log = structlog.get_logger("store")
+log = get_logger("store")
 PROBE_KEY = "cfn-provider-probe"  # never claimed: request keys are digests of a stack's ids
 MAX_WAIT = 15.0  # seconds between two probes, at most
 

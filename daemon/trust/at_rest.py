@@ -31,11 +31,10 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-import structlog
-
 from ..errors import StartupError
+from ..logs import get_logger
 
-log = structlog.get_logger("atrest")
+log = get_logger("atrest")
 SQLITE_SIBLINGS = ("", "-wal", "-shm", "-journal")
 KEY_FILE_VARIABLES = ("CFN_PROVIDER_SECRET_KEY_FILE",)  # handlers/random_secret.py's server key
 
