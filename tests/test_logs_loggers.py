@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import structlog
@@ -94,3 +95,16 @@ def test_a_module_logger_is_assembled_once_per_configuration():
     assert log.bound() is assembled
     configured()
     assert log.bound() is not assembled
+
+
+def test_the_daemons_modules_log_through_their_cached_loggers():
+    """A module-level `structlog.get_logger` would assemble a logger on every line again. Left:
+    the logger handed to handlers (a plain structlog logger, as the SDK documents), and the CLI's
+    one line on its way out."""
+    package = Path(__file__).resolve().parents[1] / "daemon"  # the package's source (cfn_provider)
+    calls = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "structlog.get_logger(" in path.read_text() and path.name != "logs.py"
+    )
+    assert calls == ["cli.py", "pipeline/runner.py", "sdk/call.py"]
