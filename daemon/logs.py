@@ -250,7 +250,7 @@ class CachedLogger:
     `configure` with another stream or level would not reach it, nor would a test's capture).
     This one is assembled again whenever the configuration's processors, wrapper class, logger
     factory or context class is another object than the one it was assembled under, so it follows
-    every `configure`, `reset_defaults` and `capture_logs`; a line costs a quarter less."""
+    every `configure`, `reset_defaults` and `capture_logs`. A line costs a sixth less (1.5 µs)."""
 
     __slots__ = ("name", "_bound", "_under")
 
