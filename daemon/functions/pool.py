@@ -30,6 +30,7 @@ class Pool:
         self.size = 0  # processes running or starting
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.everyone: set[FunctionProcess] = set()
+        self.retiring: set[FunctionProcess] = set()  # dropped, being let go in the background
         self.closed = False
         self._background: set[asyncio.Task[None]] = set()
 
@@ -63,7 +64,8 @@ class Pool:
         else:
             self._forget(process)
             if not process.exited.is_set():
-                self._in_background(process.close())
+                self.retiring.add(process)
+                self._in_background(self._retire(process))
             if not self.closed and self.size == 0:
                 self._in_background(self.warm())
         self._wake()
@@ -85,10 +87,12 @@ class Pool:
         self.release(process)
 
     async def close(self) -> None:
+        """Every process let go and waited for: the pool's own, and those being retired (their
+        background close is cancelled with the rest, so this close waits for them instead)."""
         self.closed = True
+        everyone, self.idle, self.retiring = [*self.everyone, *self.retiring], [], set()
         for task in list(self._background):
             task.cancel()
-        everyone, self.idle = list(self.everyone), []
         await asyncio.gather(*(p.close() for p in everyone), return_exceptions=True)
         for waiter in self.waiters:
             if not waiter.done():
@@ -104,6 +108,12 @@ class Pool:
             raise
         self.everyone.add(process)
         return process
+
+    async def _retire(self, process: FunctionProcess) -> None:
+        try:
+            await process.close()
+        finally:
+            self.retiring.discard(process)
 
     def _forget(self, process: FunctionProcess) -> None:
         if process in self.everyone:
