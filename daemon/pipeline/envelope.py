@@ -18,17 +18,15 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-import orjson
-
 from ..errors import InputError
 from ..trust.topics import notification_topic
+from .request import read_json
 
 SNS_FORMS, MNS_FORMS = "sns", "mns"
 _ENVELOPE_FIELDS = ("Type", "MessageId", "TopicArn", "Message", "Timestamp")
@@ -65,18 +63,6 @@ def parse_timestamp(value: str) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
-def _read_json(body: str) -> Any:
-    """json.loads(body) as far as an envelope is concerned, in a third of its time: orjson, and
-    json.loads for what orjson refuses (a lone surrogate escape, NaN), so the same bodies are JSON.
-    orjson reads an integer past 64 bits as a float, which changes nothing here: every envelope
-    field the daemon reads or verifies must be a string, and a number of either type is refused
-    alike. (Requests are read by cfn_provider.pipeline.request.read_json: a handler gets the integer it was sent.)"""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
-
-
 def unwrap(
     body: str, sqs_message_id: str, sent_at: dt.datetime, forms: str = SNS_FORMS, _decoded: bool = False
 ) -> Envelope:
@@ -84,7 +70,9 @@ def unwrap(
     BadMessage saying why it is not one."""
     mns = forms == MNS_FORMS
     try:
-        doc = _read_json(body)
+        # Every envelope field the daemon reads or verifies must be a string, so an integer past 64
+        # bits (a float to orjson) changes nothing here: a number of either type is refused alike.
+        doc = read_json(body, exact_integers=False)
     except (ValueError, RecursionError) as exc:
         envelope = _xml_or_base64(body, sqs_message_id, sent_at, _decoded) if mns else None
         if envelope is None:

@@ -232,22 +232,24 @@ _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _NINETEEN_DIGITS = b"0" * 19
 
 
-def read_json(text: str) -> Any:
-    """json.loads(text): the same values of the same types, or the same error, in two thirds of its
-    time. orjson reads it, unless the text may hold an integer past 64 bits (19 digits in a row,
-    found by a byte table, not a regex: Python's costs more than json.loads saves) or orjson
-    refuses it (NaN, a lone surrogate, a number past a double's range); json.loads reads those
-    (tests/pipeline/test_fast_paths.py holds the two readings together)."""
-    try:
-        long_digits = _NINETEEN_DIGITS in text.encode().translate(_DIGITS_AS_ZERO)
-    except UnicodeEncodeError:  # a lone surrogate: orjson refuses it, json.loads reads it
-        long_digits = True
-    if not long_digits:
+def read_json(text: str, exact_integers: bool = True) -> Any:
+    """json.loads(text): the same values of the same types, or the same error, in a third to two
+    thirds of its time. orjson reads it, and json.loads where orjson refuses it (NaN, a lone
+    surrogate, a number past a double's range). With `exact_integers` (a request: a handler gets the
+    integer it was sent), json.loads also reads a text that may hold an integer past 64 bits, which
+    orjson would make a float: 19 digits in a row, found by a byte table (Python's regex costs more
+    than json.loads saves). tests/pipeline/test_fast_paths.py holds the readings together."""
+    if exact_integers:
         try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+            long_digits = _NINETEEN_DIGITS in text.encode().translate(_DIGITS_AS_ZERO)
+        except UnicodeEncodeError:  # a lone surrogate: orjson refuses it, json.loads reads it
+            long_digits = True
+        if long_digits:
+            return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def parse(text: str, dialect: Dialect = CLOUDFORMATION, principal: str = DEFAULT_PRINCIPAL) -> Request:
