@@ -108,6 +108,39 @@ class _Signer:
         )
 
 
+def _signed_parts(envelope: Mapping[str, Any]) -> tuple[bytes, bytes, hashes.HashAlgorithm, str]:
+    """The signature, the string to sign, the hash and the certificate URL of `envelope`;
+    SignatureError when one is missing or malformed."""
+    version = envelope.get("SignatureVersion")
+    algorithm = _HASHES.get(version) if isinstance(version, str) else None
+    if algorithm is None:
+        raise SignatureError("unsupported or missing SignatureVersion")
+    signature = envelope.get("Signature")
+    if not isinstance(signature, str) or not signature:
+        raise SignatureError("Signature is missing or not a string")
+    try:  # what base64.b64decode(validate=True) calls, without its wrapper
+        raw_signature = binascii.a2b_base64(signature, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise SignatureError("Signature is not valid base64") from None
+    payload = string_to_sign(envelope)
+    url = envelope.get("SigningCertURL")
+    if not isinstance(url, str):
+        raise SignatureError("SigningCertURL is missing or not a string")
+    return raw_signature, payload, algorithm, url
+
+
+def _check(signer: _Signer, raw_signature: bytes, payload: bytes, algorithm: hashes.HashAlgorithm) -> None:
+    """SignatureError unless `signer` signed `payload` with `raw_signature` and is valid now."""
+    if not signer.not_before <= time.time() <= signer.not_after:
+        raise SignatureError("signing certificate is outside its validity period")
+    if signer.key is None:
+        raise SignatureError("signing certificate does not hold an RSA key")
+    try:
+        signer.key.verify(raw_signature, payload, _PADDING, algorithm)
+    except InvalidSignature:
+        raise SignatureError("signature does not match") from None
+
+
 class SignatureVerifier:
     """Verifies SNS envelopes, caching signing certificates per URL (bounded LRU)."""
 
@@ -128,36 +161,24 @@ class SignatureVerifier:
 
     async def verify(self, envelope: Mapping[str, Any]) -> None:
         """Return if `envelope` is authentic; raise SignatureError or CertificateUnavailable."""
-        version = envelope.get("SignatureVersion")
-        algorithm = _HASHES.get(version) if isinstance(version, str) else None
-        if algorithm is None:
-            raise SignatureError("unsupported or missing SignatureVersion")
-        signature = envelope.get("Signature")
-        if not isinstance(signature, str) or not signature:
-            raise SignatureError("Signature is missing or not a string")
-        try:  # what base64.b64decode(validate=True) calls, without its wrapper
-            raw_signature = binascii.a2b_base64(signature, strict_mode=True)
-        except (binascii.Error, ValueError):
-            raise SignatureError("Signature is not valid base64") from None
-        payload = string_to_sign(envelope)
-        url = envelope.get("SigningCertURL")
-        if not isinstance(url, str):
-            raise SignatureError("SigningCertURL is missing or not a string")
-        signer = self._cache.get(url)  # the usual case: its URL passed the rule below when it was fetched
+        if self.verify_cached(envelope):
+            return
+        raw_signature, payload, algorithm, url = _signed_parts(envelope)  # read again: once per certificate
+        if not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
+            raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
+        _check(await self._certificate(url), raw_signature, payload, algorithm)
+
+    def verify_cached(self, envelope: Mapping[str, Any]) -> bool:
+        """`verify` without a wait, for the usual message, whose certificate is cached: True when
+        `envelope` is authentic, False when its certificate must be fetched first (`verify` does);
+        SignatureError when it is not authentic."""
+        raw_signature, payload, algorithm, url = _signed_parts(envelope)
+        signer = self._cache.get(url)  # its URL passed verify's rule when it was fetched
         if signer is None:
-            if not (_is_sns_cert_url(url) or any(matches_prefix(url, p) for p in self._trusted)):
-                raise SignatureError("SigningCertURL is not an Amazon SNS certificate URL")
-            signer = await self._certificate(url)
-        else:
-            self._cache.move_to_end(url)
-        if not signer.not_before <= time.time() <= signer.not_after:
-            raise SignatureError("signing certificate is outside its validity period")
-        if signer.key is None:
-            raise SignatureError("signing certificate does not hold an RSA key")
-        try:
-            signer.key.verify(raw_signature, payload, _PADDING, algorithm)
-        except InvalidSignature:
-            raise SignatureError("signature does not match") from None
+            return False
+        self._cache.move_to_end(url)
+        _check(signer, raw_signature, payload, algorithm)
+        return True
 
     async def close(self) -> None:
         """Close the HTTP session if this verifier created it."""

@@ -164,7 +164,7 @@ def path_refusal(path: str) -> str | None:
         decoded = once
     if "." in decoded and any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/")):
         return "path has dot-segments"
-    if decoded.count("/") != path.count("/"):
+    if decoded is not path and decoded.count("/") != path.count("/"):  # a path left as it is has none
         return "path has percent-encoded slashes"
     if "\\" in decoded:
         return "path has backslashes"
@@ -218,12 +218,16 @@ def matches_prefix(url: str, prefix: str) -> bool:
 
 
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")  # str.isspace() and the C0 controls, DEL
+_ASCII_SPACE_OR_CONTROL = bytes(range(0x21)) + b"\x7f"  # what the pattern matches of ASCII: 0-32 and DEL
 
 
 def has_space_or_control(url: str) -> bool:
-    """Whether `url` holds whitespace or a control character. Every character the pattern matches
-    is the space or one str.isprintable() refuses, so a printable URL without a space (every
-    real one) is answered without the pattern's scan, a tenth of its cost."""
+    """Whether `url` holds whitespace or a control character. An ASCII URL (every real one) is
+    answered by deleting the pattern's ASCII characters in one byte pass, half str.isprintable()'s
+    time and a twentieth of the pattern's scan; any other is scanned by the pattern, unless it is
+    printable without a space (every character the pattern matches is one of those)."""
+    if url.isascii():
+        return len(url.encode().translate(None, _ASCII_SPACE_OR_CONTROL)) != len(url)
     if url.isprintable() and " " not in url:
         return False
     return _SPACE_OR_CONTROL.search(url) is not None
@@ -241,20 +245,20 @@ class ResponseUrlPolicy:
         when a prefix names its scheme, host and port, why it is not under that prefix."""
         if has_space_or_control(url):
             raise UrlRejected("URL contains whitespace or control characters")
-        if any(matches_prefix(url, p) for p in self.allowed_prefixes):
+        if self.allowed_prefixes and any(matches_prefix(url, p) for p in self.allowed_prefixes):
             return
         try:
             parts = split_url(url)
             host, refused = _origin_refusals(parts.scheme, parts.netloc, hosts)
         except ValueError as exc:
             raise UrlRejected(f"unparseable URL ({exc})") from None
-        reasons = [*refused]
-        if not reasons:
+        if refused:
+            reasons = list(refused)
+        else:
             reason = hosts.refusal(parts, host)
-            if reason is not None:
-                reasons.append(reason)
-        if not reasons:
-            return
+            if reason is None:
+                return
+            reasons = [reason]
         for prefix in self.allowed_prefixes:
             try:
                 near = _origin(urlsplit(prefix)) == _origin(parts)
@@ -267,23 +271,27 @@ class ResponseUrlPolicy:
         raise UrlRejected("; ".join(reasons))
 
 
+_new_tuple = tuple.__new__  # a named tuple made without its Python-level __new__ (a third of the split's time)
+
+
 def split_url(url: str) -> SplitResult:
     """urlsplit(url), for a URL without whitespace or control characters (`has_space_or_control`),
     in half its time: an https URL whose authority is ASCII without brackets (every ResponseURL
     the rules can accept) is split here as urlsplit splits it, anything else by urlsplit itself
     (tests/trust/test_url_fast_paths.py holds the two together)."""
     if url.startswith("https://"):
-        rest = url[8:]
-        end = len(rest)
-        for delimiter in "/?#":
-            at = rest.find(delimiter)
-            if 0 <= at < end:
+        end = url.find("/", 8)  # the authority ends at the first of / ? # after the scheme
+        if end < 0:
+            end = len(url)
+        for delimiter in "?#":
+            at = url.find(delimiter, 8, end)
+            if at >= 0:
                 end = at
-        netloc, path = rest[:end], rest[end:]
+        netloc, path = url[8:end], url[end:]
         if netloc.isascii() and "[" not in netloc and "]" not in netloc:
             path, _, fragment = path.partition("#")
             path, _, query = path.partition("?")
-            return SplitResult("https", netloc, path, query, fragment)
+            return _new_tuple(SplitResult, ("https", netloc, path, query, fragment))
     return urlsplit(url)
 
 

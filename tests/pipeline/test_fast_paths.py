@@ -10,11 +10,15 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cfn_provider.dialects.base import CLOUDFORMATION
+from cfn_provider.dialects.ros import ROS
 from cfn_provider.pipeline.envelope import BadMessage, unwrap
 from cfn_provider.pipeline.request import (
     ANSWERABLE,
     ID_LIMITS,
     NotARequest,
+    _all_problems,
+    _problems,
     freeze,
     is_utf8,
     json_size,
@@ -60,12 +64,32 @@ def test_a_big_integer_in_a_request_reaches_the_handler_as_an_integer():
     assert parse(json.dumps(doc)).wire["ResourceProperties"]["N"] == 123456789012345678901234567890
 
 
+def slow_json_size(text: str) -> int:
+    """Bytes `text` takes inside a JSON body, measured by writing it (json_size's full rule)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.one_of(
+        st.text(alphabet=st.characters(codec=None, exclude_categories=())),
+        st.text(alphabet=st.characters(max_codepoint=0x7F, exclude_categories=())),
+    )
+)
+def test_a_text_is_measured_as_writing_it_measures_it(text):
+    assert json_size(text) == slow_json_size(text)
+
+
+def test_each_ascii_character_is_measured_as_writing_it_measures_it():
+    assert [c for c in map(chr, range(0x80)) if json_size(f"id-{c}") != slow_json_size(f"id-{c}")] == []
+
+
 def slow_id_refusal(doc: dict) -> str | None:
     """The answerable ids' rules as they were, each over all four ids, before the fast path."""
     unusable = [k for k in ANSWERABLE if not isinstance(doc.get(k), str) or not doc[k]]
     if unusable:
         return f"cannot be answered: missing or non-string {', '.join(unusable)}"
-    too_long = [k for k, limit in ID_LIMITS.items() if json_size(doc[k]) > limit]
+    too_long = [k for k, limit in ID_LIMITS.items() if slow_json_size(doc[k]) > limit]
     if too_long:
         return f"cannot be answered: oversized {', '.join(too_long)}"
     broken = [k for k in ANSWERABLE if not is_utf8(doc[k])]
@@ -78,7 +102,9 @@ IDS = st.one_of(
     st.none(),
     st.integers(),
     st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12),
+    st.text(alphabet=st.characters(max_codepoint=0x7F, exclude_categories=()), max_size=12),
     st.sampled_from(["", "a" * 256, "a" * 257, 'q"' * 128, "\\" * 200, "\ud800", "é" * 200]),
+    st.sampled_from(["a" * 255 + "\x7f", "a" * 255 + "\n", "a" * 254 + "\x00", "a" * 255 + "\\"]),
 )
 
 
@@ -93,6 +119,46 @@ def test_answerable_ids_are_judged_as_the_full_rules(ids):
         assert str(exc) == expected
     else:
         assert expected is None
+
+
+FIELD_VALUES = st.one_of(
+    st.none(),
+    st.integers(),
+    st.booleans(),
+    st.sampled_from(["", "Create", "Update", "Delete", "create", "Custom::X", {}, {"A": 1}, [], ["x"], "\ud800"]),
+    st.text(alphabet=st.characters(max_codepoint=0x7F, exclude_categories=()), max_size=8),
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=8),
+    st.sampled_from(["p" * 255, "p" * 256, "p" * 1024, "p" * 1025, "é" * 300, 'q"' * 300, "T" * 68, "T" * 69]),
+)
+REQUEST_FIELDS = ("RequestType", "ResourceType", "PhysicalResourceId", "ResourceProperties", "OldResourceProperties")
+ABSENT = object()
+
+
+EDGE_IDS = ["p-1", "", "p" * 255, "p" * 256, "p" * 1024, "p" * 1025, "é", 'q"', "\\", "\x7f", "\n", "\ud800"]
+USUAL = st.fixed_dictionaries(  # the usual request, near each rule's edge
+    {
+        "RequestType": st.sampled_from(["Create", "Update", "Delete"]),
+        "ResourceType": st.sampled_from(["Custom::X", "T" * 68, "T" * 69]),
+        "PhysicalResourceId": st.sampled_from([ABSENT, *EDGE_IDS]),
+        "ResourceProperties": st.sampled_from([ABSENT, {}, {"A": "1"}]),
+        "OldResourceProperties": st.sampled_from([ABSENT, {}, {"A": "1"}]),
+    }
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    USUAL,
+    st.dictionaries(st.sampled_from(REQUEST_FIELDS), st.one_of(st.just(ABSENT), FIELD_VALUES), max_size=2),
+    st.sampled_from([CLOUDFORMATION, ROS]),
+)
+def test_a_request_is_found_wanting_as_by_every_rule(usual, changed, dialect):
+    """The one-expression case for the usual request finds what every rule finds: nothing, or
+    (not taken) what they say. Usual requests near each rule's edge, with up to two fields
+    changed to anything."""
+    fields = {**usual, **changed}
+    doc = {k: v for k, v in fields.items() if v is not ABSENT}
+    assert _problems(doc, dialect) == _all_problems(doc, dialect)
 
 
 def depth(value) -> int:

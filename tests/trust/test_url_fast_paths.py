@@ -89,6 +89,13 @@ def test_space_or_control_check_decides_as_the_pattern(text):
     assert has_space_or_control(text) == (SPACE_OR_CONTROL.search(text) is not None)
 
 
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F, exclude_categories=())))
+def test_space_or_control_check_of_ascii_decides_as_the_pattern(text):
+    """ASCII text (every real URL) takes the byte pass: the same answer as the pattern."""
+    assert has_space_or_control(text) == (SPACE_OR_CONTROL.search(text) is not None)
+
+
 def test_space_or_control_on_every_character():
     """Each code point alone (the fast path reads str.isprintable): the same answer as the pattern."""
     wrong = [
