@@ -121,6 +121,28 @@ async def test_a_signed_request_from_the_topic_is_admitted(stub_s3: StubS3, cert
     assert envelope.topic_arn == TOPIC and admitted.request_id == json.loads(request)["RequestId"]
 
 
+async def test_a_tampered_message_signed_with_a_cached_certificate_is_forged(stub_s3: StubS3, certs: CertServer):
+    """The second message of a certificate is checked without a wait (its certificate cached): a
+    changed Message, or a signature of another key, is refused as forged there too; the
+    certificate was fetched once."""
+    identity, other = make_identity(), make_identity()
+    name = f"SimpleNotificationService-{uuid.uuid4().hex}.pem"
+    url = certs.add(name, identity.cert_pem)
+    good, another = _request(stub_s3), _request(stub_s3)
+    async with aiohttp.ClientSession() as http:
+        admission = _admission(stub_s3, certs, http)
+        await admission.admit(_message(json.dumps(sign_envelope(notification(good, TOPIC, url), identity))))
+        signed = sign_envelope(notification(another, TOPIC, url), identity)
+        tampered = dict(signed, Message=another.replace("Thing", "Other"))
+        foreign = sign_envelope(notification(another, TOPIC, url), other)
+        for body in (tampered, foreign):
+            with pytest.raises(Forged, match="SNS signature rejected: signature does not match"):
+                await admission.admit(_message(json.dumps(body)))
+        _, admitted = await admission.admit(_message(json.dumps(signed)))
+    assert admitted.request_id == json.loads(another)["RequestId"]
+    assert certs.hits == {"/" + name: 1}
+
+
 WORKER = {
     # class -> (disposition, logged event and level the first time, the rejected-messages count's kind)
     Rejected: (Disposition.REJECT, ("rejected", "error"), "rejected"),
