@@ -164,7 +164,7 @@ def path_refusal(path: str) -> str | None:
         decoded = once
     if "." in decoded and any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/")):
         return "path has dot-segments"
-    if decoded is not path and decoded.count("/") != path.count("/"):  # a path left as it is has none
+    if decoded is not path and decoded.count("/") != path.count("/"):  # (a path not decoded: the same count)
         return "path has percent-encoded slashes"
     if "\\" in decoded:
         return "path has backslashes"
@@ -224,7 +224,7 @@ _ASCII_SPACE_OR_CONTROL = bytes(range(0x21)) + b"\x7f"  # what the pattern match
 def has_space_or_control(url: str) -> bool:
     """Whether `url` holds whitespace or a control character. An ASCII URL (every real one) is
     answered by deleting the pattern's ASCII characters in one byte pass, half str.isprintable()'s
-    time and a twentieth of the pattern's scan; any other is scanned by the pattern, unless it is
+    time and a fifth of the pattern's scan; any other is scanned by the pattern, unless it is
     printable without a space (every character the pattern matches is one of those)."""
     if url.isascii():
         return len(url.encode().translate(None, _ASCII_SPACE_OR_CONTROL)) != len(url)
