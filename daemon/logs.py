@@ -36,6 +36,7 @@ import structlog
 
 # The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
 # inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
+NOISY_LOGGERS = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")  # held at WARNING or above
 _URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
 
 
@@ -327,7 +328,7 @@ def configure(fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio"):
+    for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 

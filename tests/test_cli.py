@@ -9,14 +9,12 @@ run the real `_serve` on configurations that fail before any network use. A star
 
 from __future__ import annotations
 
-import logging
 import os
 import textwrap
 from pathlib import Path
 from typing import get_args, get_type_hints
 
 import pytest
-import structlog
 from click.testing import CliRunner, Result
 
 import cfn_provider
@@ -26,6 +24,7 @@ from cfn_provider.config import Settings, daemon_file_stem
 from cfn_provider.pipeline.router import HandlerError
 from cfn_provider.stores.base import StoreConfigError
 from tests.support.cli import assert_not_started
+from tests.support.logging_state import kept_logging
 
 Q = "https://sqs.eu-west-1.amazonaws.com/123456789012/cfn-provider"
 Q2 = "https://sqs.us-east-1.amazonaws.com/123456789012/other"
@@ -43,15 +42,8 @@ def clean_env(monkeypatch, tmp_path):
 
 @pytest.fixture(autouse=True)
 def restore_logging():
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    noisy = {n: logging.getLogger(n).level for n in ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")}
-    yield
-    structlog.reset_defaults()
-    root.handlers[:], _ = saved
-    root.setLevel(saved[1])
-    for name, level in noisy.items():
-        logging.getLogger(name).setLevel(level)
+    with kept_logging():
+        yield
 
 
 class Captured:

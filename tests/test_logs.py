@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from cfn_provider import logs
+from tests.support.logging_state import kept_logging
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 TOKEN = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+example=="
@@ -27,21 +28,12 @@ SIGV2_URL = (
 )
 # fragments of the query string that must never be seen
 LEAKS = ("X-Amz-Signature", "5d5d5d5d", "X-Amz-Credential", "AKIAIOSFODNN7EXAMPLE", "Signature=abc", "abc%2Bdef")
-NOISY = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")
 
 
 @pytest.fixture(autouse=True)
 def restore_logging():
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in NOISY})
-    structlog.contextvars.clear_contextvars()
-    yield
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    for name, level in saved[2].items():
-        logging.getLogger(name).setLevel(level)
+    with kept_logging():
+        yield
 
 
 @pytest.fixture

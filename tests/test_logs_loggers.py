@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,15 @@ import structlog
 from structlog.testing import capture_logs
 
 from cfn_provider import logs
+from tests.support.logging_state import kept_logging
 
 log = logs.get_logger("worker")  # as the daemon's modules hold theirs: made once, at import
 
 
 @pytest.fixture(autouse=True)
 def restore_logging():
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
+    with kept_logging():
+        yield
 
 
 def configured(level: str = "info") -> io.StringIO:
