@@ -8,7 +8,8 @@ each timed against its own floor, the least code that does the same job.
     admission  ours: Admission.admit of signed SNS notifications, 512 distinct ones in turn (unwrap,
                TopicArn allowlist, string-to-sign, RSA verify with the certificate cached, parse,
                ResponseURL rules);
-               floor: the one RSA verification of the same signature with the key in hand
+               floor: the RSA verification of the same messages' signatures, in the same turn,
+               with the key in hand (each message's own: a repeated one kept its input in cache)
     PUT        ours: the Responder's PUT of an answer body to a presigned-style URL; floor: a bare
                aiohttp PUT of the same body on a kept-open connection; both to one small aiohttp
                server in its own process, so only the client's CPU is timed
@@ -175,19 +176,21 @@ def admission(n: int, rounds: int) -> dict[str, Any]:
     try:
         cert_url = server.add("bench.pem", identity.cert_pem)
         bodies = [_signed_message(cert_url, identity) for _ in range(DISTINCT_MESSAGES)]
-        envelope = json.loads(bodies[0])
         key = x509.load_pem_x509_certificate(identity.cert_pem).public_key()
-        signature, payload = base64.b64decode(envelope["Signature"]), string_to_sign(envelope)
+        signed = []  # each message's signature and string to sign: the floor verifies the same messages in turn
+        for body in bodies:
+            envelope = json.loads(body)
+            signed.append((base64.b64decode(envelope["Signature"]), string_to_sign(envelope)))
         loop = asyncio.new_event_loop()
         try:
-            return loop.run_until_complete(_admission_rounds(n, rounds, bodies, cert_url, key, signature, payload))
+            return loop.run_until_complete(_admission_rounds(n, rounds, bodies, cert_url, key, signed))
         finally:
             loop.close()
     finally:
         server.stop()
 
 
-async def _admission_rounds(n, rounds, bodies, cert_url, key, signature, payload) -> dict[str, Any]:
+async def _admission_rounds(n, rounds, bodies, cert_url, key, signed) -> dict[str, Any]:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding
 
@@ -212,7 +215,10 @@ async def _admission_rounds(n, rounds, bodies, cert_url, key, signature, payload
             return
         raise RuntimeError("admission suspended: the certificate is not cached")
 
+    signatures = itertools.cycle(signed)
+
     def floor() -> None:
+        signature, payload = next(signatures)
         key.verify(signature, payload, padding.PKCS1v15(), hashes.SHA256())
 
     try:
