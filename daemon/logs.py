@@ -34,9 +34,10 @@ from typing import Any, Literal, TextIO, get_args
 import orjson
 import structlog
 
+NOISY_LOGGERS = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")  # held at WARNING or above
+
 # The query runs to whitespace, a quote or a bracket; a renderer's escape pair (\u00e9, \\) stays
 # inside it, but an escaped quote (\") ends it, so JSON-rendered lines stay valid JSON.
-NOISY_LOGGERS = ("botocore", "aiobotocore", "urllib3", "werkzeug", "asyncio")  # held at WARNING or above
 _URL_IN_TEXT = re.compile(r"(https?://[^\s?#\"'<>\\]+)\?(?!<redacted>)(?:[^\s#\"'<>\\]|\\[^\"\s])*")
 
 
